@@ -1,0 +1,49 @@
+// Every error a user can see has a stable code from this catalogue. The admin
+// API returns `{code, message}` with the catalogue's HTTP status, the CLI
+// prints `code: message`, and docs/errors.md lists the same codes (a test keeps
+// the two in step). Messages say what is wrong and what to do about it.
+
+export const ErrorCatalogue = {
+  // Loading a module
+  KWP_ERR_MODULE_TOO_LARGE: { status: 413, summary: 'The module is larger than the configured size cap.' },
+  KWP_ERR_MODULE_INVALID: { status: 400, summary: 'The bytes are not a valid WebAssembly module.' },
+  KWP_ERR_ABI_VERSION: { status: 422, summary: 'The module exports no kwp_abi_version, or a major version this host does not implement.' },
+  KWP_ERR_METADATA: { status: 422, summary: 'The kwp.meta custom section is missing or malformed.' },
+  KWP_ERR_IMPORT_NOT_ALLOWED: { status: 422, summary: 'The module imports something outside the ABI allowlist.' },
+  KWP_ERR_EXPORT_MISSING: { status: 422, summary: 'The module lacks an export the ABI requires.' },
+  KWP_ERR_MEMORY_UNBOUNDED: { status: 422, summary: 'The module defines a memory without a maximum.' },
+  KWP_ERR_MEMORY_TOO_LARGE: { status: 422, summary: 'The module declares more memory than the host allows.' },
+  KWP_ERR_INSTRUMENTATION: { status: 422, summary: 'Fuel instrumentation could not rewrite the module.' },
+  KWP_ERR_INSTANTIATE: { status: 422, summary: 'The module failed to instantiate.' },
+  KWP_ERR_CONFIG_REJECTED: { status: 422, summary: "The module refused the stage's configuration." },
+  KWP_ERR_SELF_TEST: { status: 422, summary: 'The module trapped or ran out of time in its self-test.' },
+  KWP_ERR_TRAP: { status: 500, summary: 'The module trapped during a call.' },
+  KWP_ERR_FUEL_EXHAUSTED: { status: 500, summary: 'The module ran out of fuel during a call.' },
+  // Pipelines
+  KWP_ERR_PIPELINE_INVALID: { status: 400, summary: 'The pipeline file or body does not have the expected shape.' },
+  KWP_ERR_MODULE_NOT_FOUND: { status: 404, summary: 'A stage names a module that is neither built in nor in the module store.' },
+  // Inputs
+  KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed.' },
+  KWP_ERR_FLOWS: { status: 400, summary: 'The flows file could not be read or parsed.' },
+  KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
+} as const;
+
+export type ErrorCode = keyof typeof ErrorCatalogue;
+
+export class KwpError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KwpError';
+    this.code = code;
+    this.status = ErrorCatalogue[code].status;
+  }
+  toJSON(): { code: ErrorCode; message: string } {
+    return { code: this.code, message: this.message };
+  }
+}
+
+export function isKwpError(err: unknown): err is KwpError {
+  return err instanceof KwpError;
+}

@@ -1,0 +1,92 @@
+// Builds every WebAssembly module the project ships or tests with:
+//   evaluators/<name>/index.ts      -> dist/wasm/<name>.wasm   (built-in evaluators)
+//   sdk/examples/<name>/assembly/index.ts -> dist/wasm/examples/<name>.wasm
+//   test/fixtures/wasm/*.wat        -> dist/wasm/fixtures/<name>.wasm (sandbox fixtures)
+//   test/fixtures/wasm/<name>/index.ts -> dist/wasm/fixtures/<name>.wasm
+// A module is rebuilt only when a source it may depend on is newer than it.
+import { readdirSync, statSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import asc from 'assemblyscript/asc';
+import binaryen from 'binaryen';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const out = join(root, 'dist', 'wasm');
+const transform = join(root, 'sdk', 'transform.mjs');
+const force = process.argv.includes('--force');
+
+function newest(dir) {
+  let t = 0;
+  if (!existsSync(dir)) return t;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) { if (e.name !== 'node_modules' && e.name !== 'build') t = Math.max(t, newest(p)); }
+    else if (/\.(ts|json|mjs)$/.test(e.name)) t = Math.max(t, statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+const sdkTime = Math.max(newest(join(root, 'sdk')), statSync(join(root, 'asconfig.json')).mtimeMs);
+
+function upToDate(target, srcDir) {
+  if (force || !existsSync(target)) return false;
+  return statSync(target).mtimeMs >= Math.max(sdkTime, newest(srcDir));
+}
+
+async function compileAS(entry, target, extra = []) {
+  mkdirSync(dirname(target), { recursive: true });
+  const args = [entry, '--config', join(root, 'asconfig.json'), '--transform', transform, '-o', target, ...extra];
+  let stderr = '';
+  const { error } = await asc.main(args, { stderr: { write: (s) => { stderr += s; } } });
+  if (error) throw new Error(`building ${entry} failed:\n${stderr}`);
+}
+
+const jobs = [];
+const evalDir = join(root, 'evaluators');
+for (const name of readdirSync(evalDir)) {
+  const entry = join(evalDir, name, 'index.ts');
+  if (!existsSync(entry)) continue;
+  const target = join(out, `${name}.wasm`);
+  if (!upToDate(target, join(evalDir, name))) jobs.push(() => compileAS(entry, target));
+}
+const exDir = join(root, 'sdk', 'examples');
+if (existsSync(exDir)) for (const name of readdirSync(exDir)) {
+  const entry = join(exDir, name, 'assembly', 'index.ts');
+  if (!existsSync(entry)) continue;
+  const target = join(out, 'examples', `${name}.wasm`);
+  if (!upToDate(target, join(exDir, name))) jobs.push(() => compileAS(entry, target));
+}
+const fixDir = join(root, 'test', 'fixtures', 'wasm');
+if (existsSync(fixDir)) for (const e of readdirSync(fixDir, { withFileTypes: true })) {
+  if (e.isFile() && e.name.endsWith('.wat')) {
+    const src = join(fixDir, e.name);
+    const target = join(out, 'fixtures', e.name.replace(/\.wat$/, '.wasm'));
+    if (!force && existsSync(target) && statSync(target).mtimeMs >= statSync(src).mtimeMs) continue;
+    jobs.push(async () => {
+      const mod = binaryen.parseText(readFileSync(src, 'utf8'));
+      mod.setFeatures(binaryen.Features.All);
+      mkdirSync(dirname(target), { recursive: true });
+      writeFileSync(target, mod.emitBinary());
+      mod.dispose();
+    });
+  } else if (e.isDirectory() && existsSync(join(fixDir, e.name, 'index.ts'))) {
+    const target = join(out, 'fixtures', `${e.name}.wasm`);
+    const flags = existsSync(join(fixDir, e.name, 'asc-flags.json'))
+      ? JSON.parse(readFileSync(join(fixDir, e.name, 'asc-flags.json'), 'utf8')) : [];
+    if (!upToDate(target, join(fixDir, e.name))) jobs.push(() => compileAS(join(fixDir, e.name, 'index.ts'), target, flags));
+  }
+}
+
+// asc is CPU-bound and single-threaded; running two at once keeps both cores busy.
+let failed = false;
+async function worker() {
+  while (jobs.length) {
+    const job = jobs.shift();
+    try { await job(); } catch (err) { failed = true; console.error(err.message); }
+  }
+}
+const started = Date.now();
+const count = jobs.length;
+await Promise.all([worker(), worker()]);
+if (failed) process.exit(1);
+console.log(`build:wasm: ${count} module(s) built in ${Date.now() - started} ms`);

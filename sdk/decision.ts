@@ -1,0 +1,58 @@
+// The decision record (ABI.md, 64 bytes) seen through one reusable accessor:
+// reading a field is a load from linear memory, and nothing on this path
+// allocates.
+
+import { PodInfo } from "./podinfo";
+import { pods } from "./registry";
+
+export const RECORD_SIZE: usize = 64;
+export const OFF_DIRECTION: usize = 0;
+export const OFF_FAMILY: usize = 1;
+export const OFF_PROTOCOL: usize = 2;
+export const OFF_SRC_PORT: usize = 4;
+export const OFF_DST_PORT: usize = 6;
+export const OFF_ICMP_TYPE: usize = 8;
+export const OFF_ICMP_CODE: usize = 9;
+export const OFF_SRC_POD: usize = 12;
+export const OFF_DST_POD: usize = 16;
+export const OFF_SRC_ADDR: usize = 20;
+export const OFF_DST_ADDR: usize = 36;
+export const OFF_VERDICT: usize = 52;
+export const OFF_REASON: usize = 56;
+
+export enum Verdict { Next = 0, Accept = 1, Deny = 2 }
+export enum Direction { Egress = 0, Ingress = 1 }
+
+export class Decision {
+  /** Address of the current record; set by the ABI layer. */
+  ptr: usize = 0;
+
+  get direction(): Direction { return <Direction>load<u8>(this.ptr + OFF_DIRECTION); }
+  get isEgress(): bool { return load<u8>(this.ptr + OFF_DIRECTION) == 0; }
+  get isIngress(): bool { return load<u8>(this.ptr + OFF_DIRECTION) == 1; }
+  get family(): u8 { return load<u8>(this.ptr + OFF_FAMILY); }
+  get protocol(): u8 { return load<u8>(this.ptr + OFF_PROTOCOL); }
+  get srcPort(): u16 { return load<u16>(this.ptr + OFF_SRC_PORT); }
+  get dstPort(): u16 { return load<u16>(this.ptr + OFF_DST_PORT); }
+  get icmpType(): u8 { return load<u8>(this.ptr + OFF_ICMP_TYPE); }
+  get icmpCode(): u8 { return load<u8>(this.ptr + OFF_ICMP_CODE); }
+  get srcPodId(): u32 { return load<u32>(this.ptr + OFF_SRC_POD); }
+  get dstPodId(): u32 { return load<u32>(this.ptr + OFF_DST_POD); }
+  /** Address of the 16 source-address bytes (IPv4 in the first 4). */
+  get srcAddr(): usize { return this.ptr + OFF_SRC_ADDR; }
+  get dstAddr(): usize { return this.ptr + OFF_DST_ADDR; }
+
+  get srcPod(): PodInfo | null { return pods.lookup(this.srcPodId); }
+  get dstPod(): PodInfo | null { return pods.lookup(this.dstPodId); }
+
+  /** The pod the policy is about: the source for egress, the destination for ingress. */
+  get subject(): PodInfo | null { return this.isEgress ? this.srcPod : this.dstPod; }
+  /** The other end. */
+  get peer(): PodInfo | null { return this.isEgress ? this.dstPod : this.srcPod; }
+  get subjectAddr(): usize { return this.isEgress ? this.srcAddr : this.dstAddr; }
+  get peerAddr(): usize { return this.isEgress ? this.dstAddr : this.srcAddr; }
+
+  /** Records which policy/rule decided; kwp_explain turns the code into text on demand. */
+  set reason(code: u32) { store<u32>(this.ptr + OFF_REASON, code); }
+  get reason(): u32 { return load<u32>(this.ptr + OFF_REASON); }
+}

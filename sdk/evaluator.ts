@@ -1,0 +1,43 @@
+// The one class a plugin author extends. Every method but decide has a
+// do-nothing default, so the smallest evaluator is a decide function.
+
+import { JValue } from "./json";
+import { PodInfo } from "./podinfo";
+import { Decision, Verdict } from "./decision";
+
+export abstract class Evaluator {
+  /** Accept or refuse the stage config; return an error text to refuse it. */
+  configure(config: JValue): string | null { return null; }
+
+  /** `kind` is the index of the object's kind in module.json's `kinds`. */
+  objectUpserted(kind: i32, obj: JValue): void {}
+  objectDeleted(kind: i32, obj: JValue): void {}
+  /** A full snapshot of `kind` follows: forget what you have of it. */
+  objectsReset(kind: i32): void {}
+  /** The snapshot of `kind` is complete. */
+  objectsSynced(kind: i32): void {}
+
+  podUpserted(pod: PodInfo, previous: PodInfo | null): void {}
+  podDeleted(pod: PodInfo): void {}
+
+  /** Decide one record. Set d.reason to say which policy/rule decided. */
+  abstract decide(d: Decision): Verdict;
+
+  /** Text for a reason code set in decide. */
+  explain(reason: u32): string { return ""; }
+
+  /** True when the module must see all traffic (cluster-wide policies); false to name subjects with isSubject. */
+  needsAllTraffic(): bool { return true; }
+  /** With needsAllTraffic() false: whether traffic to or from this pod must be shown to the module. */
+  isSubject(pod: PodInfo): bool { return false; }
+}
+
+let current: Evaluator | null = null;
+
+/** Installs the module's evaluator; call once at the top level of the entry file. */
+export function register(e: Evaluator): void { current = e; }
+
+export function registered(): Evaluator {
+  if (current == null) abort("no evaluator registered: call register(new MyEvaluator()) in the entry file");
+  return current!;
+}

@@ -1,0 +1,117 @@
+// The ABI's exports (ABI.md). A module's entry file re-exports this file:
+//   export * from "kube-wasm-policies/sdk/exports";
+// Everything here only adapts raw memory to the Evaluator API.
+
+import { parseJSON, jsonError } from "./json";
+import { decodePodInfo } from "./podinfo";
+import { pods } from "./registry";
+import { invalidatePodCaches } from "./podcache";
+import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON } from "./decision";
+import { registered } from "./evaluator";
+
+/** ABI 1.0. The host reads this initializer from the binary. */
+export const kwp_abi_version: i32 = 0x00010000;
+
+const BATCH_CAPACITY: i32 = 64;
+const batchArea = memory.data(<i32>(BATCH_CAPACITY * <i32>RECORD_SIZE), 16);
+const decision = new Decision();
+
+let result: ArrayBuffer = new ArrayBuffer(256);
+
+function setResultText(text: string): i32 {
+  result = String.UTF8.encode(text);
+  return result.byteLength;
+}
+
+export function kwp_alloc(size: i32): usize {
+  return heap.alloc(size > 0 ? <usize>size : 1);
+}
+
+export function kwp_result(): usize {
+  return changetype<usize>(result);
+}
+
+export function kwp_configure(ptr: usize, len: i32): i32 {
+  // The host always sends a JSON object, "{}" when the stage has no config.
+  const cfg = parseJSON(ptr, <usize>len);
+  if (ptr != 0) heap.free(ptr);
+  if (cfg == null) {
+    setResultText("config is not valid JSON: " + jsonError);
+    return 1;
+  }
+  const err = registered().configure(cfg);
+  if (err != null) {
+    setResultText(err);
+    return 1;
+  }
+  return 0;
+}
+
+export function kwp_pod_upsert(ptr: usize, len: i32): void {
+  const pod = decodePodInfo(ptr, <usize>len);
+  heap.free(ptr);
+  if (pod == null) return;
+  const prev = pods.put(pod);
+  invalidatePodCaches(pod.id);
+  registered().podUpserted(pod, prev);
+}
+
+export function kwp_pod_delete(id: u32): void {
+  const prev = pods.remove(id);
+  invalidatePodCaches(id);
+  if (prev != null) registered().podDeleted(prev);
+}
+
+export function kwp_object(kind: i32, op: i32, ptr: usize, len: i32): i32 {
+  const e = registered();
+  if (op == 2) { e.objectsReset(kind); return 0; }
+  if (op == 3) { e.objectsSynced(kind); return 0; }
+  const obj = parseJSON(ptr, <usize>len);
+  if (ptr != 0) heap.free(ptr);
+  if (obj == null) {
+    setResultText("object is not valid JSON: " + jsonError);
+    return 1;
+  }
+  if (op == 0) e.objectUpserted(kind, obj);
+  else if (op == 1) e.objectDeleted(kind, obj);
+  else return 2;
+  return 0;
+}
+
+export function kwp_batch(): usize {
+  return batchArea;
+}
+
+export function kwp_batch_capacity(): i32 {
+  return BATCH_CAPACITY;
+}
+
+export function kwp_decide(count: i32): i32 {
+  const e = registered();
+  const n = count < BATCH_CAPACITY ? count : BATCH_CAPACITY;
+  for (let i = 0; i < n; i++) {
+    const rec = batchArea + <usize>i * RECORD_SIZE;
+    store<u32>(rec + OFF_REASON, 0);
+    decision.ptr = rec;
+    store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
+  }
+  return 0;
+}
+
+export function kwp_explain(reason: u32): i32 {
+  return setResultText(registered().explain(reason));
+}
+
+export function kwp_subjects(): i32 {
+  const e = registered();
+  if (e.needsAllTraffic()) return -1;
+  const all = pods.all();
+  const ids = new Array<u32>(0);
+  for (let i = 0; i < all.length; i++) {
+    if (e.isSubject(all[i])) ids.push(all[i].id);
+  }
+  const buf = new ArrayBuffer(ids.length * 4);
+  for (let i = 0; i < ids.length; i++) store<u32>(changetype<usize>(buf) + <usize>i * 4, ids[i]);
+  result = buf;
+  return ids.length;
+}

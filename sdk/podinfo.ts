@@ -1,0 +1,127 @@
+// PodInfo: what a module knows about a pod, decoded from the record layout in
+// ABI.md. The host sends a record when anything in it changes, so a PodInfo
+// object is immutable and caches keyed by its id stay valid until the next
+// upsert or delete of that id (PodCache does the invalidation).
+
+import { Labels, NO_LABELS } from "./labels";
+
+export const PROTO_ICMP: u8 = 1;
+export const PROTO_TCP: u8 = 6;
+export const PROTO_UDP: u8 = 17;
+export const PROTO_ICMPV6: u8 = 58;
+export const PROTO_SCTP: u8 = 132;
+
+export class ContainerPort {
+  constructor(public name: string, public port: u16, public protocol: u8) {}
+}
+
+export class PodAddress {
+  constructor(public family: u8, public bytes: StaticArray<u8>) {}
+}
+
+export class PodInfo {
+  id: u32 = 0;
+  hostNetwork: bool = false;
+  name: string = "";
+  namespace: string = "";
+  nodeName: string = "";
+  clusterId: string = "";
+  labels: Labels = NO_LABELS;
+  namespaceLabels: Labels = NO_LABELS;
+  nodeLabels: Labels = NO_LABELS;
+  ports: ContainerPort[] = [];
+  addresses: PodAddress[] = [];
+
+  /** The container port named `name` with protocol `protocol`, or -1. */
+  namedPort(name: string, protocol: u8): i32 {
+    const ports = this.ports;
+    for (let i = 0, n = ports.length; i < n; i++) {
+      const p = unchecked(ports[i]);
+      if (p.name == name && p.protocol == protocol) return <i32>p.port;
+    }
+    return -1;
+  }
+
+  /** The first container port named `name`, any protocol, or null. */
+  namedPortAny(name: string): ContainerPort | null {
+    const ports = this.ports;
+    for (let i = 0, n = ports.length; i < n; i++) {
+      if (unchecked(ports[i]).name == name) return unchecked(ports[i]);
+    }
+    return null;
+  }
+}
+
+class RecordReader {
+  constructor(public pos: usize, public end: usize) {}
+  ok: bool = true;
+  u8(): u8 {
+    if (this.pos + 1 > this.end) { this.ok = false; return 0; }
+    const v = load<u8>(this.pos); this.pos += 1; return v;
+  }
+  u16(): u16 {
+    if (this.pos + 2 > this.end) { this.ok = false; return 0; }
+    const v = load<u16>(this.pos); this.pos += 2; return v;
+  }
+  u32(): u32 {
+    if (this.pos + 4 > this.end) { this.ok = false; return 0; }
+    const v = load<u32>(this.pos); this.pos += 4; return v;
+  }
+  str(): string {
+    const n = <usize>this.u16();
+    if (!this.ok || this.pos + n > this.end) { this.ok = false; return ""; }
+    const s = n == 0 ? "" : String.UTF8.decodeUnsafe(this.pos, n);
+    this.pos += n;
+    return s;
+  }
+  labels(): Labels {
+    const n = <i32>this.u16();
+    if (n == 0) return NO_LABELS;
+    const p = new StaticArray<string>(n << 1);
+    for (let i = 0; i < n && this.ok; i++) {
+      p[i << 1] = this.str();
+      p[(i << 1) + 1] = this.str();
+    }
+    return new Labels(p);
+  }
+}
+
+/** Decodes a PodInfo record; null when the record is truncated. */
+export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
+  const r = new RecordReader(ptr, ptr + len);
+  const pod = new PodInfo();
+  pod.id = r.u32();
+  const flags = r.u8();
+  r.u8(); r.u8(); r.u8();
+  pod.hostNetwork = (flags & 1) != 0;
+  pod.name = r.str();
+  pod.namespace = r.str();
+  pod.nodeName = r.str();
+  pod.clusterId = r.str();
+  pod.labels = r.labels();
+  pod.namespaceLabels = r.labels();
+  pod.nodeLabels = r.labels();
+  const nPorts = <i32>r.u16();
+  const ports = new Array<ContainerPort>(0);
+  for (let i = 0; i < nPorts && r.ok; i++) {
+    const name = r.str();
+    const port = r.u16();
+    const proto = r.u8();
+    r.u8();
+    ports.push(new ContainerPort(name, port, proto));
+  }
+  pod.ports = ports;
+  const nIPs = <i32>r.u8();
+  const addrs = new Array<PodAddress>(0);
+  for (let i = 0; i < nIPs && r.ok; i++) {
+    const family = r.u8();
+    if (r.pos + 16 > r.end) { r.ok = false; break; }
+    const bytes = new StaticArray<u8>(16);
+    memory.copy(changetype<usize>(bytes), r.pos, 16);
+    r.pos += 16;
+    addrs.push(new PodAddress(family, bytes));
+  }
+  pod.addresses = addrs;
+  if (!r.ok || pod.id == 0) return null;
+  return pod;
+}
