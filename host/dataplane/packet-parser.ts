@@ -48,32 +48,32 @@ function parseIPv4(bytes: Uint8Array): Packet | undefined {
   return packet;
 }
 
-function parseIPv6(bytes: Uint8Array): Packet | undefined {
-  if (bytes.length < IPV6_HEADER_LENGTH) return undefined;
-  const payloadLength = (bytes[4] << 8) | bytes[5];
-  // A payload length of 0 means a jumbogram (hop-by-hop option); then the buffer length rules.
-  const declaredEnd = IPV6_HEADER_LENGTH + payloadLength;
-  const end = payloadLength !== 0 && declaredEnd < bytes.length ? declaredEnd : bytes.length;
+// Results of the last walkIPv6 call: module state rather than a returned
+// object, so the per-packet path allocates nothing for them.
+let walkedProtocol = 0;
+let walkedFirstFragment = true;
 
+/** Walk the IPv6 extension headers; returns the transport header's offset or -1. */
+function walkIPv6(bytes: Uint8Array, end: number): number {
   let next = bytes[6];
   let offset = IPV6_HEADER_LENGTH;
-  let firstFragment = true;
+  walkedFirstFragment = true;
   for (let hops = 0; ; hops++) {
-    if (hops > MAX_EXTENSION_HEADERS) return undefined;
+    if (hops > MAX_EXTENSION_HEADERS) return -1;
     if (next === EXT_HOP_BY_HOP || next === EXT_ROUTING || next === EXT_DESTINATION_OPTIONS) {
-      if (offset + 2 > end) return undefined;
+      if (offset + 2 > end) return -1;
       const following = bytes[offset];
       offset += (bytes[offset + 1] + 1) * 8;
       next = following;
     } else if (next === EXT_FRAGMENT) {
-      if (offset + 8 > end) return undefined;
+      if (offset + 8 > end) return -1;
       const following = bytes[offset];
       const fragmentOffset = (bytes[offset + 2] << 5) | (bytes[offset + 3] >> 3);
-      if (fragmentOffset !== 0) firstFragment = false;
+      if (fragmentOffset !== 0) walkedFirstFragment = false;
       offset += 8;
       next = following;
     } else if (next === EXT_AUTHENTICATION) {
-      if (offset + 2 > end) return undefined;
+      if (offset + 2 > end) return -1;
       const following = bytes[offset];
       // AH counts its length in 4-byte units minus 2, unlike the others.
       offset += (bytes[offset + 1] + 2) * 4;
@@ -81,12 +81,56 @@ function parseIPv6(bytes: Uint8Array): Packet | undefined {
     } else {
       break;
     }
-    if (offset > end) return undefined;
+    if (offset > end) return -1;
   }
+  walkedProtocol = next;
+  return offset;
+}
 
-  const packet = newPacket(6, next, bytes.subarray(8, 24), bytes.subarray(24, 40));
-  if (firstFragment) fillTransport(packet, bytes, offset, end, true);
+function ipv6End(bytes: Uint8Array): number {
+  const payloadLength = (bytes[4] << 8) | bytes[5];
+  // A payload length of 0 means a jumbogram (hop-by-hop option); then the buffer length rules.
+  const declaredEnd = IPV6_HEADER_LENGTH + payloadLength;
+  return payloadLength !== 0 && declaredEnd < bytes.length ? declaredEnd : bytes.length;
+}
+
+function parseIPv6(bytes: Uint8Array): Packet | undefined {
+  if (bytes.length < IPV6_HEADER_LENGTH) return undefined;
+  const end = ipv6End(bytes);
+  const offset = walkIPv6(bytes, end);
+  if (offset < 0) return undefined;
+  const packet = newPacket(6, walkedProtocol, bytes.subarray(8, 24), bytes.subarray(24, 40));
+  if (walkedFirstFragment) fillTransport(packet, bytes, offset, end, true);
   return packet;
+}
+
+/**
+ * The transport payload of a packet, e.g. the DNS message of a UDP datagram:
+ * the bytes after a transport header of `transportHeaderLength` bytes, or
+ * `undefined` when the packet is malformed, a later fragment, or too short.
+ */
+export function transportPayload(bytes: Uint8Array, transportHeaderLength: number): Uint8Array | undefined {
+  if (bytes.length < 1) return undefined;
+  const version = bytes[0] >> 4;
+  let offset: number;
+  let end: number;
+  if (version === 4) {
+    if (bytes.length < 20) return undefined;
+    offset = (bytes[0] & 0x0f) * 4;
+    const totalLength = (bytes[2] << 8) | bytes[3];
+    if (offset < 20 || totalLength < offset) return undefined;
+    if ((((bytes[6] & 0x1f) << 8) | bytes[7]) !== 0) return undefined;
+    end = totalLength < bytes.length ? totalLength : bytes.length;
+  } else if (version === 6) {
+    if (bytes.length < IPV6_HEADER_LENGTH) return undefined;
+    end = ipv6End(bytes);
+    offset = walkIPv6(bytes, end);
+    if (offset < 0 || !walkedFirstFragment) return undefined;
+  } else {
+    return undefined;
+  }
+  if (offset + transportHeaderLength > end) return undefined;
+  return bytes.subarray(offset + transportHeaderLength, end);
 }
 
 function newPacket(family: 4 | 6, protocol: number, src: Uint8Array, dst: Uint8Array): Packet {
