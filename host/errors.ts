@@ -26,6 +26,10 @@ export const ErrorCatalogue = {
   KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed.' },
   KWP_ERR_FLOWS: { status: 400, summary: 'The flows file could not be read or parsed.' },
   KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
+  KWP_ERR_KUBECONFIG: { status: 400, summary: 'The kubeconfig could not be loaded, or the in-cluster configuration is missing.' },
+  // Dataplane
+  KWP_ERR_NFQUEUE_UNAVAILABLE: { status: 500, summary: 'The optional nfqueue native binding is not installed or did not load.' },
+  KWP_ERR_DATAPLANE: { status: 500, summary: 'The kernel refused the rules or queues the dataplane needs.' },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;
