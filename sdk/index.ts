@@ -11,3 +11,6 @@ export { PodCache } from "./podcache";
 export { pods } from "./registry";
 export { JValue, JKind, parseJSON, parseJSONString } from "./json";
 export { log } from "./log";
+export { LabelSelector, LabelRequirement, SelectorOp } from "./selector";
+export { CIDR, IPBlock, parseIP, cidrError } from "./cidr";
+export { PortMatcher, portsMatch, protocolNumber, protocolName, portError, PROTO_ANY } from "./ports";

@@ -1,0 +1,324 @@
+// Drives the SDK's selector, CIDR and port helpers through the sdk-helpers
+// fixture module (test/fixtures/wasm/sdk-helpers), built with rtrace so the
+// matching paths can be shown to allocate nothing.
+import { describe, it, expect, beforeAll } from 'vitest';
+import { readFileSync, existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const wasmPath = fileURLToPath(new URL('../dist/wasm/fixtures/sdk-helpers.wasm', import.meta.url));
+
+interface Helpers {
+  memory: WebAssembly.Memory;
+  alloc(n: number): number;
+  free(p: number): void;
+  errorPtr(): number;
+  errorLen(): number;
+  setSelector(p: number, n: number): number;
+  setLabels(p: number, n: number): void;
+  selectorMatches(): number;
+  selectorMatchLoop(count: number): number;
+  setAddress(p: number, n: number): number;
+  addressPtr(): number;
+  setCIDR(p: number, n: number): number;
+  setIPBlock(p: number, n: number): number;
+  cidrContains(): number;
+  ipBlockContains(): number;
+  containsLoop(count: number): number;
+  setPort(p: number, n: number): number;
+  setPodPorts(p: number, n: number): void;
+  portMatches(protocol: number, port: number): number;
+  portLoop(count: number, protocol: number, port: number): number;
+}
+
+let h: Helpers;
+let allocations = 0;
+const logLines: { level: number; text: string }[] = [];
+
+function readText(ptr: number, len: number): string {
+  return new TextDecoder().decode(new Uint8Array(h.memory.buffer, ptr, len));
+}
+
+/** An AssemblyScript string (UTF-16, byte length in the header) at `ptr`. */
+function asString(ptr: number): string {
+  if (!ptr || !h) return '(no message)';
+  const len = new Uint32Array(h.memory.buffer, ptr - 4, 1)[0];
+  return String.fromCharCode(...new Uint16Array(h.memory.buffer, ptr, len >>> 1));
+}
+
+/** Copies `text` into module memory and calls `fn(ptr, len)`; the module never keeps the buffer. */
+function withText<T>(text: string, fn: (p: number, n: number) => T): T {
+  const bytes = new TextEncoder().encode(text);
+  const p = h.alloc(bytes.length);
+  new Uint8Array(h.memory.buffer, p, bytes.length).set(bytes);
+  try { return fn(p, bytes.length); } finally { h.free(p); }
+}
+
+const lastError = () => readText(h.errorPtr(), h.errorLen());
+
+beforeAll(async () => {
+  if (!existsSync(wasmPath)) throw new Error(`${wasmPath} is missing: run "npm run build:wasm" first`);
+  const module = await WebAssembly.compile(readFileSync(wasmPath));
+  const imports: Record<string, Record<string, WebAssembly.ImportValue>> = {
+    env: { abort: (msg: number, file: number, line: number, col: number) => { throw new Error(`abort in sdk-helpers: ${asString(msg)} at ${asString(file)}:${line}:${col}`); } },
+    kwp: { log: (level: number, ptr: number, len: number) => { logLines.push({ level, text: readText(ptr, len) }); } },
+    rtrace: {},
+  };
+  for (const imp of WebAssembly.Module.imports(module)) {
+    if (imp.module !== 'rtrace') continue;
+    imports.rtrace[imp.name] = imp.name === 'onalloc' || imp.name === 'onresize' || imp.name === 'onmove'
+      ? () => { allocations++; }
+      // rtrace's memory hooks return the address the store/load then uses.
+      : imp.name === 'onstore' || imp.name === 'onload' ? (ptr: number) => ptr
+      : imp.name === 'onvisit' ? () => 1 : () => {};
+  }
+  const instance = await WebAssembly.instantiate(module, imports);
+  h = instance.exports as unknown as Helpers;
+});
+
+const selector = (sel: unknown) => withText(JSON.stringify(sel), (p, n) => h.setSelector(p, n));
+const labels = (l: Record<string, string>) => withText(JSON.stringify(l), (p, n) => h.setLabels(p, n));
+
+describe('LabelSelector', () => {
+  const cases: { name: string; sel: unknown; labels: Record<string, string>; match: boolean }[] = [
+    { name: 'the empty selector matches a pod with labels', sel: {}, labels: { app: 'web' }, match: true },
+    { name: 'the empty selector matches a pod without labels', sel: {}, labels: {}, match: true },
+    { name: 'matchLabels matches when every pair is present', sel: { matchLabels: { app: 'web', tier: 'fe' } }, labels: { app: 'web', tier: 'fe', x: 'y' }, match: true },
+    { name: 'matchLabels fails when one value differs', sel: { matchLabels: { app: 'web', tier: 'fe' } }, labels: { app: 'web', tier: 'be' }, match: false },
+    { name: 'matchLabels fails when a key is missing', sel: { matchLabels: { app: 'web' } }, labels: { tier: 'fe' }, match: false },
+    { name: 'In matches one of the listed values', sel: { matchExpressions: [{ key: 'ns', operator: 'In', values: ['x', 'y'] }] }, labels: { ns: 'y' }, match: true },
+    { name: 'In fails for an unlisted value', sel: { matchExpressions: [{ key: 'ns', operator: 'In', values: ['x', 'y'] }] }, labels: { ns: 'z' }, match: false },
+    { name: 'In fails when the key is absent', sel: { matchExpressions: [{ key: 'ns', operator: 'In', values: ['x'] }] }, labels: {}, match: false },
+    { name: 'NotIn fails for a listed value', sel: { matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['x'] }] }, labels: { ns: 'x' }, match: false },
+    { name: 'NotIn matches an unlisted value', sel: { matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['x'] }] }, labels: { ns: 'y' }, match: true },
+    { name: 'NotIn matches an object lacking the key', sel: { matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['x'] }] }, labels: { other: 'x' }, match: true },
+    { name: 'Exists matches any value of the key', sel: { matchExpressions: [{ key: 'app', operator: 'Exists' }] }, labels: { app: '' }, match: true },
+    { name: 'Exists fails without the key', sel: { matchExpressions: [{ key: 'app', operator: 'Exists' }] }, labels: { ap: 'x' }, match: false },
+    { name: 'DoesNotExist matches an object lacking the key', sel: { matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] }, labels: {}, match: true },
+    { name: 'DoesNotExist fails when the key is present', sel: { matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] }, labels: { app: 'x' }, match: false },
+    { name: 'matchLabels and matchExpressions must both hold', sel: { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['fe'] }] }, labels: { app: 'web', tier: 'be' }, match: false },
+    { name: 'several expressions are ANDed', sel: { matchExpressions: [{ key: 'a', operator: 'Exists' }, { key: 'b', operator: 'DoesNotExist' }] }, labels: { a: '1' }, match: true },
+    { name: 'JSON null compiles to the empty selector', sel: null, labels: { any: 'thing' }, match: true },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      expect(selector(c.sel)).toBe(1);
+      labels(c.labels);
+      expect(h.selectorMatches()).toBe(c.match ? 1 : 0);
+    });
+  }
+
+  const invalid: { name: string; sel: unknown; error: RegExp }[] = [
+    { name: 'an unknown operator is refused and named', sel: { matchExpressions: [{ key: 'a', operator: 'Equals', values: ['1'] }] }, error: /operator "Equals" is not one of In, NotIn, Exists, DoesNotExist/ },
+    { name: 'In without values is refused', sel: { matchExpressions: [{ key: 'a', operator: 'In', values: [] }] }, error: /needs at least one value/ },
+    { name: 'Exists with values is refused', sel: { matchExpressions: [{ key: 'a', operator: 'Exists', values: ['1'] }] }, error: /takes no values/ },
+    { name: 'an expression without a key is refused', sel: { matchExpressions: [{ operator: 'Exists' }] }, error: /key is missing/ },
+    { name: 'a non-string matchLabels value is refused', sel: { matchLabels: { a: 1 } }, error: /matchLabels.a must be a string/ },
+    { name: 'a selector that is not an object is refused', sel: 'app=web', error: /must be an object/ },
+  ];
+  for (const c of invalid) {
+    it(`${c.name}, logged as a warning, and the selector then matches nothing`, () => {
+      const before = logLines.length;
+      expect(selector(c.sel)).toBe(0);
+      expect(lastError()).toMatch(c.error);
+      const logged = logLines.slice(before);
+      expect(logged).toHaveLength(1);
+      expect(logged[0].level).toBe(2);
+      expect(logged[0].text).toMatch(/^test selector: .*matches nothing/);
+      labels({ a: '1', app: 'web' });
+      expect(h.selectorMatches()).toBe(0);
+    });
+  }
+
+  it('compiling a selector is seen by the allocation counter the no-allocation tests rely on', () => {
+    const before = allocations;
+    selector({ matchLabels: { app: 'web' } });
+    expect(allocations).toBeGreaterThan(before);
+  });
+
+  it('matching a selector allocates nothing', () => {
+    selector({ matchLabels: { app: 'web' }, matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['x', 'y'] }, { key: 'tier', operator: 'Exists' }] });
+    labels({ app: 'web', tier: 'fe', ns: 'z' });
+    const before = allocations;
+    expect(h.selectorMatchLoop(10_000)).toBe(10_000);
+    expect(allocations - before).toBe(0);
+  });
+});
+
+const address = (ip: string) => withText(ip, (p, n) => h.setAddress(p, n));
+const cidr = (c: string) => withText(c, (p, n) => h.setCIDR(p, n));
+const ipBlock = (b: unknown) => withText(JSON.stringify(b), (p, n) => h.setIPBlock(p, n));
+
+describe('parseIP', () => {
+  const cases: { text: string; family: number; bytes: number[] }[] = [
+    { text: '10.1.2.3', family: 4, bytes: [10, 1, 2, 3] },
+    { text: '0.0.0.0', family: 4, bytes: [0, 0, 0, 0] },
+    { text: '255.255.255.255', family: 4, bytes: [255, 255, 255, 255] },
+    { text: '::', family: 6, bytes: [] },
+    { text: '::1', family: 6, bytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1] },
+    { text: 'fd00:10::7', family: 6, bytes: [0xfd, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7] },
+    { text: '2001:db8:0:0:1:0:0:1', family: 6, bytes: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1] },
+    { text: '::ffff:192.0.2.1', family: 6, bytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1] },
+    { text: 'FD00::ABCD', family: 6, bytes: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xab, 0xcd] },
+  ];
+  for (const c of cases) {
+    it(`reads ${c.text} as IPv${c.family}`, () => {
+      expect(address(c.text)).toBe(c.family);
+      const expected = new Uint8Array(16);
+      expected.set(c.bytes);
+      expect([...new Uint8Array(h.memory.buffer, h.addressPtr(), 16)]).toEqual([...expected]);
+    });
+  }
+  for (const bad of ['', '10.0.0', '10.0.0.256', '10.0.0.01', '1.2.3.4.5', 'a.b.c.d', '1::2::3', ':1', '1:', '12345::', '1:2:3:4:5:6:7:8:9', '::1.2.3']) {
+    it(`refuses "${bad}" with a message naming it`, () => {
+      expect(address(bad)).toBe(0);
+      expect(lastError()).toContain(`"${bad}"`);
+    });
+  }
+});
+
+describe('CIDR', () => {
+  const cases: { cidr: string; ip: string; inside: boolean }[] = [
+    { cidr: '10.0.0.0/8', ip: '10.255.1.2', inside: true },
+    { cidr: '10.0.0.0/8', ip: '11.0.0.1', inside: false },
+    { cidr: '192.168.1.0/24', ip: '192.168.1.255', inside: true },
+    { cidr: '192.168.1.0/24', ip: '192.168.2.0', inside: false },
+    { cidr: '192.168.1.128/25', ip: '192.168.1.127', inside: false },
+    { cidr: '192.168.1.128/25', ip: '192.168.1.128', inside: true },
+    { cidr: '10.1.2.3', ip: '10.1.2.3', inside: true },
+    { cidr: '10.1.2.3', ip: '10.1.2.4', inside: false },
+    { cidr: '10.1.2.3/8', ip: '10.200.0.1', inside: true },
+    { cidr: '0.0.0.0/0', ip: '203.0.113.9', inside: true },
+    { cidr: '0.0.0.0/0', ip: '::1', inside: false },
+    { cidr: '::/0', ip: '10.0.0.1', inside: false },
+    { cidr: '::/0', ip: 'fd00::1', inside: true },
+    { cidr: 'fd00::/8', ip: 'fdff:ffff::1', inside: true },
+    { cidr: 'fd00::/8', ip: 'fe00::1', inside: false },
+    { cidr: '2001:db8::/64', ip: '2001:db8::ffff:ffff:ffff:ffff', inside: true },
+    { cidr: '2001:db8::/64', ip: '2001:db8:0:1::', inside: false },
+    { cidr: '2001:db8::/127', ip: '2001:db8::1', inside: true },
+    { cidr: '2001:db8::/127', ip: '2001:db8::2', inside: false },
+    { cidr: '2001:db8::1', ip: '2001:db8::1', inside: true },
+    { cidr: '2001:db8::/65', ip: '2001:db8::8000:0:0:0', inside: false },
+    { cidr: '2001:db8::/65', ip: '2001:db8::7fff:0:0:0', inside: true },
+  ];
+  for (const c of cases) {
+    it(`${c.cidr} ${c.inside ? 'contains' : 'does not contain'} ${c.ip}`, () => {
+      expect(cidr(c.cidr)).toBeGreaterThan(0);
+      expect(address(c.ip)).toBeGreaterThan(0);
+      expect(h.cidrContains()).toBe(c.inside ? 1 : 0);
+    });
+  }
+  it('a bare address is a /32 for IPv4 and a /128 for IPv6', () => {
+    expect(cidr('10.0.0.1') - 1).toBe(32);
+    expect(cidr('fd00::1') - 1).toBe(128);
+  });
+  for (const bad of ['10.0.0.0/33', '10.0.0.0/', '10.0.0.0/08', 'fd00::/129', '10.0.0/8', 'fd00::/x', 'example.com/8']) {
+    it(`refuses the CIDR "${bad}" with a message naming it`, () => {
+      expect(cidr(bad)).toBe(0);
+      expect(lastError()).toContain(`"${bad}"`);
+    });
+  }
+});
+
+describe('IPBlock', () => {
+  const block = { cidr: '10.0.0.0/16', except: ['10.0.1.0/24', '10.0.2.7/32'] };
+  const cases: { ip: string; inside: boolean }[] = [
+    { ip: '10.0.0.1', inside: true },
+    { ip: '10.0.1.1', inside: false },
+    { ip: '10.0.2.7', inside: false },
+    { ip: '10.0.2.8', inside: true },
+    { ip: '10.1.0.1', inside: false },
+    { ip: 'fd00::1', inside: false },
+  ];
+  for (const c of cases) {
+    it(`10.0.0.0/16 except 10.0.1.0/24 and 10.0.2.7 ${c.inside ? 'contains' : 'does not contain'} ${c.ip}`, () => {
+      expect(ipBlock(block)).toBe(1);
+      address(c.ip);
+      expect(h.ipBlockContains()).toBe(c.inside ? 1 : 0);
+    });
+  }
+  it('an ipBlock whose except has another family is refused', () => {
+    expect(ipBlock({ cidr: '10.0.0.0/8', except: ['fd00::/8'] })).toBe(0);
+    expect(lastError()).toMatch(/except\[0\].*not the same IP family/);
+  });
+  it('an ipBlock with a bad cidr is refused naming the field', () => {
+    expect(ipBlock({ cidr: '10.0.0.0/40' })).toBe(0);
+    expect(lastError()).toMatch(/^ipBlock\.cidr: "10\.0\.0\.0\/40"/);
+  });
+  it('testing membership allocates nothing', () => {
+    cidr('fd00::/8');
+    ipBlock({ cidr: 'fd00::/8', except: ['fd00:1::/32'] });
+    address('fd00:2::5');
+    const before = allocations;
+    expect(h.containsLoop(10_000)).toBe(20_000);
+    expect(allocations - before).toBe(0);
+  });
+});
+
+const TCP = 6, UDP = 17, SCTP = 132, ICMP = 1;
+const port = (p: unknown) => withText(JSON.stringify(p), (ptr, n) => h.setPort(ptr, n));
+const podPorts = (ports: unknown) => withText(JSON.stringify(ports), (p, n) => h.setPodPorts(p, n));
+
+describe('PortMatcher', () => {
+  const serving = [
+    { name: 'serve-80-tcp', port: 80, protocol: 'TCP' },
+    { name: 'serve-80-udp', port: 80, protocol: 'UDP' },
+    { name: 'serve-81-tcp', port: 81, protocol: 'TCP' },
+    { name: 'dns', port: 53, protocol: 'UDP' },
+    { name: 'dns', port: 5353, protocol: 'TCP' },
+  ];
+  const cases: { name: string; port: unknown; proto: number; dport: number; pod?: unknown; match: boolean }[] = [
+    { name: 'a numeric port matches that TCP port', port: { port: 80 }, proto: TCP, dport: 80, match: true },
+    { name: 'the protocol defaults to TCP, so UDP to the same port does not match', port: { port: 80 }, proto: UDP, dport: 80, match: false },
+    { name: 'a numeric port does not match a neighbour', port: { port: 80 }, proto: TCP, dport: 81, match: false },
+    { name: 'an empty entry means every TCP port', port: {}, proto: TCP, dport: 65535, match: true },
+    { name: 'an empty entry does not match UDP', port: {}, proto: UDP, dport: 80, match: false },
+    { name: 'a protocol without a port matches every port of it', port: { protocol: 'SCTP' }, proto: SCTP, dport: 9, match: true },
+    { name: 'a UDP port matches UDP', port: { protocol: 'UDP', port: 53 }, proto: UDP, dport: 53, match: true },
+    { name: 'a TCP port never matches ICMP', port: { protocol: 'TCP', port: 80 }, proto: ICMP, dport: 0, match: false },
+    { name: 'a range includes its first port', port: { port: 80, endPort: 90 }, proto: TCP, dport: 80, match: true },
+    { name: 'a range includes its last port', port: { port: 80, endPort: 90 }, proto: TCP, dport: 90, match: true },
+    { name: 'a range excludes the port after it', port: { port: 80, endPort: 90 }, proto: TCP, dport: 91, match: false },
+    { name: 'a range excludes the port before it', port: { port: 80, endPort: 90 }, proto: TCP, dport: 79, match: false },
+    { name: 'a named port matches the container port of that name', port: { port: 'serve-81-tcp' }, proto: TCP, dport: 81, match: true },
+    { name: 'a named port does not match another port of the pod', port: { port: 'serve-81-tcp' }, proto: TCP, dport: 80, match: false },
+    { name: 'a named port needs the container port protocol to equal the rule protocol', port: { port: 'serve-80-udp' }, proto: TCP, dport: 80, match: false },
+    { name: 'a named UDP port matches with protocol UDP', port: { protocol: 'UDP', port: 'serve-80-udp' }, proto: UDP, dport: 80, match: true },
+    { name: 'a name shared by TCP and UDP container ports resolves per protocol (TCP)', port: { port: 'dns' }, proto: TCP, dport: 5353, match: true },
+    { name: 'a name shared by TCP and UDP container ports resolves per protocol (UDP)', port: { protocol: 'UDP', port: 'dns' }, proto: UDP, dport: 53, match: true },
+    { name: 'a name the pod does not expose matches nothing', port: { port: 'metrics' }, proto: TCP, dport: 80, match: false },
+    { name: 'a named port never matches when the destination is not a known pod', port: { port: 'serve-80-tcp' }, proto: TCP, dport: 80, pod: null, match: false },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      expect(port(c.port)).toBe(1);
+      podPorts(c.pod === undefined ? serving : c.pod);
+      expect(h.portMatches(c.proto, c.dport)).toBe(c.match ? 1 : 0);
+    });
+  }
+  const invalid: { name: string; port: unknown; error: RegExp }[] = [
+    { name: 'an unknown protocol', port: { protocol: 'ICMP', port: 1 }, error: /protocol must be TCP, UDP or SCTP/ },
+    { name: 'endPort with a named port', port: { port: 'http', endPort: 90 }, error: /endPort cannot be used with the named port "http"/ },
+    { name: 'endPort without a port', port: { endPort: 90 }, error: /endPort needs a numeric port/ },
+    { name: 'endPort below port', port: { port: 90, endPort: 80 }, error: /endPort must be a number from port \(90\)/ },
+    { name: 'port 0', port: { port: 0 }, error: /port must be a number 1-65535/ },
+    { name: 'port 65536', port: { port: 65536 }, error: /port must be a number 1-65535/ },
+  ];
+  for (const c of invalid) {
+    it(`refuses ${c.name} with a message saying what is wrong`, () => {
+      expect(port(c.port)).toBe(0);
+      expect(lastError()).toMatch(c.error);
+    });
+  }
+  it('matching numeric and named ports allocates nothing', () => {
+    podPorts(serving);
+    port({ port: 'serve-81-tcp' });
+    let before = allocations;
+    expect(h.portLoop(10_000, TCP, 81)).toBe(10_000);
+    expect(allocations - before).toBe(0);
+    port({ port: 80, endPort: 90 });
+    before = allocations;
+    expect(h.portLoop(10_000, TCP, 85)).toBe(10_000);
+    expect(allocations - before).toBe(0);
+  });
+});
