@@ -19,7 +19,7 @@ function summary(packet: Packet | undefined) {
   };
 }
 
-const cases: Array<{ name: string; spec: PacketSpec; expected: Partial<ReturnType<typeof summary>> }> = [
+const cases: Array<{ name: string; spec: PacketSpec; expected: Partial<NonNullable<ReturnType<typeof summary>>> }> = [
   {
     name: 'an IPv4 TCP SYN yields its addresses and ports',
     spec: { src: '10.244.1.2', dst: '10.244.2.3', protocol: 6, srcPort: 40000, dstPort: 80 },

@@ -1,0 +1,104 @@
+// Strict mode's view of the connection table: the entries the agent once
+// accepted (conntrack mark bit set), read from `conntrack -L`, and the command
+// that deletes one. Deleting rather than clearing the mark is deliberate: the
+// connection's next packet creates a fresh, unmarked entry, which the classify
+// chain sends back through the queue, where the judge now drops it.
+
+import { parseIP } from '../net/ip.js';
+import type { Packet } from '../contract.js';
+import { Protocol } from '../contract.js';
+
+export interface ConntrackEntry {
+  family: 4 | 6;
+  protocol: number;
+  /** The original direction's tuple: who opened the connection. */
+  src: string;
+  dst: string;
+  srcPort: number;
+  dstPort: number;
+  icmpType: number;
+  icmpCode: number;
+  icmpId: number;
+  mark: number;
+}
+
+function field(tokens: string[], key: string): string | undefined {
+  const prefix = `${key}=`;
+  // The first occurrence belongs to the original tuple; the reply tuple repeats the keys.
+  for (const token of tokens) if (token.startsWith(prefix)) return token.slice(prefix.length);
+  return undefined;
+}
+
+/** One line of `conntrack -L` (plain or `-o extended`), or undefined when it is not an entry. */
+export function parseConntrackLine(line: string): ConntrackEntry | undefined {
+  const tokens = line.trim().split(/\s+/);
+  if (tokens.length < 4) return undefined;
+  // Extended output starts with "ipv4 2"; the protocol name and number follow either way.
+  let at = 0;
+  if (tokens[0] === 'ipv4' || tokens[0] === 'ipv6') at = 2;
+  const protocol = Number(tokens[at + 1]);
+  if (!Number.isInteger(protocol) || protocol < 0 || protocol > 255) return undefined;
+  const src = field(tokens, 'src');
+  const dst = field(tokens, 'dst');
+  if (!src || !dst) return undefined;
+  const parsedSrc = parseIP(src);
+  const parsedDst = parseIP(dst);
+  if (!parsedSrc || !parsedDst || parsedSrc.family !== parsedDst.family) return undefined;
+  const num = (key: string) => Number(field(tokens, key) ?? 0) || 0;
+  return {
+    family: parsedSrc.family,
+    protocol,
+    src,
+    dst,
+    srcPort: num('sport'),
+    dstPort: num('dport'),
+    icmpType: num('type'),
+    icmpCode: num('code'),
+    icmpId: num('id'),
+    mark: num('mark'),
+  };
+}
+
+export function parseConntrackListing(text: string): ConntrackEntry[] {
+  const entries: ConntrackEntry[] = [];
+  for (const line of text.split('\n')) {
+    const entry = parseConntrackLine(line);
+    if (entry) entries.push(entry);
+  }
+  return entries;
+}
+
+/** The packet that opened the connection, as the judge sees it. */
+export function entryPacket(entry: ConntrackEntry): Packet {
+  return {
+    family: entry.family,
+    protocol: entry.protocol,
+    src: parseIP(entry.src)!.bytes,
+    dst: parseIP(entry.dst)!.bytes,
+    srcPort: entry.srcPort,
+    dstPort: entry.dstPort,
+    icmpType: entry.icmpType,
+    icmpCode: entry.icmpCode,
+  };
+}
+
+export function listArgs(family: 4 | 6, acceptedBit: number): string[] {
+  const mark = `0x${acceptedBit.toString(16)}`;
+  return ['-L', '-f', family === 4 ? 'ipv4' : 'ipv6', '--mark', `${mark}/${mark}`];
+}
+
+const PROTOCOL_NAMES: Record<number, string> = { [Protocol.TCP]: 'tcp', [Protocol.UDP]: 'udp', [Protocol.SCTP]: 'sctp', [Protocol.ICMP]: 'icmp', [Protocol.ICMPv6]: 'icmpv6' };
+
+/** `conntrack -D` arguments matching exactly this entry's original tuple. */
+export function deleteArgs(entry: ConntrackEntry): string[] {
+  const args = ['-D', '-f', entry.family === 4 ? 'ipv4' : 'ipv6', '-s', entry.src, '-d', entry.dst];
+  const name = PROTOCOL_NAMES[entry.protocol];
+  args.push('-p', name ?? String(entry.protocol));
+  if (entry.protocol === Protocol.TCP || entry.protocol === Protocol.UDP || entry.protocol === Protocol.SCTP) {
+    args.push('--sport', String(entry.srcPort), '--dport', String(entry.dstPort));
+  } else if (entry.protocol === Protocol.ICMP || entry.protocol === Protocol.ICMPv6) {
+    const prefix = entry.protocol === Protocol.ICMP ? '--icmp' : '--icmpv6';
+    args.push(`${prefix}-type`, String(entry.icmpType), `${prefix}-code`, String(entry.icmpCode), `${prefix}-id`, String(entry.icmpId));
+  }
+  return args;
+}

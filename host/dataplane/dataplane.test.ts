@@ -1,0 +1,192 @@
+import { describe, it, expect } from 'vitest';
+import { Dataplane, type DataplaneOptions } from './dataplane.js';
+import type { CommandResult, CommandRunner } from './command-runner.js';
+import type { PacketJudge } from './judge.js';
+import { NF_ACCEPT, NF_DROP, loadNfqueue, type QueueOpener } from './nfqueue.js';
+import { buildPacket } from './packet-builder.js';
+import { buildDnsResponse } from './dns-builder.js';
+import { DEFAULT_MARKS } from './rules.js';
+import { formatIP } from '../net/ip.js';
+import { isKwpError } from '../errors.js';
+import type { Packet } from '../contract.js';
+
+interface Recorded {
+  command: string;
+  args: string[];
+  stdin?: string;
+}
+
+/** A kernel without the nft queue statement, like this machine's; conntrack answers from `conntrackListing`. */
+function fakeKernel(conntrackListing = '') {
+  const commands: Recorded[] = [];
+  const runner: CommandRunner = async (command, args, stdin) => {
+    commands.push({ command, args, stdin });
+    const ok: CommandResult = { code: 0, stdout: '', stderr: '' };
+    if (command === 'nft' && stdin?.includes('queue num') && stdin.includes('_probe')) return { code: 1, stdout: '', stderr: 'Error: No such file or directory' };
+    if (command === 'conntrack' && args[0] === '-L') return args.includes('ipv4') ? { ...ok, stdout: conntrackListing } : ok;
+    return ok;
+  };
+  return { commands, runner };
+}
+
+function fakeQueues() {
+  const handlers = new Map<number, (id: number, mark: number, payload: Buffer) => void>();
+  const verdicts: Array<{ queue: number; id: number; verdict: number; mark?: number }> = [];
+  const opener: QueueOpener = (queueId, onPacket) => {
+    handlers.set(queueId, onPacket);
+    return { verdict: (id, verdict, mark) => verdicts.push({ queue: queueId, id, verdict, mark }) };
+  };
+  const deliver = (queueId: number, id: number, bytes: Uint8Array, mark = 0) => handlers.get(queueId)!(id, mark, Buffer.from(bytes));
+  return { opener, verdicts, deliver };
+}
+
+const silent = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Denies traffic from `deniedSrc`, and only cares about the IPs it was given. */
+class DenySourceJudge implements PacketJudge {
+  seen: Packet[] = [];
+  constructor(
+    public deniedSrc: string,
+    public ips: string[] = ['10.244.0.2', '10.244.0.3'],
+  ) {}
+  allows(packet: Packet): boolean {
+    this.seen.push(packet);
+    return formatIP(packet.src) !== this.deniedSrc;
+  }
+  interest() {
+    return { all: false, ips: this.ips };
+  }
+}
+
+function setup(overrides: Partial<DataplaneOptions> = {}, conntrackListing = '') {
+  const kernel = fakeKernel(conntrackListing);
+  const queues = fakeQueues();
+  const dataplane = new Dataplane({
+    tableName: 'kwptest',
+    queueId: 10,
+    dnsQueueId: 11,
+    failOpen: true,
+    strict: true,
+    logger: silent,
+    runner: kernel.runner,
+    queueOpener: queues.opener,
+    ...overrides,
+  });
+  return { dataplane, kernel, queues };
+}
+
+const tcpSyn = (src: string, dst: string) => buildPacket({ src, dst, protocol: 6, srcPort: 40000, dstPort: 80 });
+
+describe('Dataplane', () => {
+  it('falls back to the xtables queue target when the nft queue statement is refused', async () => {
+    const { dataplane, kernel } = setup();
+    await dataplane.start(new DenySourceJudge('10.244.0.9'));
+    expect(dataplane.queueMode).toBe('xtables');
+    const ruleset = kernel.commands.find((c) => c.command === 'nft' && c.stdin?.includes('table inet kwptest {'));
+    expect(ruleset?.stdin).toContain('elements = { 10.244.0.2, 10.244.0.3 }');
+    expect(kernel.commands.some((c) => c.command === 'iptables' && c.args.includes('NFQUEUE') && c.args.includes('10'))).toBe(true);
+  });
+
+  it('accepts an allowed packet with the accepted bit and drops a denied one', async () => {
+    const { dataplane, queues } = setup();
+    await dataplane.start(new DenySourceJudge('10.244.0.3'));
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'), DEFAULT_MARKS.queue | 0x1);
+    queues.deliver(10, 2, tcpSyn('10.244.0.3', '10.244.0.2'));
+    expect(queues.verdicts).toEqual([
+      // The queue bit is cleared, a foreign bit (0x1) kept, the accepted bit set.
+      { queue: 10, id: 1, verdict: NF_ACCEPT, mark: DEFAULT_MARKS.accepted | 0x1 },
+      { queue: 10, id: 2, verdict: NF_DROP, mark: undefined },
+    ]);
+    expect(dataplane.counters).toMatchObject({ packets: 2, accepted: 1, dropped: 1 });
+    expect(dataplane.decisionMicros.count).toBe(2);
+  });
+
+  it.each([
+    [true, NF_ACCEPT],
+    [false, NF_DROP],
+  ])('answers an unparsable packet by the failure policy (failOpen %s)', async (failOpen, expected) => {
+    const { dataplane, queues } = setup({ failOpen });
+    await dataplane.start(new DenySourceJudge('none'));
+    queues.deliver(10, 7, Uint8Array.from([0x45, 0, 0]));
+    expect(queues.verdicts[0].verdict).toBe(expected);
+    expect(dataplane.counters.parseErrors).toBe(1);
+  });
+
+  it('answers by the failure policy when the judge throws', async () => {
+    const { dataplane, queues } = setup({ failOpen: false });
+    await dataplane.start({ allows: () => { throw new Error('boom'); }, interest: () => ({ all: true, ips: [] }) });
+    queues.deliver(10, 3, tcpSyn('10.244.0.2', '10.244.0.3'));
+    expect(queues.verdicts[0].verdict).toBe(NF_DROP);
+    expect(dataplane.counters.judgeErrors).toBe(1);
+  });
+
+  it('always accepts DNS answers and reports their records', async () => {
+    const answers: Array<[string, string, number]> = [];
+    const { dataplane, queues } = setup({ onDnsAnswer: (name, address, ttl) => answers.push([name, address, ttl]) });
+    await dataplane.start(new DenySourceJudge('10.244.0.53'));
+    const dns = buildDnsResponse({
+      question: { name: 'db.prod.svc', type: 'A' },
+      answers: [{ name: 'db.prod.svc', type: 'A', address: '10.96.0.20', ttl: 30 }],
+    });
+    queues.deliver(11, 5, buildPacket({ src: '10.244.0.53', dst: '10.244.0.2', protocol: 17, srcPort: 53, dstPort: 33333, payload: dns }));
+    expect(queues.verdicts).toEqual([{ queue: 11, id: 5, verdict: NF_ACCEPT, mark: undefined }]);
+    expect(answers).toEqual([['db.prod.svc', '10.96.0.20', 30]]);
+  });
+
+  it('updates the interest sets on refresh only when they changed', async () => {
+    const judge = new DenySourceJudge('none');
+    const { dataplane, kernel } = setup({ strict: false });
+    await dataplane.start(judge);
+    const before = kernel.commands.length;
+    await dataplane.refresh();
+    expect(kernel.commands.length).toBe(before);
+    judge.ips = ['10.244.0.2', '10.244.0.7'];
+    await dataplane.refresh();
+    expect(kernel.commands.at(-1)?.stdin).toContain('add element inet kwptest interest4 { 10.244.0.2, 10.244.0.7 }');
+  });
+
+  it('in strict mode deletes accepted connections the judge now denies, and only those', async () => {
+    const listing = [
+      'tcp      6 431999 ESTABLISHED src=10.244.0.2 dst=10.244.0.3 sport=41000 dport=80 src=10.244.0.3 dst=10.244.0.2 sport=80 dport=41000 [ASSURED] mark=1048576 use=1',
+      'tcp      6 431999 ESTABLISHED src=10.244.0.3 dst=10.244.0.2 sport=42000 dport=80 src=10.244.0.2 dst=10.244.0.3 sport=80 dport=42000 [ASSURED] mark=1048576 use=1',
+      'udp      17 25 src=10.244.0.3 dst=10.244.0.2 sport=5000 dport=53 src=10.244.0.2 dst=10.244.0.3 sport=53 dport=5000 mark=0 use=1',
+    ].join('\n');
+    const judge = new DenySourceJudge('none');
+    const { dataplane, kernel } = setup({}, listing);
+    await dataplane.start(judge);
+    judge.deniedSrc = '10.244.0.3';
+    await dataplane.refresh();
+    const deletions = kernel.commands.filter((c) => c.command === 'conntrack' && c.args[0] === '-D');
+    expect(deletions.map((d) => d.args)).toEqual([['-D', '-f', 'ipv4', '-s', '10.244.0.3', '-d', '10.244.0.2', '-p', 'tcp', '--sport', '42000', '--dport', '80']]);
+    expect(dataplane.counters.strictDeleted).toBe(1);
+  });
+
+  it('removes its nft table and xtables chains on stop', async () => {
+    const { dataplane, kernel } = setup();
+    await dataplane.start(new DenySourceJudge('none'));
+    kernel.commands.length = 0;
+    await dataplane.stop();
+    expect(kernel.commands.some((c) => c.command === 'nft' && c.stdin?.includes('delete table inet kwptest'))).toBe(true);
+    for (const tool of ['iptables', 'ip6tables']) {
+      expect(kernel.commands.some((c) => c.command === tool && c.args.join(' ') === '-t mangle -X KWPTEST-POST')).toBe(true);
+    }
+  });
+
+  it('rejects options that would collide in the kernel before touching it', () => {
+    expect(() => setup({ queueId: 11 })).toThrow(/must differ/);
+  });
+});
+
+describe('loadNfqueue', () => {
+  it('turns a missing binding into one KWP_ERR_NFQUEUE_UNAVAILABLE line saying what to install', () => {
+    let caught: unknown;
+    try {
+      loadNfqueue('nfqueue-that-is-not-installed');
+    } catch (err) {
+      caught = err;
+    }
+    expect(isKwpError(caught) && caught.code).toBe('KWP_ERR_NFQUEUE_UNAVAILABLE');
+    expect((caught as Error).message).toMatch(/npm install nfqueue@0\.3\.2/);
+    expect((caught as Error).message).not.toContain('\n');
+  });
+});

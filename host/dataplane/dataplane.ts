@@ -1,0 +1,270 @@
+// The dataplane: kernel rules feed the first packets of connections to and from
+// interesting IPs into an NFQUEUE, each is parsed and put to the judge, and the
+// verdict goes straight back. Accepted connections are marked in conntrack so
+// the rest of their packets never leave the kernel. A second queue sees DNS
+// answers and reports the addresses they carry.
+//
+// The packet path does no I/O and no logging: it parses, asks the judge,
+// answers the kernel and bumps counters. Everything slow (rule updates, the
+// strict-mode conntrack sweep) runs off it, serialized.
+
+import type { Packet } from '../contract.js';
+import { runCommand, describeFailure, type CommandRunner } from './command-runner.js';
+import { deleteArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
+import { parseDnsResponse } from './dns.js';
+import type { PacketJudge } from './judge.js';
+import { KernelRules, type ModeChoice } from './kernel-rules.js';
+import { LatencyHistogram } from './latency-histogram.js';
+import { NF_ACCEPT, NF_DROP, nfqueueOpener, type PacketQueue, type QueueOpener } from './nfqueue.js';
+import { parsePacket, transportPayload } from './packet-parser.js';
+import { DEFAULT_MARKS, type Interest, type MarkBits, type QueueMode } from './rules.js';
+
+/** pino-compatible. */
+export interface DataplaneLogger {
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface DataplaneOptions {
+  /** nftables table name (family inet); iptables chains are named after it. */
+  tableName: string;
+  queueId: number;
+  dnsQueueId: number;
+  /** Packets pass when nobody listens on the queue (crash, restart). Default true. */
+  failOpen: boolean;
+  /** After each refresh, delete conntrack entries of accepted connections the judge now denies. Default true. */
+  strict: boolean;
+  mode?: ModeChoice;
+  logger: DataplaneLogger;
+  /** Called for every A/AAAA record of a DNS answer; off the packet path's verdict. */
+  onDnsAnswer?: (name: string, address: string, ttl: number) => void;
+  marks?: MarkBits;
+  /** Substitutes for tests. */
+  runner?: CommandRunner;
+  queueOpener?: QueueOpener;
+}
+
+export interface DataplaneCounters {
+  packets: number;
+  accepted: number;
+  dropped: number;
+  parseErrors: number;
+  judgeErrors: number;
+  dnsPackets: number;
+  dnsAnswers: number;
+  strictSweeps: number;
+  strictDeleted: number;
+}
+
+const UDP_HEADER_LENGTH = 8;
+
+export class Dataplane {
+  readonly counters: DataplaneCounters = {
+    packets: 0,
+    accepted: 0,
+    dropped: 0,
+    parseErrors: 0,
+    judgeErrors: 0,
+    dnsPackets: 0,
+    dnsAnswers: 0,
+    strictSweeps: 0,
+    strictDeleted: 0,
+  };
+  readonly decisionMicros = new LatencyHistogram();
+
+  private readonly marks: MarkBits;
+  private readonly rules: KernelRules;
+  private readonly run: CommandRunner;
+  private judge: PacketJudge | undefined;
+  private policyQueue: PacketQueue | undefined;
+  private dnsQueue: PacketQueue | undefined;
+  private lastInterestKey = '';
+  private refreshing: Promise<void> | undefined;
+  private refreshAgain = false;
+  private started = false;
+  /** Cleared bits ORed with the accepted bit: the mark an accepted packet returns with. */
+  private readonly clearQueueBits: number;
+
+  constructor(private readonly options: DataplaneOptions) {
+    this.marks = options.marks ?? DEFAULT_MARKS;
+    this.run = options.runner ?? runCommand;
+    this.rules = new KernelRules(
+      { tableName: options.tableName, queueId: options.queueId, dnsQueueId: options.dnsQueueId, failOpen: options.failOpen, marks: this.marks },
+      this.run,
+      options.logger,
+    );
+    this.clearQueueBits = ~(this.marks.queue | this.marks.dns) >>> 0;
+  }
+
+  get queueMode(): QueueMode | undefined {
+    return this.rules.queueMode;
+  }
+
+  /**
+   * Bind the queues, then install the rules: in this order so that no packet is
+   * queued before someone listens (with fail-closed that would drop it).
+   */
+  async start(judge: PacketJudge): Promise<void> {
+    if (this.started) throw new Error('Dataplane.start called twice');
+    this.judge = judge;
+    const open = this.options.queueOpener ?? nfqueueOpener();
+    this.policyQueue = open(this.options.queueId, (id, mark, payload) => this.onPolicyPacket(id, mark, payload));
+    this.dnsQueue = open(this.options.dnsQueueId, (id, _mark, payload) => this.onDnsPacket(id, payload));
+    const mode = await this.rules.probe(this.options.mode ?? 'auto');
+    const interest = this.currentInterest();
+    try {
+      await this.rules.install(interest);
+    } catch (err) {
+      await this.rules.remove().catch(() => undefined);
+      throw err;
+    }
+    this.lastInterestKey = interestKey(interest);
+    this.started = true;
+    this.options.logger.info(
+      { mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict },
+      `dataplane running with the ${mode === 'nft' ? 'nftables queue statement' : 'xtables NFQUEUE target'}`,
+    );
+  }
+
+  /**
+   * Interest or policy changed: update the sets, then (strict mode) sweep
+   * conntrack. Calls during a refresh coalesce into one more pass.
+   */
+  refresh(): Promise<void> {
+    if (!this.started) return Promise.resolve();
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return this.refreshing;
+    }
+    this.refreshing = (async () => {
+      try {
+        do {
+          this.refreshAgain = false;
+          await this.refreshOnce();
+        } while (this.refreshAgain);
+      } finally {
+        this.refreshing = undefined;
+      }
+    })();
+    return this.refreshing;
+  }
+
+  private async refreshOnce(): Promise<void> {
+    const interest = this.currentInterest();
+    const key = interestKey(interest);
+    if (key !== this.lastInterestKey) {
+      await this.rules.updateInterest(interest);
+      this.lastInterestKey = key;
+      this.options.logger.debug({ all: interest.all, ips: interest.ips.length }, 'dataplane interest updated');
+    }
+    if (this.options.strict) await this.sweepConntrack();
+  }
+
+  /** Delete accepted connections the judge would now deny; returns how many. */
+  async sweepConntrack(): Promise<number> {
+    const judge = this.judge;
+    if (!judge) return 0;
+    this.counters.strictSweeps++;
+    let deleted = 0;
+    for (const family of [4, 6] as const) {
+      const args = listArgs(family, this.marks.accepted);
+      const listing = await this.run('conntrack', args);
+      if (listing.code !== 0) {
+        this.options.logger.warn({ error: describeFailure('conntrack', args, listing) }, 'strict mode could not list connections');
+        continue;
+      }
+      for (const entry of parseConntrackListing(listing.stdout)) {
+        if ((entry.mark & this.marks.accepted) === 0) continue;
+        let allowed: boolean;
+        try {
+          allowed = judge.allows(entryPacket(entry));
+        } catch {
+          allowed = this.options.failOpen;
+        }
+        if (allowed) continue;
+        const del = deleteArgs(entry);
+        const result = await this.run('conntrack', del);
+        // Exit 1 with "0 flow entries" means the connection ended meanwhile: nothing to cut.
+        if (result.code === 0) deleted++;
+        else if (!/0 flow entries/.test(result.stderr)) this.options.logger.warn({ error: describeFailure('conntrack', del, result) }, 'strict mode could not delete a connection');
+      }
+    }
+    this.counters.strictDeleted += deleted;
+    if (deleted > 0) this.options.logger.info({ deleted }, 'strict mode cut connections the policy now denies');
+    return deleted;
+  }
+
+  /** Remove every rule the dataplane added. The queues stay bound until the process exits (see nfqueue.ts). */
+  async stop(): Promise<void> {
+    if (!this.started) return;
+    this.started = false;
+    if (this.refreshing) await this.refreshing.catch(() => undefined);
+    await this.rules.remove();
+  }
+
+  private currentInterest(): Interest {
+    const interest = this.judge!.interest();
+    return { all: interest.all, ips: [...new Set(interest.ips)].sort() };
+  }
+
+  private onPolicyPacket(id: number, nfmark: number, payload: Buffer): void {
+    const queue = this.policyQueue!;
+    this.counters.packets++;
+    const started = performance.now();
+    const packet: Packet | undefined = parsePacket(payload);
+    let allowed: boolean;
+    if (packet === undefined) {
+      this.counters.parseErrors++;
+      allowed = this.options.failOpen;
+    } else {
+      try {
+        allowed = this.judge!.allows(packet);
+      } catch {
+        this.counters.judgeErrors++;
+        allowed = this.options.failOpen;
+      }
+    }
+    if (allowed) {
+      this.counters.accepted++;
+      // The commit chain copies this bit to the conntrack mark, then clears it.
+      queue.verdict(id, NF_ACCEPT, ((nfmark & this.clearQueueBits) | this.marks.accepted) >>> 0);
+    } else {
+      this.counters.dropped++;
+      queue.verdict(id, NF_DROP);
+    }
+    this.decisionMicros.record((performance.now() - started) * 1000);
+  }
+
+  private onDnsPacket(id: number, payload: Buffer): void {
+    // Verdict first: a DNS answer is never held up by what we do with it.
+    this.dnsQueue!.verdict(id, NF_ACCEPT);
+    this.counters.dnsPackets++;
+    const callback = this.options.onDnsAnswer;
+    if (!callback) return;
+    const message = transportPayload(payload, UDP_HEADER_LENGTH);
+    if (!message) return;
+    const answers = parseDnsResponse(message);
+    if (!answers) return;
+    for (const answer of answers) {
+      this.counters.dnsAnswers++;
+      try {
+        callback(answer.name, answer.address, answer.ttl);
+      } catch (err) {
+        this.options.logger.error({ err }, 'onDnsAnswer threw');
+      }
+    }
+  }
+
+  /** A one-line summary for logs and test output. */
+  describe(): string {
+    const c = this.counters;
+    return `mode=${this.queueMode ?? 'none'} packets=${c.packets} accepted=${c.accepted} dropped=${c.dropped} parseErrors=${c.parseErrors} dns=${c.dnsPackets} p50=${this.decisionMicros.p50().toFixed(1)}µs p99=${this.decisionMicros.p99().toFixed(1)}µs`;
+  }
+}
+
+function interestKey(interest: Interest): string {
+  return interest.all ? '*' : interest.ips.join(',');
+}
+
