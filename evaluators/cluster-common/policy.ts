@@ -1,0 +1,115 @@
+// The compiled form every cluster-wide policy kind (ClusterNetworkPolicy,
+// AdminNetworkPolicy, BaselineAdminNetworkPolicy) is turned into when it
+// arrives. The decision path only walks these arrays: no JSON, no strings
+// built, no allocation.
+
+import { PodInfo, Verdict } from "../../sdk/index";
+import { LabelSelector } from "../../sdk/selector";
+import { CIDR } from "../../sdk/cidr";
+import { PortMatcher, portsMatch } from "../../sdk/ports";
+import { AddressSet, EMPTY_ADDRESS_SET } from "./address-set";
+import { DomainPattern } from "./domain-name";
+
+export enum PeerKind { Namespaces = 0, Pods = 1, Nodes = 2, Networks = 3, DomainNames = 4 }
+
+export class Peer {
+  kind: PeerKind = PeerKind.Namespaces;
+  namespaceSelector: LabelSelector = LabelSelector.everything();
+  podSelector: LabelSelector = LabelSelector.everything();
+  nodeSelector: LabelSelector = LabelSelector.everything();
+  networks: StaticArray<CIDR> = new StaticArray<CIDR>(0);
+  domains: StaticArray<DomainPattern> = new StaticArray<DomainPattern>(0);
+  /** Nodes and DomainNames peers: the addresses they currently stand for. */
+  addresses: AddressSet = EMPTY_ADDRESS_SET;
+
+  /**
+   * `other` is the pod at the far end (null when the address is not a known
+   * pod); `family`/`addr` its address. Host-networked pods share their node's
+   * address, so they never match namespace or pod peers but do match Nodes
+   * and Networks peers through that address.
+   */
+  matches(other: PodInfo | null, family: u8, addr: usize): bool {
+    switch (this.kind) {
+      case PeerKind.Namespaces:
+        return other != null && !other.hostNetwork && this.namespaceSelector.matches(other.namespaceLabels);
+      case PeerKind.Pods:
+        return other != null && !other.hostNetwork
+          && this.namespaceSelector.matches(other.namespaceLabels)
+          && this.podSelector.matches(other.labels);
+      case PeerKind.Networks: {
+        const nets = this.networks;
+        for (let i = 0, n = nets.length; i < n; i++) if (unchecked(nets[i]).contains(family, addr)) return true;
+        return false;
+      }
+      default:
+        return this.addresses.contains(family, addr);
+    }
+  }
+}
+
+export enum Action { Accept = 0, Deny = 1, Pass = 2 }
+
+export class Rule {
+  /** Unique among the rules this instance has compiled; reason codes refer to it. */
+  id: u32 = 0;
+  action: Action = Action.Deny;
+  peers: StaticArray<Peer> = new StaticArray<Peer>(0);
+  /** Empty: every port and protocol. */
+  ports: StaticArray<PortMatcher> = new StaticArray<PortMatcher>(0);
+  /**
+   * Set when part of the rule could not be understood (an unknown or empty
+   * peer, an unknown port entry or action). Upstream's "fail closed": an
+   * Accept/Allow rule then matches nothing; a Deny or Pass rule becomes
+   * "deny everything", ports and other peers notwithstanding.
+   */
+  failClosed: bool = false;
+  /** What made it fail closed, for explanations. */
+  problem: string = "";
+  /** The rule as walkthroughs name it: its name, or policy/direction[index] when unnamed. */
+  label: string = "";
+
+  get verdict(): Verdict {
+    if (this.failClosed) return Verdict.Deny;
+    return this.action == Action.Accept ? Verdict.Accept : this.action == Action.Deny ? Verdict.Deny : Verdict.Next;
+  }
+
+  /** `dst` is the destination pod, which resolves named ports. */
+  matches(other: PodInfo | null, family: u8, addr: usize, protocol: u8, dstPort: u16, dst: PodInfo | null): bool {
+    if (this.failClosed) return this.action != Action.Accept;
+    if (!portsMatch(this.ports, protocol, dstPort, dst)) return false;
+    const peers = this.peers;
+    for (let i = 0, n = peers.length; i < n; i++) {
+      if (unchecked(peers[i]).matches(other, family, addr)) return true;
+    }
+    return false;
+  }
+}
+
+export class Policy {
+  /** The kind as users write it, for messages: "ClusterNetworkPolicy". */
+  kindName: string = "";
+  name: string = "";
+  priority: i32 = 0;
+  /** False when the subject could not be understood: the policy then selects no pod. */
+  subjectValid: bool = true;
+  /** Subject `namespaces` selector, or the namespace half of subject `pods`. */
+  subjectNamespaces: LabelSelector = LabelSelector.everything();
+  /** Subject `pods` pod selector; null for a `namespaces` subject. */
+  subjectPods: LabelSelector | null = null;
+  ingress: StaticArray<Rule> = new StaticArray<Rule>(0);
+  egress: StaticArray<Rule> = new StaticArray<Rule>(0);
+
+  /** Host-networked pods are never subjects. */
+  selects(pod: PodInfo): bool {
+    if (!this.subjectValid || pod.hostNetwork) return false;
+    if (!this.subjectNamespaces.matches(pod.namespaceLabels)) return false;
+    const pods = this.subjectPods;
+    return pods == null || pods.matches(pod.labels);
+  }
+}
+
+/** Evaluation order inside a tier: ascending priority, then name so that ties are deterministic. */
+export function comparePolicies(a: Policy, b: Policy): i32 {
+  if (a.priority != b.priority) return a.priority < b.priority ? -1 : 1;
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}

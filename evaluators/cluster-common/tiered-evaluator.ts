@@ -1,0 +1,334 @@
+// The evaluation engine shared by the cluster-network-policy and
+// admin-network-policy modules. One instance evaluates one tier: the policies
+// selecting the subject pod, by ascending priority (name breaks ties), each
+// policy's rules in order; the first rule whose peer and port match decides.
+// Accept -> Accept, Deny -> Deny, Pass or no match -> Next.
+//
+// Everything that depends only on cluster state (which policies select a pod,
+// which addresses a nodes/domainNames peer stands for) is computed when that
+// state changes, so a decision is a cache lookup and a walk over arrays.
+
+import { Evaluator, Decision, Verdict, PodInfo, PodCache, JValue, JKind, pods, log } from "../../sdk/index";
+import { Policy, Rule, Peer, PeerKind, comparePolicies } from "./policy";
+import { KindStore } from "./kind-store";
+import { NodeEntry, ResolvedName } from "./cluster-objects";
+import { AddressSetBuilder } from "./address-set";
+
+// Reason codes are (rule id << 1) | tie, where tie says the deciding policy
+// shared its priority with another policy selecting the pod.
+
+/** The policies selecting one pod, in evaluation order, per direction. */
+class PodPolicies {
+  egress: StaticArray<Policy> = new StaticArray<Policy>(0);
+  /** 1 where the policy shares its priority with another one in the list. */
+  egressTie: StaticArray<u8> = new StaticArray<u8>(0);
+  ingress: StaticArray<Policy> = new StaticArray<Policy>(0);
+  ingressTie: StaticArray<u8> = new StaticArray<u8>(0);
+}
+
+class RuleInfo {
+  constructor(public text: string, public policy: string, public priority: i32) {}
+}
+
+function tieFlags(list: StaticArray<Policy>): StaticArray<u8> {
+  const n = list.length;
+  const out = new StaticArray<u8>(n);
+  for (let i = 0; i < n; i++) {
+    const p = list[i].priority;
+    if ((i > 0 && list[i - 1].priority == p) || (i + 1 < n && list[i + 1].priority == p)) out[i] = 1;
+  }
+  return out;
+}
+
+export abstract class TieredPolicyEvaluator extends Evaluator {
+  /** "Admin" or "Baseline" once configured. */
+  tier: string = "";
+  /** Stores for the policy kinds, indexed by kind; other kinds' slots stay empty. */
+  protected policyStores: KindStore<Policy>[] = [];
+  protected nodes: KindStore<NodeEntry> = new KindStore<NodeEntry>();
+  protected names: KindStore<ResolvedName> = new KindStore<ResolvedName>();
+
+  private active: StaticArray<Policy> = new StaticArray<Policy>(0);
+  private nodePeers: Peer[] = [];
+  private domainPeers: Peer[] = [];
+  private ruleInfo: Map<u32, RuleInfo> = new Map<u32, RuleInfo>();
+  private warnedTies: Set<string> = new Set<string>();
+  private cache: PodCache<PodPolicies> = new PodCache<PodPolicies>();
+  private ready: bool = false;
+
+  /** How many kinds module.json lists. */
+  protected abstract kindCount(): i32;
+  protected abstract nodeKind(): i32;
+  protected abstract resolvedNameKind(): i32;
+  /** Compiles a policy object of `kind`; null when this instance's tier does not evaluate it. */
+  protected abstract compile(kind: i32, obj: JValue): Policy | null;
+  /** How log lines name this instance: "cluster-network-policy (Admin tier)". */
+  protected abstract instanceName(): string;
+
+  constructor() {
+    super();
+  }
+
+  private isPolicyKind(kind: i32): bool {
+    return kind >= 0 && kind < this.kindCount() && kind != this.nodeKind() && kind != this.resolvedNameKind();
+  }
+
+  private policyStore(kind: i32): KindStore<Policy> {
+    while (this.policyStores.length <= kind) this.policyStores.push(new KindStore<Policy>());
+    return this.policyStores[kind];
+  }
+
+  configure(config: JValue): string | null {
+    const usage = "expected {\"tier\": \"Admin\"} or {\"tier\": \"Baseline\"}";
+    if (config.kind != JKind.Object) return "the stage config must be a JSON object: " + usage;
+    const keys = config.objectKeys;
+    for (let i = 0; i < keys.length; i++) {
+      if (keys[i] != "tier") return "unknown config key \"" + keys[i] + "\": " + usage;
+    }
+    const t = config.get("tier");
+    if (t == null || t.kind != JKind.String) return "config.tier is missing: " + usage;
+    if (t.s != "Admin" && t.s != "Baseline") return "config.tier \"" + t.s + "\" is not a tier: " + usage;
+    this.tier = t.s;
+    for (let k = 0; k < this.kindCount(); k++) if (this.isPolicyKind(k)) this.policyStore(k);
+    return null;
+  }
+
+  // ---- object delivery ----
+
+  objectsReset(kind: i32): void {
+    if (kind == this.nodeKind()) this.nodes.reset();
+    else if (kind == this.resolvedNameKind()) this.names.reset();
+    else if (this.isPolicyKind(kind)) this.policyStore(kind).reset();
+  }
+
+  objectUpserted(kind: i32, obj: JValue): void {
+    if (kind == this.nodeKind()) {
+      const n = NodeEntry.parse(obj);
+      this.nodes.upsert(n.name, n);
+      if (this.nodes.applyingLive) this.refreshNodePeers();
+    } else if (kind == this.resolvedNameKind()) {
+      const r = ResolvedName.parse(obj);
+      this.names.upsert(r.name, r);
+      if (this.names.applyingLive) this.refreshDomainPeers(r.name);
+    } else if (this.isPolicyKind(kind)) {
+      const store = this.policyStore(kind);
+      const meta = obj.get("metadata");
+      const name = meta != null ? meta.str("name") : "";
+      const p = this.compile(kind, obj);
+      if (p == null) store.remove(name); else store.upsert(name, p);
+      if (store.applyingLive) this.rebuild();
+    }
+  }
+
+  objectDeleted(kind: i32, obj: JValue): void {
+    const meta = obj.get("metadata");
+    const name = meta != null ? meta.str("name") : "";
+    if (kind == this.nodeKind()) {
+      this.nodes.remove(name);
+      if (this.nodes.applyingLive) this.refreshNodePeers();
+    } else if (kind == this.resolvedNameKind()) {
+      const r = ResolvedName.parse(obj);
+      this.names.remove(r.name);
+      if (this.names.applyingLive) this.refreshDomainPeers(r.name);
+    } else if (this.isPolicyKind(kind)) {
+      const store = this.policyStore(kind);
+      store.remove(name);
+      if (store.applyingLive) this.rebuild();
+    }
+  }
+
+  objectsSynced(kind: i32): void {
+    if (kind == this.nodeKind()) { this.nodes.synced(); this.refreshNodePeers(); }
+    else if (kind == this.resolvedNameKind()) { this.names.synced(); this.refreshDomainPeers(null); }
+    else if (this.isPolicyKind(kind)) { this.policyStore(kind).synced(); this.rebuild(); }
+  }
+
+  private allSynced(): bool {
+    if (!this.nodes.everSynced || !this.names.everSynced) return false;
+    for (let k = 0; k < this.kindCount(); k++) {
+      if (this.isPolicyKind(k) && !this.policyStore(k).everSynced) return false;
+    }
+    return true;
+  }
+
+  podUpserted(pod: PodInfo, previous: PodInfo | null): void {
+    if (this.ready) this.cache.set(pod.id, this.policiesFor(pod, true));
+  }
+
+  // ---- derived state ----
+
+  /** Recomputes everything derived from the set of policies. Off the packet path. */
+  private rebuild(): void {
+    const list = new Array<Policy>(0);
+    for (let k = 0; k < this.policyStores.length; k++) {
+      if (!this.isPolicyKind(k)) continue;
+      const vals = this.policyStores[k].values();
+      for (let i = 0; i < vals.length; i++) list.push(vals[i]);
+    }
+    list.sort(comparePolicies);
+    this.active = StaticArray.fromArray<Policy>(list);
+
+    this.ruleInfo.clear();
+    this.nodePeers = [];
+    this.domainPeers = [];
+    for (let i = 0; i < list.length; i++) {
+      const p = list[i];
+      this.collect(p, p.ingress);
+      this.collect(p, p.egress);
+    }
+    this.refreshNodePeers();
+    this.refreshDomainPeers(null);
+
+    const wasReady = this.ready;
+    this.ready = this.allSynced();
+    if (!this.ready) return;
+    if (!wasReady) log.info(this.instanceName() + ": " + list.length.toString() + " policies in effect");
+    this.cache.clear();
+    const all = pods.all();
+    for (let i = 0; i < all.length; i++) this.cache.set(all[i].id, this.policiesFor(all[i], true));
+  }
+
+  private collect(p: Policy, rules: StaticArray<Rule>): void {
+    for (let r = 0; r < rules.length; r++) {
+      const rule = rules[r];
+      let text = rule.label;
+      if (rule.failClosed) text += " (fails closed: " + rule.problem + ")";
+      this.ruleInfo.set(rule.id, new RuleInfo(text, p.name, p.priority));
+      const peers = rule.peers;
+      for (let i = 0; i < peers.length; i++) {
+        if (peers[i].kind == PeerKind.Nodes) this.nodePeers.push(peers[i]);
+        else if (peers[i].kind == PeerKind.DomainNames) this.domainPeers.push(peers[i]);
+      }
+    }
+  }
+
+  private refreshNodePeers(): void {
+    if (this.nodePeers.length == 0) return;
+    const nodes = this.nodes.values();
+    for (let i = 0; i < this.nodePeers.length; i++) {
+      const peer = this.nodePeers[i];
+      const b = new AddressSetBuilder();
+      for (let j = 0; j < nodes.length; j++) {
+        if (!peer.nodeSelector.matches(nodes[j].labels)) continue;
+        const addrs = nodes[j].addresses;
+        for (let k = 0; k < addrs.length; k++) b.add(addrs[k]);
+      }
+      peer.addresses = b.build();
+    }
+  }
+
+  /** `changed`: the one name that changed (only peers matching it are refreshed); null for all. */
+  private refreshDomainPeers(changed: string | null): void {
+    if (this.domainPeers.length == 0) return;
+    let names: ResolvedName[] | null = null;
+    for (let i = 0; i < this.domainPeers.length; i++) {
+      const peer = this.domainPeers[i];
+      if (changed != null && !patternsMatch(peer, changed)) continue;
+      if (names == null) names = this.names.values();
+      const b = new AddressSetBuilder();
+      for (let j = 0; j < names.length; j++) {
+        if (!patternsMatch(peer, names[j].name)) continue;
+        const addrs = names[j].addresses;
+        for (let k = 0; k < addrs.length; k++) b.add(addrs[k]);
+      }
+      peer.addresses = b.build();
+    }
+  }
+
+  private policiesFor(pod: PodInfo, warnTies: bool): PodPolicies {
+    const eg = new Array<Policy>(0);
+    const ing = new Array<Policy>(0);
+    const active = this.active;
+    for (let i = 0; i < active.length; i++) {
+      const p = active[i];
+      if (!p.selects(pod)) continue;
+      if (p.egress.length > 0) eg.push(p);
+      if (p.ingress.length > 0) ing.push(p);
+    }
+    const pp = new PodPolicies();
+    pp.egress = StaticArray.fromArray<Policy>(eg);
+    pp.ingress = StaticArray.fromArray<Policy>(ing);
+    pp.egressTie = tieFlags(pp.egress);
+    pp.ingressTie = tieFlags(pp.ingress);
+    if (warnTies) {
+      this.warnTies(pod, pp.egress, "egress");
+      this.warnTies(pod, pp.ingress, "ingress");
+    }
+    return pp;
+  }
+
+  private warnTies(pod: PodInfo, list: StaticArray<Policy>, dir: string): void {
+    for (let i = 1; i < list.length; i++) {
+      const a = list[i - 1];
+      const b = list[i];
+      if (a.priority != b.priority) continue;
+      const key = dir + "|" + a.name + "|" + b.name;
+      if (this.warnedTies.has(key)) continue;
+      this.warnedTies.add(key);
+      log.warn(this.instanceName() + ": " + a.kindName + " \"" + a.name + "\" and \"" + b.name + "\" both have priority "
+        + a.priority.toString() + " and select pod " + pod.namespace + "/" + pod.name + " (" + dir + "); \"" + a.name
+        + "\" is evaluated first because its name sorts first. Give them distinct priorities to make the order explicit.");
+    }
+  }
+
+  // ---- decisions ----
+
+  decide(d: Decision): Verdict {
+    const egress = d.isEgress;
+    const subjectId = egress ? d.srcPodId : d.dstPodId;
+    if (subjectId == 0) return Verdict.Next;
+    const family = d.family;
+    // A pod's traffic to itself (hairpin included) is never subject to these
+    // policies. No reason code: walkthroughs show a Next with a reason as a Pass.
+    if (d.srcPodId == d.dstPodId || sameAddress(family, d.srcAddr, d.dstAddr)) return Verdict.Next;
+    let pp: PodPolicies;
+    if (this.cache.has(subjectId)) pp = this.cache.get(subjectId);
+    else {
+      // Only reached when a decision comes before the pod's PodInfo was cached.
+      const pod = pods.lookup(subjectId);
+      if (pod == null) return Verdict.Next;
+      pp = this.policiesFor(pod, false);
+      this.cache.set(subjectId, pp);
+    }
+    const list = egress ? pp.egress : pp.ingress;
+    const n = list.length;
+    if (n == 0) return Verdict.Next;
+    const ties = egress ? pp.egressTie : pp.ingressTie;
+    const dst = d.dstPod;
+    const other = egress ? dst : d.srcPod;
+    const addr = egress ? d.dstAddr : d.srcAddr;
+    const protocol = d.protocol;
+    const port = d.dstPort;
+    for (let i = 0; i < n; i++) {
+      const p = unchecked(list[i]);
+      const rules = egress ? p.egress : p.ingress;
+      for (let r = 0, m = rules.length; r < m; r++) {
+        const rule = unchecked(rules[r]);
+        if (!rule.matches(other, family, addr, protocol, port, dst)) continue;
+        d.reason = (rule.id << 1) | <u32>unchecked(ties[i]);
+        return rule.verdict;
+      }
+    }
+    return Verdict.Next;
+  }
+
+  explain(reason: u32): string {
+    const id = reason >> 1;
+    if (!this.ruleInfo.has(id)) return "a rule that has since been changed or removed";
+    const info = this.ruleInfo.get(id);
+    if ((reason & 1) == 0) return info.text;
+    return info.text + "; note: policy \"" + info.policy + "\" shares priority " + info.priority.toString()
+      + " with another policy selecting this pod, and the tie was broken by name";
+  }
+}
+
+function patternsMatch(peer: Peer, name: string): bool {
+  const doms = peer.domains;
+  for (let i = 0; i < doms.length; i++) if (doms[i].matches(name)) return true;
+  return false;
+}
+
+function sameAddress(family: u8, a: usize, b: usize): bool {
+  if (family == 4) return load<u32>(a) == load<u32>(b);
+  return load<u64>(a) == load<u64>(b) && load<u64>(a + 8) == load<u64>(b + 8);
+}
