@@ -1,0 +1,404 @@
+// Kubernetes objects from files instead of an API server: what `kwp eval`
+// evaluates against and what `kwp agent --manifests DIR` enforces. A directory
+// is read recursively; each file holds YAML documents, one JSON object, or a
+// `kind: List`. Every load is all-or-nothing: one bad document fails the load
+// with its file and document named, and in watch mode the last good state
+// stays in force until the files are fixed.
+
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile, readdir, realpath, stat } from 'node:fs/promises';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { Kinds, kindKeyOf, type KindKey, type KubeObject, type ObjectSink, type ObjectSource } from '../contract.js';
+import { KwpError, isKwpError } from '../errors.js';
+
+/** Kinds a manifest source always delivers, found or not, so evaluators asking for them see a (maybe empty) snapshot. */
+export const MANIFEST_KINDS: readonly KindKey[] = [
+  Kinds.Namespace,
+  Kinds.Node,
+  Kinds.Pod,
+  Kinds.Service,
+  Kinds.NetworkPolicy,
+  Kinds.ClusterNetworkPolicy,
+  Kinds.AdminNetworkPolicy,
+  Kinds.BaselineAdminNetworkPolicy,
+];
+
+/** Namespaced built-in kinds that kubectl would put in `default` when a manifest leaves the namespace out. */
+const DEFAULT_NAMESPACED_KINDS: ReadonlySet<KindKey> = new Set([Kinds.Pod, Kinds.Service, Kinds.NetworkPolicy]);
+
+const MANIFEST_EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
+
+export interface ManifestLoad {
+  objects: KubeObject[];
+  warnings: string[];
+}
+
+interface Located {
+  object: KubeObject;
+  where: string;
+}
+
+function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  return `a ${typeof value}`;
+}
+
+function isPlainObject(value: unknown): value is Record<string, any> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Checks one document or list item and returns it as a KubeObject; `where` is "file: document N[, item M]". */
+function validateObject(value: unknown, where: string): KubeObject {
+  if (!isPlainObject(value)) {
+    throw new KwpError(
+      'KWP_ERR_MANIFEST',
+      `${where} is ${describeType(value)}, not a Kubernetes object; each document must be a mapping with apiVersion, kind and metadata.name`,
+    );
+  }
+  const kind = value.kind;
+  if (typeof kind !== 'string' || kind === '') {
+    throw new KwpError('KWP_ERR_MANIFEST', `${where} has no kind; add the object's kind, for example "kind: Pod"`);
+  }
+  if (typeof value.apiVersion !== 'string' || value.apiVersion === '') {
+    throw new KwpError('KWP_ERR_MANIFEST', `${where} (${kind}) has no apiVersion; add one, for example "apiVersion: v1" for a Pod`);
+  }
+  const metadata = value.metadata;
+  if (!isPlainObject(metadata) || typeof metadata.name !== 'string' || metadata.name === '') {
+    throw new KwpError('KWP_ERR_MANIFEST', `${where} (${kind}) has no metadata.name; every object needs a name`);
+  }
+  if (metadata.namespace !== undefined && (typeof metadata.namespace !== 'string' || metadata.namespace === '')) {
+    throw new KwpError('KWP_ERR_MANIFEST', `${where} (${kind} ${metadata.name}): metadata.namespace must be a non-empty string`);
+  }
+  for (const field of ['labels', 'annotations'] as const) {
+    const map = metadata[field];
+    if (map === undefined || map === null) continue;
+    if (!isPlainObject(map)) {
+      throw new KwpError('KWP_ERR_MANIFEST', `${where} (${kind} ${metadata.name}): metadata.${field} must be a mapping of strings, not ${describeType(map)}`);
+    }
+    for (const [key, v] of Object.entries(map)) {
+      if (typeof v !== 'string') {
+        throw new KwpError(
+          'KWP_ERR_MANIFEST',
+          `${where} (${kind} ${metadata.name}): metadata.${field}.${key} is ${describeType(v)}; values must be strings, so quote it (${JSON.stringify(String(v))})`,
+        );
+      }
+    }
+  }
+  const object = value as KubeObject;
+  if (!metadata.namespace && DEFAULT_NAMESPACED_KINDS.has(kindKeyOf(object))) metadata.namespace = 'default';
+  return object;
+}
+
+/** A `kind: List` (or a typed `PodList`-style list) expands to its items; anything else is one object. */
+function expandDocument(value: unknown, where: string, into: Located[]): void {
+  if (isPlainObject(value) && typeof value.kind === 'string' && value.kind.endsWith('List') && 'items' in value) {
+    if (!Array.isArray(value.items)) {
+      throw new KwpError('KWP_ERR_MANIFEST', `${where} (${value.kind}): items must be a list of objects, not ${describeType(value.items)}`);
+    }
+    // Typed lists from the API (PodList) leave apiVersion and kind out of their items.
+    const itemKind = value.kind === 'List' ? undefined : value.kind.slice(0, -'List'.length);
+    value.items.forEach((item: unknown, i: number) => {
+      if (itemKind && isPlainObject(item)) {
+        item.kind ??= itemKind;
+        item.apiVersion ??= value.apiVersion;
+      }
+      const itemWhere = `${where}, item ${i + 1}`;
+      into.push({ object: validateObject(item, itemWhere), where: itemWhere });
+    });
+    return;
+  }
+  into.push({ object: validateObject(value, where), where });
+}
+
+function parseJsonFile(text: string, file: string, into: Located[]): void {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const detail = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ');
+    const offset = /at position (\d+)/.exec(detail);
+    let at = '';
+    if (offset) {
+      const before = text.slice(0, Number(offset[1]));
+      const line = before.split('\n').length;
+      at = ` at line ${line}, column ${before.length - before.lastIndexOf('\n')}`;
+    }
+    throw new KwpError(
+      'KWP_ERR_MANIFEST',
+      `${file}: document 1 is not valid JSON${at} (${detail}); fix the syntax, or rename the file to .yaml if it holds YAML`,
+    );
+  }
+  expandDocument(value, `${file}: document 1`, into);
+}
+
+function parseYamlFile(text: string, file: string, into: Located[]): void {
+  const documents = parseAllDocuments(text);
+  // parseAllDocuments returns an EmptyStream (not an array) for a file without documents.
+  if (!Array.isArray(documents)) return;
+  documents.forEach((document, i) => {
+    const where = `${file}: document ${i + 1}`;
+    const error = document.errors[0];
+    if (error) {
+      const position = error.linePos?.[0];
+      const at = position ? ` at line ${position.line}, column ${position.col}` : '';
+      const reason = error.message.split(' at line ')[0].split('\n')[0];
+      throw new KwpError('KWP_ERR_MANIFEST', `${where} is not valid YAML${at}: ${reason}; fix the syntax there`);
+    }
+    let value: unknown;
+    try {
+      value = document.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      throw new KwpError('KWP_ERR_MANIFEST', `${where} could not be read: ${reason}; fix the YAML there`);
+    }
+    // `---` with nothing after it (a trailing separator, a comment-only document) is not an object.
+    if (value === null || value === undefined) return;
+    expandDocument(value, where, into);
+  });
+}
+
+async function collectFiles(path: string, files: string[], warnings: string[]): Promise<void> {
+  let info;
+  try {
+    info = await stat(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'does not exist' : `cannot be read (${code ?? String(err)})`;
+    throw new KwpError('KWP_ERR_MANIFEST', `manifest path ${path} ${reason}; give an existing file or directory`);
+  }
+  if (!info.isDirectory()) {
+    files.push(path);
+    return;
+  }
+  const before = files.length;
+  await walkDirectory(path, files);
+  if (files.length === before) warnings.push(`${path}: the directory holds no .yaml, .yml or .json files`);
+}
+
+async function walkDirectory(directory: string, files: string[]): Promise<void> {
+  let entries;
+  try {
+    entries = await readdir(directory, { withFileTypes: true });
+  } catch (err) {
+    throw new KwpError('KWP_ERR_MANIFEST', `directory ${directory} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const entry of entries) {
+    // Hidden entries are skipped: a mounted ConfigMap keeps a second copy of every file under ..data.
+    if (entry.name.startsWith('.')) continue;
+    const path = join(directory, entry.name);
+    let isDirectory = entry.isDirectory();
+    let isFile = entry.isFile();
+    if (entry.isSymbolicLink()) {
+      try {
+        const target = await stat(path);
+        isDirectory = target.isDirectory();
+        isFile = target.isFile();
+      } catch {
+        continue; // a dangling link, typical mid-way through a ConfigMap update
+      }
+    }
+    if (isDirectory) await walkDirectory(path, files);
+    else if (isFile && MANIFEST_EXTENSIONS.has(extname(entry.name).toLowerCase())) files.push(path);
+  }
+}
+
+function podHasIP(pod: KubeObject): boolean {
+  const status = pod.status;
+  if (Array.isArray(status?.podIPs) && status.podIPs.some((entry: any) => typeof entry?.ip === 'string' && entry.ip !== '')) return true;
+  return typeof status?.podIP === 'string' && status.podIP !== '';
+}
+
+/** Reads every manifest under `paths`; throws KwpError(KWP_ERR_MANIFEST) naming the file and document on bad input. */
+export async function loadManifests(paths: string[]): Promise<ManifestLoad> {
+  const warnings: string[] = [];
+  const files: string[] = [];
+  for (const path of paths) await collectFiles(path, files, warnings);
+
+  const located: Located[] = [];
+  const seenFiles = new Set<string>();
+  for (const file of files) {
+    const real = await realpath(file).catch(() => resolve(file));
+    if (seenFiles.has(real)) continue;
+    seenFiles.add(real);
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      throw new KwpError('KWP_ERR_MANIFEST', `${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    }
+    if (extname(file).toLowerCase() === '.json') parseJsonFile(text, file, located);
+    else parseYamlFile(text, file, located);
+  }
+
+  const firstSeen = new Map<string, string>();
+  for (const { object, where } of located) {
+    const namespace = object.metadata.namespace;
+    const id = `${kindKeyOf(object)} ${namespace ? `${namespace}/` : ''}${object.metadata.name}`;
+    const earlier = firstSeen.get(id);
+    if (earlier) {
+      throw new KwpError('KWP_ERR_MANIFEST', `${where} defines ${id} again (first in ${earlier}); remove or rename one of the two`);
+    }
+    firstSeen.set(id, where);
+    if (kindKeyOf(object) === Kinds.Pod && !podHasIP(object)) {
+      warnings.push(
+        `${where}: Pod ${namespace}/${object.metadata.name} has no status.podIP or status.podIPs, so no traffic can match it; add status.podIPs to use it in evaluations`,
+      );
+    }
+  }
+  return { objects: located.map((l) => l.object), warnings };
+}
+
+/** Groups objects by kind, Namespaces and Nodes first so pods are derived with their labels in one pass. */
+function groupByKind(objects: KubeObject[], alsoKinds: Iterable<KindKey>): Map<KindKey, KubeObject[]> {
+  const groups = new Map<KindKey, KubeObject[]>();
+  for (const kind of MANIFEST_KINDS) groups.set(kind, []);
+  for (const kind of alsoKinds) if (!groups.has(kind)) groups.set(kind, []);
+  for (const object of objects) {
+    const kind = kindKeyOf(object);
+    let group = groups.get(kind);
+    if (!group) groups.set(kind, (group = []));
+    group.push(object);
+  }
+  return groups;
+}
+
+export interface ManifestSourceOptions {
+  /** Re-read and re-deliver when the files change (`kwp agent --manifests DIR`). */
+  watch?: boolean;
+  /** Quiet time after the last file event before re-reading, in ms. */
+  debounceMs?: number;
+  onWarning?: (message: string) => void;
+  /** A re-read in watch mode failed; the last good state stays delivered. */
+  onError?: (error: KwpError) => void;
+  /** A re-read in watch mode succeeded and was delivered. */
+  onReload?: (load: ManifestLoad) => void;
+}
+
+export class ManifestSource implements ObjectSource {
+  readonly name = 'manifests';
+  private readonly paths: string[];
+  private readonly options: ManifestSourceOptions;
+  private sink?: ObjectSink;
+  private delivered = new Set<KindKey>();
+  private loaded = false;
+  private stopped = false;
+  private watchers: FSWatcher[] = [];
+  private debounceTimer?: NodeJS.Timeout;
+  private reloading?: Promise<void>;
+  private reloadAgain = false;
+  /** Warnings of the last successful load. */
+  warnings: string[] = [];
+  /** The error of the last failed re-read, cleared by a successful one. */
+  lastError?: KwpError;
+
+  constructor(paths: string | string[], options: ManifestSourceOptions = {}) {
+    this.paths = Array.isArray(paths) ? [...paths] : [paths];
+    this.options = options;
+    if (this.paths.length === 0) {
+      throw new KwpError('KWP_ERR_USAGE', 'no manifest paths given; name at least one file or directory');
+    }
+  }
+
+  async start(sink: ObjectSink): Promise<void> {
+    this.sink = sink;
+    this.stopped = false;
+    this.deliver(await loadManifests(this.paths));
+    this.loaded = true;
+    if (this.options.watch) await this.startWatching();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.debounceTimer);
+    for (const watcher of this.watchers) watcher.close();
+    this.watchers = [];
+    await this.reloading;
+  }
+
+  ready(): boolean {
+    return this.loaded;
+  }
+
+  private deliver(load: ManifestLoad): void {
+    const groups = groupByKind(load.objects, this.delivered);
+    this.warnings = load.warnings;
+    for (const warning of load.warnings) this.options.onWarning?.(warning);
+    for (const [kind, objects] of groups) {
+      this.sink!.replace(kind, objects);
+      this.delivered.add(kind);
+    }
+  }
+
+  private async startWatching(): Promise<void> {
+    for (const path of this.paths) {
+      const info = await stat(path);
+      if (info.isDirectory()) {
+        this.watchers.push(this.watchPath(path, { recursive: true }, () => true));
+      } else {
+        // Editors save by writing a new file and renaming it over the old one,
+        // which a watch on the file itself would miss; watch its directory.
+        const name = basename(path);
+        this.watchers.push(this.watchPath(dirname(path), {}, (changed) => changed === null || changed === name));
+      }
+    }
+  }
+
+  private watchPath(path: string, options: { recursive?: boolean }, relevant: (file: string | null) => boolean): FSWatcher {
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(path, options, (_event, file) => {
+        if (relevant(file === null ? null : String(file))) this.scheduleReload();
+      });
+    } catch (err) {
+      if (!options.recursive) throw err;
+      // Platforms without recursive watching still see changes to the top directory.
+      watcher = watch(path, {}, () => this.scheduleReload());
+    }
+    watcher.on('error', (err) => {
+      this.report(new KwpError('KWP_ERR_MANIFEST', `watching ${path} failed (${err.message}); changes there are no longer picked up`));
+    });
+    return watcher;
+  }
+
+  private scheduleReload(): void {
+    if (this.stopped) return;
+    clearTimeout(this.debounceTimer);
+    this.debounceTimer = setTimeout(() => this.reload(), this.options.debounceMs ?? 100);
+  }
+
+  private reload(): void {
+    if (this.reloading) {
+      this.reloadAgain = true;
+      return;
+    }
+    this.reloading = (async () => {
+      do {
+        this.reloadAgain = false;
+        try {
+          const load = await loadManifests(this.paths);
+          if (this.stopped) return;
+          this.deliver(load);
+          this.lastError = undefined;
+          this.options.onReload?.(load);
+        } catch (err) {
+          if (this.stopped) return;
+          this.report(
+            isKwpError(err)
+              ? new KwpError(err.code, `${err.message} (the previous manifests stay in force until this is fixed)`)
+              : new KwpError('KWP_ERR_MANIFEST', `re-reading the manifests failed: ${String(err)}`),
+          );
+        }
+      } while (this.reloadAgain && !this.stopped);
+    })().finally(() => {
+      this.reloading = undefined;
+    });
+  }
+
+  private report(error: KwpError): void {
+    this.lastError = error;
+    this.options.onError?.(error);
+  }
+}
