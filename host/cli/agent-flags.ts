@@ -1,0 +1,30 @@
+// The flags of `kwp agent`, listed once: the agent's parser reads them, and
+// `kwp manifests` checks every DaemonSet argument against them, so the install
+// YAML cannot pass a flag the agent does not know.
+
+export interface AgentFlag {
+  /** Without dashes; long flags are written `--name=value`, the one-letter `v` as `-v=N`. */
+  name: string;
+  type: 'string' | 'boolean' | 'number';
+  default?: string | boolean | number;
+  description: string;
+}
+
+export const agentFlags: AgentFlag[] = [
+  { name: 'kubeconfig', type: 'string', description: 'Kubeconfig file for the API server; the in-cluster service account when absent.' },
+  { name: 'node-name', type: 'string', description: 'Name of the node this agent enforces on (the DaemonSet sets it from spec.nodeName).' },
+  { name: 'pipeline', type: 'string', description: 'Pipeline YAML: the evaluator stages in order, with their configuration and failure policies.' },
+  { name: 'fail-open', type: 'boolean', default: true, description: 'Let packets pass while no agent listens on the queue (crash, restart); false drops them.' },
+  { name: 'strict', type: 'boolean', default: true, description: 'After a policy change, cut established connections the new policy denies.' },
+  { name: 'admin-address', type: 'string', default: '127.0.0.1:9443', description: 'HOST:PORT of the admin API, which also serves /healthz, /readyz and /metrics.' },
+  { name: 'admin-token-file', type: 'string', description: 'File holding the bearer token the admin API requires for changes.' },
+  { name: 'state-dir', type: 'string', default: '/var/lib/kwp', description: 'Directory for uploaded modules and the active pipeline, kept across restarts.' },
+  { name: 'manifests', type: 'string', description: 'Directory of Kubernetes YAML to read objects from instead of (or besides) the API server.' },
+  { name: 'dataplane', type: 'string', default: 'on', description: 'on: enforce through NFQUEUE; off: only keep state and answer the admin API.' },
+  { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
+];
+
+/** The command-line spelling of a flag. */
+export function flagSpelling(name: string): string {
+  return name.length === 1 ? `-${name}` : `--${name}`;
+}

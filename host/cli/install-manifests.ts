@@ -1,0 +1,156 @@
+// The objects that install the agent on a cluster: a DaemonSet on every node,
+// its ServiceAccount and read-only RBAC, and the pipeline as a ConfigMap. The
+// RBAC rules come from the same kind list the informers watch, and every
+// agent argument is checked against the agent's own flag list.
+
+import { Document } from 'yaml';
+import { defaultWatchedKinds, rbacRulesFor } from '../sources/kubernetes/resources.js';
+import type { KindKey } from '../contract.js';
+import { agentFlags, flagSpelling } from './agent-flags.js';
+
+export interface InstallOptions {
+  namespace: string;
+  image: string;
+  /** The pipeline file's text, stored in the ConfigMap as-is. */
+  pipelineYaml: string;
+  failOpen: boolean;
+  strict: boolean;
+  /** HOST:PORT the admin API listens on in the host network namespace. */
+  adminAddress: string;
+  /** Kinds the agent watches; the ClusterRole grants exactly these. */
+  kinds?: readonly KindKey[];
+}
+
+export const AGENT_NAME = 'kwp-agent';
+export const PIPELINE_CONFIGMAP = 'kwp-pipeline';
+const PIPELINE_DIR = '/etc/kwp';
+const STATE_DIR = '/var/lib/kwp';
+const labels = { 'app.kubernetes.io/name': AGENT_NAME, 'app.kubernetes.io/part-of': 'kube-wasm-policies' };
+
+/** Splits HOST:PORT (IPv6 in brackets); throws a plain Error naming the value. */
+export function parseHostPort(address: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d{1,5})$/.exec(address);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port < 1 || port > 65535) throw new Error(`"${address}" is not HOST:PORT (e.g. 127.0.0.1:9443 or [::1]:9443)`);
+  return { host: m[1] ?? m[2] ?? '', port };
+}
+
+/**
+ * The kubelet probes a hostNetwork pod from the node's own network namespace,
+ * so an admin API bound to loopback is reachable at 127.0.0.1. A wildcard bind
+ * is probed on loopback too; a specific address is probed there.
+ */
+function probeTarget(adminAddress: string): { host: string; port: number } {
+  const { host, port } = parseHostPort(adminAddress);
+  if (host === '' || host === '0.0.0.0' || host === '127.0.0.1' || host === 'localhost') return { host: '127.0.0.1', port };
+  if (host === '::' || host === '::1') return { host: '::1', port };
+  return { host, port };
+}
+
+/** The agent's command-line, every flag spelled `--name=value`. */
+export function agentArgs(opts: InstallOptions): string[] {
+  const values: [string, string | boolean][] = [
+    ['node-name', '$(NODE_NAME)'],
+    ['pipeline', `${PIPELINE_DIR}/pipeline.yaml`],
+    ['fail-open', opts.failOpen],
+    ['strict', opts.strict],
+    ['admin-address', opts.adminAddress],
+    ['state-dir', STATE_DIR],
+    ['dataplane', 'on'],
+  ];
+  return values.map(([name, value]) => {
+    if (!agentFlags.some((f) => f.name === name)) throw new Error(`internal: "${name}" is not an agent flag`);
+    return `${flagSpelling(name)}=${value}`;
+  });
+}
+
+export function installObjects(opts: InstallOptions): Record<string, unknown>[] {
+  const ns = opts.namespace;
+  const probe = probeTarget(opts.adminAddress);
+  const httpGet = (path: string) => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
+  const serviceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace: ns, labels } };
+  const clusterRole = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: AGENT_NAME, labels },
+    rules: rbacRulesFor(opts.kinds ?? defaultWatchedKinds),
+  };
+  const binding = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: AGENT_NAME, labels },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: AGENT_NAME },
+    subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace: ns }],
+  };
+  const configMap = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: PIPELINE_CONFIGMAP, namespace: ns, labels },
+    data: { 'pipeline.yaml': opts.pipelineYaml },
+  };
+  const daemonSet = {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name: AGENT_NAME, namespace: ns, labels },
+    spec: {
+      selector: { matchLabels: { 'app.kubernetes.io/name': AGENT_NAME } },
+      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } },
+      template: {
+        metadata: { labels },
+        spec: {
+          serviceAccountName: AGENT_NAME,
+          // The agent filters the node's own traffic, so it lives in the node's network namespace.
+          hostNetwork: true,
+          dnsPolicy: 'ClusterFirstWithHostNet',
+          priorityClassName: 'system-node-critical',
+          // Every node needs enforcement, whatever its taints.
+          tolerations: [{ operator: 'Exists' }],
+          terminationGracePeriodSeconds: 30,
+          containers: [
+            {
+              name: 'agent',
+              image: opts.image,
+              imagePullPolicy: 'IfNotPresent',
+              args: ['agent', ...agentArgs(opts)],
+              env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+              securityContext: {
+                // NET_ADMIN: nftables/iptables rules, NFQUEUE and conntrack; NET_RAW: iptables' raw sockets. No more.
+                privileged: false,
+                capabilities: { add: ['NET_ADMIN', 'NET_RAW'] },
+              },
+              resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+              livenessProbe: { httpGet: httpGet('/healthz'), initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 6 },
+              readinessProbe: { httpGet: httpGet('/readyz'), periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 3 },
+              volumeMounts: [
+                { name: 'pipeline', mountPath: PIPELINE_DIR, readOnly: true },
+                { name: 'state', mountPath: STATE_DIR },
+                // Shared with kube-proxy and every other iptables user on the node.
+                { name: 'xtables-lock', mountPath: '/run/xtables.lock' },
+              ],
+            },
+          ],
+          volumes: [
+            { name: 'pipeline', configMap: { name: PIPELINE_CONFIGMAP } },
+            { name: 'state', hostPath: { path: STATE_DIR, type: 'DirectoryOrCreate' } },
+            { name: 'xtables-lock', hostPath: { path: '/run/xtables.lock', type: 'FileOrCreate' } },
+          ],
+        },
+      },
+    },
+  };
+  return [serviceAccount, clusterRole, binding, configMap, daemonSet];
+}
+
+/** The install YAML: a comment header, then one document per object. */
+export function renderInstallYaml(opts: InstallOptions, header: string): string {
+  const docs = installObjects(opts).map((o) => {
+    // Plain YAML for humans and for kubectl: no anchors where objects repeat.
+    const doc = new Document(o, { aliasDuplicateObjects: false });
+    return doc.toString({ lineWidth: 0 });
+  });
+  const comment = header
+    .split('\n')
+    .map((l) => (l ? `# ${l}` : '#'))
+    .join('\n');
+  return `${comment}\n---\n${docs.join('---\n')}`;
+}

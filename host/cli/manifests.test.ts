@@ -1,0 +1,176 @@
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { isKwpError } from '../errors.js';
+import { KubernetesSource, defaultWatchedKinds } from '../sources/kubernetes.js';
+import { knownResource } from '../sources/kubernetes/resources.js';
+import { ApiServerEmulator } from '../../test/apiserver/emulator.js';
+import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
+import { pollUntil } from '../../test/apiserver/poll.js';
+import { RecordingSink } from '../../test/apiserver/recording-sink.js';
+import { agentFlags } from './agent-flags.js';
+import { manifestOptions, renderManifests } from './manifests.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const installYamlPath = path.join(root, 'deploy', 'install.yaml');
+
+function objects(argv: string[] = []): any[] {
+  const docs = parseAllDocuments(renderManifests(argv));
+  for (const d of docs) expect(d.errors).toEqual([]);
+  return docs.map((d) => d.toJS()).filter(Boolean);
+}
+
+const byKind = (objs: any[], kind: string) => objs.find((o) => o.kind === kind);
+const agentContainer = (objs: any[]) => byKind(objs, 'DaemonSet').spec.template.spec.containers[0];
+
+function usageError(argv: string[]): string {
+  try {
+    renderManifests(argv);
+  } catch (err) {
+    return isKwpError(err) ? `${err.code}: ${err.message}` : `not a KwpError: ${String(err)}`;
+  }
+  return 'no error';
+}
+
+describe('kwp manifests', () => {
+  it('matches the committed deploy/install.yaml (regenerate with KWP_UPDATE_INSTALL_YAML=1)', () => {
+    const fresh = renderManifests([]);
+    if (process.env.KWP_UPDATE_INSTALL_YAML === '1') writeFileSync(installYamlPath, fresh);
+    expect(readFileSync(installYamlPath, 'utf8')).toBe(fresh);
+  });
+
+  it('prints a ServiceAccount, ClusterRole, ClusterRoleBinding, ConfigMap and DaemonSet that parse as YAML', () => {
+    expect(objects().map((o) => o.kind)).toEqual(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet']);
+  });
+
+  it('grants list and watch on exactly the kinds the source watches, and nothing else', () => {
+    const rules = byKind(objects(), 'ClusterRole').rules;
+    const granted = rules.flatMap((r: any) => {
+      expect(r.verbs).toEqual(['list', 'watch']);
+      return r.apiGroups.flatMap((g: string) => r.resources.map((res: string) => `${g}/${res}`));
+    });
+    const watched = new KubernetesSource().kinds.map((k) => {
+      const ref = knownResource(k)!;
+      return `${ref.group}/${ref.plural}`;
+    });
+    expect([...granted].sort()).toEqual([...watched].sort());
+    expect(new KubernetesSource().kinds).toEqual(defaultWatchedKinds);
+  });
+
+  it('grants every collection path the source actually requests from an API server', async () => {
+    const emulator = await ApiServerEmulator.start();
+    const source = new KubernetesSource({ kubeconfig: await writeKubeconfig({ server: emulator.url }), backoff: { initialMs: 20, maxMs: 100 } });
+    try {
+      await source.start(new RecordingSink());
+      await pollUntil(() => source.ready(), 'the source to sync');
+      const rules = byKind(objects(), 'ClusterRole').rules;
+      const collection = (group: string, resource: string) => new RegExp(group === '' ? `^/api/[^/]+/${resource}$` : `^/apis/${group.replace(/\./g, '\\.')}/[^/]+/${resource}$`);
+      const allowed = (p: string) => rules.some((r: any) => r.apiGroups.some((g: string) => r.resources.some((res: string) => collection(g, res).test(p))));
+      const paths = [...new Set(emulator.requests.map((r) => r.path))];
+      expect(paths.length).toBe(defaultWatchedKinds.length);
+      for (const p of paths) expect(allowed(p), p).toBe(true);
+    } finally {
+      await source.stop();
+      await emulator.stop();
+    }
+  });
+
+  it('passes the agent only flags it knows, with the node name from the downward API', () => {
+    const c = agentContainer(objects());
+    expect(c.args[0]).toBe('agent');
+    const names = new Set(agentFlags.map((f) => f.name));
+    for (const arg of c.args.slice(1)) {
+      const m = /^--?([a-z-]+)=(.*)$/.exec(arg);
+      expect(m, arg).not.toBeNull();
+      expect(names.has(m![1]), `${m![1]} is an agent flag`).toBe(true);
+      const flag = agentFlags.find((f) => f.name === m![1])!;
+      if (flag.type === 'boolean') expect(['true', 'false']).toContain(m![2]);
+    }
+    expect(c.args).toContain('--node-name=$(NODE_NAME)');
+    expect(c.env).toContainEqual({ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+  });
+
+  it('runs on the host network with NET_ADMIN and NET_RAW, tolerating every taint, with resource requests', () => {
+    const ds = byKind(objects(), 'DaemonSet');
+    const pod = ds.spec.template.spec;
+    expect(pod.hostNetwork).toBe(true);
+    expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
+    expect(pod.serviceAccountName).toBe(byKind(objects(), 'ServiceAccount').metadata.name);
+    expect(pod.containers[0].securityContext.capabilities.add).toEqual(['NET_ADMIN', 'NET_RAW']);
+    expect(pod.containers[0].resources.requests).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
+    expect(ds.spec.template.metadata.labels).toMatchObject(ds.spec.selector.matchLabels);
+  });
+
+  it.each([
+    ['127.0.0.1:9443', '127.0.0.1', 9443],
+    ['0.0.0.0:8080', '127.0.0.1', 8080],
+    ['10.1.2.3:9000', '10.1.2.3', 9000],
+    ['[::1]:9443', '::1', 9443],
+  ])('probes /healthz and /readyz on the node for --admin-address=%s', (address, host, port) => {
+    const c = agentContainer(objects([`--admin-address=${address}`]));
+    expect(c.livenessProbe.httpGet).toEqual({ host, port, path: '/healthz', scheme: 'HTTP' });
+    expect(c.readinessProbe.httpGet).toEqual({ host, port, path: '/readyz', scheme: 'HTTP' });
+    expect(c.args).toContain(`--admin-address=${address}`);
+  });
+
+  it('puts every namespaced object and the binding subject in --namespace', () => {
+    const objs = objects(['--namespace', 'kwp-system']);
+    for (const o of objs.filter((o) => !o.kind.startsWith('Cluster'))) expect(o.metadata.namespace, o.kind).toBe('kwp-system');
+    expect(byKind(objs, 'ClusterRoleBinding').subjects[0].namespace).toBe('kwp-system');
+  });
+
+  it('uses --image, --fail-open and --strict', () => {
+    const c = agentContainer(objects(['--image', 'registry.example/kwp:dev', '--fail-open=false', '--strict=false']));
+    expect(c.image).toBe('registry.example/kwp:dev');
+    expect(c.args).toContain('--fail-open=false');
+    expect(c.args).toContain('--strict=false');
+  });
+
+  it('ships the --pipeline file in the ConfigMap the agent reads', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'kwp-manifests-'));
+    const file = path.join(dir, 'pipeline.yaml');
+    const text = 'kind: Pipeline\nstages:\n  - name: np\n    module: network-policy\n';
+    writeFileSync(file, text);
+    const objs = objects(['--pipeline', file]);
+    expect(byKind(objs, 'ConfigMap').data['pipeline.yaml']).toBe(text);
+    const c = agentContainer(objs);
+    const mount = c.volumeMounts.find((m: any) => m.name === 'pipeline');
+    expect(c.args).toContain(`--pipeline=${mount.mountPath}/pipeline.yaml`);
+  });
+
+  it.each([
+    [['--fail-open=maybe'], 'KWP_ERR_USAGE: kwp manifests: --fail-open must be true or false'],
+    [['--admin-address', '9443'], 'KWP_ERR_USAGE: kwp manifests: --admin-address "9443" is not HOST:PORT'],
+    [['--namespace', 'Kube_System'], 'KWP_ERR_USAGE: kwp manifests: --namespace "Kube_System"'],
+    [['--replicas', '3'], 'KWP_ERR_USAGE: kwp manifests: '],
+    [['--pipeline', '/nonexistent/pipeline.yaml'], 'KWP_ERR_USAGE: kwp manifests: --pipeline /nonexistent/pipeline.yaml could not be read'],
+  ])('rejects %j with a usage error naming the flag', (argv, prefix) => {
+    expect(usageError(argv)).toContain(prefix);
+  });
+
+  it('rejects a pipeline file that is not a pipeline, naming the file', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'kwp-manifests-'));
+    const file = path.join(dir, 'bad.yaml');
+    writeFileSync(file, 'stages: nope\n');
+    expect(usageError(['--pipeline', file])).toMatch(new RegExp(`^KWP_ERR_PIPELINE_INVALID: ${file}`));
+  });
+
+  it('reports where the default pipeline came from in the header', () => {
+    expect(manifestOptions([]).pipelineFrom).toMatch(/deploy\/pipeline.yaml|built-in default/);
+    expect(renderManifests([]).split('\n')[1]).toContain(manifestOptions([]).pipelineFrom);
+  });
+});
+
+describe('agentFlags', () => {
+  it('names each flag once, describes it, and gives defaults of the declared type', () => {
+    expect(new Set(agentFlags.map((f) => f.name)).size).toBe(agentFlags.length);
+    for (const f of agentFlags) {
+      expect(f.description.length, f.name).toBeGreaterThan(10);
+      if (f.default !== undefined) expect(typeof f.default, f.name).toBe(f.type);
+    }
+    expect(agentFlags.map((f) => f.name)).toEqual(['kubeconfig', 'node-name', 'pipeline', 'fail-open', 'strict', 'admin-address', 'admin-token-file', 'state-dir', 'manifests', 'dataplane', 'v']);
+  });
+});
