@@ -1,0 +1,269 @@
+// The flows file `kwp eval` decides: each flow names its two ends (a pod as
+// `namespace/name`, or an IP address), a protocol and a destination port. Flows
+// are checked when the file is read, so a typo is reported before any module
+// runs, and resolved against the cluster state into the packet the agent
+// would see on the wire.
+
+import { readFile } from 'node:fs/promises';
+import { Kinds, Protocol, type Packet, type PodInfo } from './contract.js';
+import { KwpError } from './errors.js';
+import { parseIP, type ParsedIP } from './net/ip.js';
+import type { ClusterState } from './state/cluster-state.js';
+
+export type FlowProtocol = 'TCP' | 'UDP' | 'SCTP';
+
+/** Any ephemeral port: policies match destination ports, so the source port rarely matters. */
+export const DEFAULT_SOURCE_PORT = 40000;
+
+export interface FlowSpec {
+  /** `namespace/pod` or an IP address. */
+  src: string;
+  dst: string;
+  protocol: FlowProtocol;
+  /** Destination port. */
+  port: number;
+  srcPort: number;
+  /** An optional label for output. */
+  name?: string;
+  /** What the author expects, for `kwp eval` to compare against. */
+  expect?: 'allow' | 'deny';
+  /** Where the flow was written, for messages: the file, its 1-based position, and its line in JSON Lines. */
+  file: string;
+  index: number;
+  line?: number;
+}
+
+export interface ResolvedFlow {
+  packet: Packet;
+  /** The pod the agent would find at the source address; absent for external and host-networked ends. */
+  srcPod?: PodInfo;
+  dstPod?: PodInfo;
+  /** Things worth telling the user about how the ends were resolved. */
+  notes: string[];
+}
+
+const FIELDS = ['src', 'dst', 'protocol', 'port', 'srcPort', 'name', 'expect'];
+const PROTOCOLS: Record<FlowProtocol, number> = { TCP: Protocol.TCP, UDP: Protocol.UDP, SCTP: Protocol.SCTP };
+
+function flowError(where: string, message: string): KwpError {
+  return new KwpError('KWP_ERR_FLOWS', `${where}: ${message}`);
+}
+
+function locate(file: string, index: number, line?: number): string {
+  return line === undefined ? `${file}: flow ${index}` : `${file}: flow ${index} (line ${line})`;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'string') return JSON.stringify(value);
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
+}
+
+function jsonSyntaxError(text: string, err: unknown): string {
+  const detail = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ');
+  const offset = /at position (\d+)/.exec(detail);
+  if (!offset) return detail;
+  const before = text.slice(0, Number(offset[1]));
+  return `${detail}, line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')}`;
+}
+
+/** A flow end: an IP address, or `namespace/name`. */
+function checkEnd(value: unknown, field: 'src' | 'dst', where: string): ParsedIP | undefined {
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw flowError(where, `field "${field}" must be "namespace/pod" or an IP address, not ${describe(value)}`);
+  }
+  const ip = parseIP(value);
+  if (ip) return ip;
+  const parts = value.split('/');
+  if (parts.length === 2 && parseIP(parts[0])) {
+    throw flowError(where, `field "${field}" is a CIDR (${value}); a flow end is one address, e.g. ${parts[0]}`);
+  }
+  if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
+    throw flowError(where, `field "${field}" is ${JSON.stringify(value)}; write "namespace/pod" (e.g. default/web) or an IP address`);
+  }
+  return undefined;
+}
+
+function checkPort(value: unknown, field: 'port' | 'srcPort', where: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 65535) {
+    throw flowError(where, `field "${field}" must be a port number from 1 to 65535, not ${describe(value)}`);
+  }
+  return value;
+}
+
+function checkFlow(value: unknown, file: string, index: number, line?: number): FlowSpec {
+  const where = locate(file, index, line);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw flowError(where, `a flow is an object like {"src": "default/a", "dst": "default/b", "port": 80}, not ${describe(value)}`);
+  }
+  const raw = value as Record<string, unknown>;
+  for (const key of Object.keys(raw)) {
+    if (!FIELDS.includes(key)) {
+      throw flowError(where, `unknown field "${key}"; a flow has ${FIELDS.map((f) => `"${f}"`).join(', ')}`);
+    }
+  }
+  const srcIP = checkEnd(raw.src, 'src', where);
+  const dstIP = checkEnd(raw.dst, 'dst', where);
+  if (srcIP && dstIP && srcIP.family !== dstIP.family) {
+    throw flowError(where, `field "src" is IPv${srcIP.family} but field "dst" is IPv${dstIP.family}; both ends of a flow use one family`);
+  }
+
+  let protocol: FlowProtocol = 'TCP';
+  if (raw.protocol !== undefined) {
+    const name = typeof raw.protocol === 'string' ? raw.protocol.toUpperCase() : '';
+    if (!(name in PROTOCOLS)) {
+      throw flowError(where, `field "protocol" must be "TCP", "UDP" or "SCTP", not ${describe(raw.protocol)}`);
+    }
+    protocol = name as FlowProtocol;
+  }
+
+  if (raw.port === undefined) throw flowError(where, 'field "port" is missing; give the destination port, e.g. "port": 80');
+  const port = checkPort(raw.port, 'port', where);
+  const srcPort = raw.srcPort === undefined ? DEFAULT_SOURCE_PORT : checkPort(raw.srcPort, 'srcPort', where);
+
+  const flow: FlowSpec = { src: raw.src as string, dst: raw.dst as string, protocol, port, srcPort, file, index };
+  if (line !== undefined) flow.line = line;
+  if (raw.name !== undefined) {
+    if (typeof raw.name !== 'string') throw flowError(where, `field "name" must be a string, not ${describe(raw.name)}`);
+    flow.name = raw.name;
+  }
+  if (raw.expect !== undefined) {
+    const expected = typeof raw.expect === 'string' ? raw.expect.toLowerCase() : '';
+    if (expected !== 'allow' && expected !== 'deny') {
+      throw flowError(where, `field "expect" must be "allow" or "deny", not ${describe(raw.expect)}`);
+    }
+    flow.expect = expected;
+  }
+  return flow;
+}
+
+/**
+ * Parses a JSON array of flows, or JSON Lines (one flow per line; blank lines
+ * and lines starting with `#` are skipped). Throws KWP_ERR_FLOWS naming the
+ * file, the flow and the field.
+ */
+export function parseFlows(text: string, fileName: string): FlowSpec[] {
+  const body = text.replace(/^\uFEFF/, '');
+  if (body.trim() === '') {
+    throw new KwpError('KWP_ERR_FLOWS', `${fileName} holds no flows; write a JSON array of flows or one flow object per line`);
+  }
+
+  if (body.trimStart().startsWith('[')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch (err) {
+      throw new KwpError('KWP_ERR_FLOWS', `${fileName} is not valid JSON (${jsonSyntaxError(body, err)}); fix the syntax`);
+    }
+    if (!Array.isArray(parsed)) {
+      throw new KwpError('KWP_ERR_FLOWS', `${fileName} must be a JSON array of flows or JSON Lines`);
+    }
+    if (parsed.length === 0) {
+      throw new KwpError('KWP_ERR_FLOWS', `${fileName} holds an empty list; add at least one flow`);
+    }
+    return parsed.map((value, i) => checkFlow(value, fileName, i + 1));
+  }
+
+  const flows: FlowSpec[] = [];
+  const lines = body.split(/\r?\n/);
+  lines.forEach((lineText, i) => {
+    const trimmed = lineText.trim();
+    if (trimmed === '' || trimmed.startsWith('#')) return;
+    const index = flows.length + 1;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(trimmed);
+    } catch (err) {
+      throw flowError(locate(fileName, index, i + 1), `not valid JSON (${jsonSyntaxError(trimmed, err)}); each line holds one flow object`);
+    }
+    flows.push(checkFlow(parsed, fileName, index, i + 1));
+  });
+  return flows;
+}
+
+/** Reads and parses a flows file; a missing or unreadable file is KWP_ERR_FLOWS too. */
+export async function readFlowsFile(path: string): Promise<FlowSpec[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'does not exist' : `cannot be read (${code ?? String(err)})`;
+    throw new KwpError('KWP_ERR_FLOWS', `flows file ${path} ${reason}; give the path of a JSON or JSON Lines file`);
+  }
+  return parseFlows(text, path);
+}
+
+interface PodEnd {
+  field: 'src' | 'dst';
+  ref: string;
+  pod: PodInfo;
+  addresses: ParsedIP[];
+}
+
+function podEnd(flow: FlowSpec, field: 'src' | 'dst', state: ClusterState): PodEnd {
+  const ref = flow[field];
+  const [namespace, name] = ref.split('/');
+  const where = locate(flow.file, flow.index, flow.line);
+  const pod = state.podByName(namespace, name);
+  if (!pod) {
+    if (state.object(Kinds.Pod, `${namespace}/${name}`)) {
+      throw flowError(where, `field "${field}": pod ${ref} has no IP; add status.podIPs to its manifest`);
+    }
+    throw flowError(where, `field "${field}": there is no pod ${ref}; check the namespace and name, or add the pod to the manifests`);
+  }
+  return { field, ref, pod, addresses: pod.ips.map((ip) => parseIP(ip)!) };
+}
+
+function addressOfFamily(end: PodEnd, family: 4 | 6, flow: FlowSpec, other: string): Uint8Array {
+  const address = end.addresses.find((a) => a.family === family);
+  if (!address) {
+    throw flowError(
+      locate(flow.file, flow.index, flow.line),
+      `field "${end.field}": pod ${end.ref} has no IPv${family} address, but ${other} is IPv${family}; use an address of the same family`,
+    );
+  }
+  return address.bytes;
+}
+
+/**
+ * Turns a flow into the packet the agent would see. A pod reference becomes
+ * the pod's first IP (of the family the other end dictates when that end is an
+ * address); each end's pod is then whoever the agent would find at that
+ * address, so `kwp eval` predicts the agent's decision, host-networked pods
+ * (seen as their node) included.
+ */
+export function resolveFlow(flow: FlowSpec, state: ClusterState): ResolvedFlow {
+  const srcIP = parseIP(flow.src);
+  const dstIP = parseIP(flow.dst);
+  const srcPodEnd = srcIP ? undefined : podEnd(flow, 'src', state);
+  const dstPodEnd = dstIP ? undefined : podEnd(flow, 'dst', state);
+
+  const family: 4 | 6 = srcIP?.family ?? dstIP?.family ?? srcPodEnd!.addresses[0].family;
+  const src = srcIP?.bytes ?? addressOfFamily(srcPodEnd!, family, flow, `field "dst"`);
+  const dst = dstIP?.bytes ?? addressOfFamily(dstPodEnd!, family, flow, `field "src"`);
+
+  const notes: string[] = [];
+  for (const end of [srcPodEnd, dstPodEnd]) {
+    if (end?.pod.hostNetwork) {
+      notes.push(`${end.field} ${end.ref} is host-networked: the agent sees its traffic as the node's, not a pod's`);
+    }
+  }
+
+  return {
+    packet: {
+      family,
+      protocol: PROTOCOLS[flow.protocol],
+      src,
+      dst,
+      srcPort: flow.srcPort,
+      dstPort: flow.port,
+      icmpType: 0,
+      icmpCode: 0,
+    },
+    srcPod: state.podByIP(src),
+    dstPod: state.podByIP(dst),
+    notes,
+  };
+}
