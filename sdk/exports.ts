@@ -35,15 +35,9 @@ export function kwp_configure(ptr: usize, len: i32): i32 {
   // The host always sends a JSON object, "{}" when the stage has no config.
   const cfg = parseJSON(ptr, <usize>len);
   if (ptr != 0) heap.free(ptr);
-  if (cfg == null) {
-    setResultText("config is not valid JSON: " + jsonError);
-    return 1;
-  }
+  if (cfg == null) return max(1, setResultText("config is not valid JSON: " + jsonError));
   const err = registered().configure(cfg);
-  if (err != null) {
-    setResultText(err);
-    return 1;
-  }
+  if (err != null) return max(1, setResultText(err));
   return 0;
 }
 
@@ -68,13 +62,10 @@ export function kwp_object(kind: i32, op: i32, ptr: usize, len: i32): i32 {
   if (op == 3) { e.objectsSynced(kind); return 0; }
   const obj = parseJSON(ptr, <usize>len);
   if (ptr != 0) heap.free(ptr);
-  if (obj == null) {
-    setResultText("object is not valid JSON: " + jsonError);
-    return 1;
-  }
+  if (obj == null) return max(1, setResultText("object is not valid JSON: " + jsonError));
   if (op == 0) e.objectUpserted(kind, obj);
   else if (op == 1) e.objectDeleted(kind, obj);
-  else return 2;
+  else return max(1, setResultText("unknown object op " + op.toString()));
   return 0;
 }
 

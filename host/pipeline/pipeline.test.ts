@@ -1,0 +1,99 @@
+import { describe, it, expect } from 'vitest';
+import { ClusterState } from '../state/cluster-state.js';
+import { PolicyEngine } from './engine.js';
+import { fixtureModules } from '../../test/fixtures/modules.js';
+import type { Packet } from '../contract.js';
+import type { StageSpec } from './spec.js';
+import { KwpError } from '../errors.js';
+
+const modules = fixtureModules();
+const packet = (dstPort = 80): Packet => ({
+  family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]),
+  srcPort: 40000, dstPort, icmpType: 0, icmpCode: 0,
+});
+const stage = (name: string, egress: string, ingress: string, extra: Partial<StageSpec> = {}): StageSpec =>
+  ({ name, module: 'scripted', config: { egress, ingress, reason: `${name} said so` }, ...extra });
+
+function engineWith(stages: StageSpec[]) {
+  const engine = new PolicyEngine({ state: new ClusterState(), modules });
+  engine.activate(engine.build({ stages }));
+  return engine;
+}
+
+describe('the pipeline walks stages in order and the first Accept or Deny wins', () => {
+  const cases: Array<[string, StageSpec[], boolean]> = [
+    ['an Accept before a Deny allows', [stage('a', 'Accept', 'Accept'), stage('b', 'Deny', 'Deny')], true],
+    ['a Deny before an Accept denies', [stage('a', 'Deny', 'Deny'), stage('b', 'Accept', 'Accept')], false],
+    ['Next defers to the next stage', [stage('a', 'Next', 'Next'), stage('b', 'Deny', 'Deny')], false],
+    ['all Next means allow', [stage('a', 'Next', 'Next'), stage('b', 'Next', 'Next')], true],
+    ['an empty pipeline allows', [], true],
+    ['egress allowed but ingress denied denies', [stage('a', 'Accept', 'Deny')], false],
+    ['egress denied but ingress allowed denies', [stage('a', 'Deny', 'Accept')], false],
+    ['an egress Accept does not skip the ingress walk', [stage('a', 'Accept', 'Next'), stage('b', 'Next', 'Deny')], false],
+    ['an audit stage that denies never decides', [stage('a', 'Deny', 'Deny', { mode: 'audit' }), stage('b', 'Next', 'Next')], true],
+  ];
+  it.each(cases)('%s', (_name, stages, allowed) => {
+    const engine = engineWith(stages);
+    expect(engine.allows(packet())).toBe(allowed);
+    expect(engine.evaluate(packet()).allowed).toBe(allowed);
+    engine.active.dispose();
+  });
+
+  it('the trace names each stage, its verdict and its reason, and stops at the deciding stage', () => {
+    const engine = engineWith([stage('a', 'Next', 'Next'), stage('b', 'Accept', 'Deny'), stage('c', 'Deny', 'Deny')]);
+    const d = engine.evaluate(packet());
+    expect(d.egress.trace.map((t) => `${t.stage}:${t.verdict}`)).toEqual(['a:Next', 'b:Accept']);
+    expect(d.ingress.trace.map((t) => `${t.stage}:${t.verdict}`)).toEqual(['a:Next', 'b:Deny']);
+    expect(d.ingress.trace[1].reason).toBe('b said so');
+    engine.active.dispose();
+  });
+
+  it('audit stages are traced with their would-be verdicts even after the decision', () => {
+    const engine = engineWith([stage('a', 'Accept', 'Accept'), stage('b', 'Deny', 'Deny', { mode: 'audit' })]);
+    const d = engine.evaluate(packet());
+    expect(d.allowed).toBe(true);
+    expect(d.egress.trace.map((t) => `${t.stage}:${t.verdict}:${t.mode}`)).toEqual(['a:Accept:enforce', 'b:Deny:audit']);
+    engine.active.dispose();
+  });
+
+  it('a trapping fail-open stage is skipped and a trapping fail-closed stage denies', () => {
+    const open = engineWith([stage('a', 'Deny', 'Deny', { failurePolicy: 'fail-open', config: { egress: 'Deny', ingress: 'Deny', trapPort: 666 } })]);
+    expect(open.allows(packet(666))).toBe(true);
+    const closed = engineWith([stage('a', 'Accept', 'Accept', { failurePolicy: 'fail-closed', config: { egress: 'Accept', ingress: 'Accept', trapPort: 666 } })]);
+    expect(closed.allows(packet(666))).toBe(false);
+    open.active.dispose();
+    closed.active.dispose();
+  });
+});
+
+describe('building and activating pipelines', () => {
+  it('a build that fails leaves the active pipeline deciding as before', () => {
+    const engine = engineWith([stage('a', 'Deny', 'Deny')]);
+    const before = engine.active;
+    expect(() => engine.build({ stages: [stage('ok', 'Accept', 'Accept'), { name: 'bad', module: 'scripted', config: { egress: 'Sometimes' } }] }))
+      .toThrowError(KwpError);
+    expect(() => engine.build({ stages: [{ name: 'missing', module: 'no-such-module' }] })).toThrowError(/KWP_ERR_MODULE_NOT_FOUND|neither built in/);
+    expect(engine.active).toBe(before);
+    expect(engine.allows(packet())).toBe(false);
+    before.dispose();
+  });
+
+  it('activation is one swap: the previous pipeline stays started for a rollback', () => {
+    const engine = engineWith([stage('a', 'Deny', 'Deny')]);
+    const first = engine.active;
+    const previous = engine.activate(engine.build({ stages: [stage('a', 'Accept', 'Accept')] }));
+    expect(previous).toBe(first);
+    expect(engine.allows(packet())).toBe(true);
+    engine.activate(previous!);
+    expect(engine.allows(packet())).toBe(false);
+    expect(engine.active.revision).toBe(1);
+  });
+
+  it('revisions increase with every build', () => {
+    const engine = engineWith([]);
+    const a = engine.build({ stages: [] });
+    const b = engine.build({ stages: [] });
+    expect(b.revision).toBeGreaterThan(a.revision);
+    expect(a.revision).toBeGreaterThan(engine.active.revision);
+  });
+});

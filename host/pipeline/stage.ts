@@ -1,0 +1,225 @@
+// A stage: one module instance in a pipeline, with its config, mode and
+// failure policy. The stage keeps its instance fed from ClusterState and
+// contains every failure of the module: a trap or an empty fuel tank costs the
+// stage's failure policy for that decision, never an exception in the host,
+// and a fresh instance is rebuilt and re-fed in the background.
+import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMode } from '../contract.js';
+import { Verdict } from '../contract.js';
+import { KwpError } from '../errors.js';
+import type { CompiledEvaluator } from '../runtime/loader.js';
+import { EvaluatorInstance, ObjectOp, type InstanceLogger } from '../runtime/instance.js';
+import { encodePodInfo } from '../runtime/podinfo-codec.js';
+import type { ClusterState, StateListener } from '../state/cluster-state.js';
+import type { StageSpec } from './spec.js';
+
+const jsonCache = new WeakMap<KubeObject, Uint8Array>();
+const encoder = new TextEncoder();
+
+/** Objects are immutable once stored, so each is serialized once for all stages. */
+function encodeObject(obj: KubeObject): Uint8Array {
+  let bytes = jsonCache.get(obj);
+  if (!bytes) {
+    bytes = encoder.encode(JSON.stringify(obj));
+    jsonCache.set(obj, bytes);
+  }
+  return bytes;
+}
+
+export interface StageCounters {
+  decisions: number;
+  accept: number;
+  deny: number;
+  next: number;
+  traps: number;
+  fuelExhausted: number;
+  /** Decisions answered by the failure policy because no healthy instance existed. */
+  unavailable: number;
+  rebuilds: number;
+}
+
+export type StageFailure = 'trap' | 'fuel' | 'unavailable';
+
+export class Stage implements StateListener {
+  readonly name: string;
+  readonly label: string;
+  readonly mode: StageMode;
+  readonly failurePolicy: FailurePolicy;
+  readonly spec: StageSpec;
+  readonly compiled: CompiledEvaluator;
+  readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, rebuilds: 0 };
+  /** The verdict a failed decision gets: Next for fail-open, Deny for fail-closed. */
+  readonly failureVerdict: number;
+  /** Why the last decision used the failure policy, when it did. */
+  lastFailure: StageFailure | undefined;
+  private instance: EvaluatorInstance | undefined;
+  private readonly kindIndex = new Map<KindKey, number>();
+  private unsubscribe: (() => void) | undefined;
+  private rebuildScheduled = false;
+  private disposed = false;
+  /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
+  onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
+
+  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: InstanceLogger) {
+    this.spec = spec;
+    this.name = spec.name;
+    this.label = spec.label ?? spec.name;
+    this.mode = spec.mode ?? 'enforce';
+    this.failurePolicy = spec.failurePolicy ?? compiled.meta.failurePolicy;
+    this.failureVerdict = this.failurePolicy === 'fail-closed' ? Verdict.Deny : Verdict.Next;
+    this.compiled = compiled;
+    compiled.meta.kinds.forEach((k, i) => this.kindIndex.set(k, i));
+  }
+
+  /** Instantiates, configures and feeds the module, then follows the state. Throws on a refused config. */
+  start(): void {
+    this.instance = this.freshInstance();
+    this.unsubscribe = this.state.subscribe(this);
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    this.instance = undefined;
+  }
+
+  get healthy(): boolean { return this.instance !== undefined && !this.instance.broken; }
+  get memoryBytes(): number { return this.instance?.memoryBytes ?? 0; }
+  get kinds(): readonly string[] { return this.compiled.meta.kinds; }
+
+  private freshInstance(): EvaluatorInstance {
+    const inst = new EvaluatorInstance(this.compiled, this.logger);
+    inst.configure(this.spec.config ?? {});
+    for (const pod of this.state.pods()) inst.upsertPod(encodePodInfo(pod));
+    for (const [kind, index] of this.kindIndex) {
+      inst.object(index, ObjectOp.Reset);
+      for (const obj of this.state.objects(kind)) inst.object(index, ObjectOp.Upsert, encodeObject(obj));
+      inst.object(index, ObjectOp.Synced);
+    }
+    return inst;
+  }
+
+  private failed(err: unknown): void {
+    const kerr = err instanceof KwpError ? err : new KwpError('KWP_ERR_TRAP', String(err));
+    const failure = kerr.code === 'KWP_ERR_FUEL_EXHAUSTED' ? 'fuel' : 'trap';
+    if (failure === 'fuel') this.counters.fuelExhausted++;
+    else this.counters.traps++;
+    this.lastFailure = failure;
+    this.logger?.log('error', `stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, { stage: this.name, code: kerr.code });
+    this.instance = undefined;
+    this.onFailure?.(this, failure, kerr);
+    this.scheduleRebuild();
+  }
+
+  private scheduleRebuild(): void {
+    if (this.rebuildScheduled || this.disposed) return;
+    this.rebuildScheduled = true;
+    // Off the packet path: the failing call returns its failure verdict now.
+    setImmediate(() => {
+      this.rebuildScheduled = false;
+      if (this.disposed || this.instance) return;
+      try {
+        this.instance = this.freshInstance();
+        this.counters.rebuilds++;
+      } catch (err) {
+        this.logger?.log('error', `stage ${this.name}: rebuilding the module failed: ${(err as Error).message}`, { stage: this.name });
+        // A module that traps on its own state will trap again; retry slowly.
+        setTimeout(() => this.scheduleRebuild(), 1000).unref?.();
+      }
+    });
+  }
+
+  /** Decides one record (direction already set). Never throws. */
+  decide(record: Uint8Array): number {
+    this.counters.decisions++;
+    const inst = this.instance;
+    let v: number;
+    if (inst === undefined) {
+      this.counters.unavailable++;
+      this.lastFailure = 'unavailable';
+      v = this.failureVerdict;
+    } else {
+      try {
+        v = inst.decideOne(record);
+        this.lastFailure = undefined;
+      } catch (err) {
+        this.failed(err);
+        v = this.failureVerdict;
+      }
+    }
+    if (v === Verdict.Accept) this.counters.accept++;
+    else if (v === Verdict.Deny) this.counters.deny++;
+    else this.counters.next++;
+    return v;
+  }
+
+  /** Decides up to batchCapacity records in place; failed records get the failure verdict. */
+  decideBatch(records: Uint8Array, count: number): void {
+    const inst = this.instance;
+    this.counters.decisions += count;
+    if (inst !== undefined) {
+      try {
+        inst.decideBatch(records, count);
+        return;
+      } catch (err) {
+        this.failed(err);
+      }
+    } else {
+      this.counters.unavailable += count;
+    }
+    for (let i = 0; i < count; i++) records[i * 64 + 52] = this.failureVerdict;
+  }
+
+  get batchCapacity(): number { return this.instance?.batchCapacity ?? 64; }
+
+  /** The reason text for the last decision, for traces. */
+  lastExplanation(): string {
+    const inst = this.instance;
+    if (!inst || this.lastFailure) return '';
+    try {
+      return inst.explain(inst.lastReason());
+    } catch (err) {
+      this.failed(err);
+      return '';
+    }
+  }
+
+  subjects(): 'all' | number[] {
+    const inst = this.instance;
+    if (!inst) return 'all';
+    try {
+      return inst.subjects();
+    } catch (err) {
+      this.failed(err);
+      return 'all';
+    }
+  }
+
+  // StateListener: keep the instance in step with the cluster.
+  private deliver(fn: (inst: EvaluatorInstance) => void): void {
+    const inst = this.instance;
+    if (!inst) return; // a rebuild replays the whole state
+    try {
+      fn(inst);
+    } catch (err) {
+      this.failed(err);
+    }
+  }
+
+  podUpserted(pod: PodInfo): void { this.deliver((i) => i.upsertPod(encodePodInfo(pod))); }
+  podDeleted(pod: PodInfo): void { this.deliver((i) => i.deletePod(pod.id)); }
+  objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
+    const index = this.kindIndex.get(kind);
+    if (index === undefined) return;
+    this.deliver((i) => {
+      i.object(index, ObjectOp.Reset);
+      for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
+      i.object(index, ObjectOp.Synced);
+    });
+  }
+  objectApplied(kind: KindKey, event: ObjectEvent): void {
+    const index = this.kindIndex.get(kind);
+    if (index === undefined) return;
+    this.deliver((i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)));
+  }
+}

@@ -1,0 +1,236 @@
+// One running instance of a compiled evaluator: its own memory, its own state.
+// Every call into the module goes through `guarded`, which refills the fuel
+// tank and turns traps into typed errors; after a trap the instance is marked
+// broken and must not be called again (its heap may be half-updated).
+import { KwpError } from '../errors.js';
+import type { CompiledEvaluator } from './loader.js';
+import { FUEL_GLOBAL } from './fuel.js';
+
+export const RECORD_SIZE = 64;
+export const OFF_VERDICT = 52;
+export const OFF_REASON = 56;
+
+export const ObjectOp = { Upsert: 0, Delete: 1, Reset: 2, Synced: 3 } as const;
+
+export interface InstanceLogger {
+  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
+}
+
+const LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+const textDecoder = new TextDecoder();
+const textEncoder = new TextEncoder();
+
+/** Thrown by env.abort so a module's own abort is told apart from a trap. */
+class ModuleAbort extends Error {}
+
+interface Exports {
+  memory: WebAssembly.Memory;
+  kwp_fuel: WebAssembly.Global;
+  kwp_alloc(size: number): number;
+  kwp_configure(ptr: number, len: number): number;
+  kwp_pod_upsert(ptr: number, len: number): void;
+  kwp_pod_delete(id: number): void;
+  kwp_object(kind: number, op: number, ptr: number, len: number): number;
+  kwp_batch(): number;
+  kwp_batch_capacity(): number;
+  kwp_decide(count: number): number;
+  kwp_explain(reason: number): number;
+  kwp_subjects(): number;
+  kwp_result(): number;
+}
+
+export class EvaluatorInstance {
+  readonly compiled: CompiledEvaluator;
+  private readonly exports: Exports;
+  private readonly memory: WebAssembly.Memory;
+  private readonly fuel: WebAssembly.Global;
+  private u8: Uint8Array;
+  readonly batchPtr: number;
+  readonly batchCapacity: number;
+  private readonly decideFuel: number;
+  private readonly callFuel: number;
+  /** Set once a call trapped or ran out of fuel. */
+  broken: KwpError | undefined;
+  /** Log lines dropped by the rate limit. */
+  droppedLogLines = 0;
+  private logTokens: number;
+  private logRefillAt = 0;
+
+  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger) {
+    this.compiled = compiled;
+    this.decideFuel = compiled.limits.fuelPerDecision;
+    this.callFuel = compiled.limits.fuelPerCall;
+    this.logTokens = compiled.limits.logLinesPerSecond;
+    let memory: WebAssembly.Memory | undefined;
+    const env: Record<string, unknown> = {
+      abort: (msg: number, file: number, line: number, col: number) => {
+        throw new ModuleAbort(`abort: ${this.readAsString(msg)} at ${this.readAsString(file)}:${line}:${col}`);
+      },
+    };
+    if (compiled.memoryImport) {
+      const cap = compiled.limits.maxMemoryPages;
+      const max = Math.min(compiled.memoryImport.max ?? cap, cap);
+      memory = new WebAssembly.Memory({ initial: compiled.memoryImport.min, maximum: max });
+      env.memory = memory;
+    }
+    const imports = { env, kwp: { log: (level: number, ptr: number, len: number) => this.onLog(level, ptr, len) } };
+    let instance: WebAssembly.Instance;
+    try {
+      instance = new WebAssembly.Instance(compiled.module, imports as WebAssembly.Imports);
+    } catch (err) {
+      throw new KwpError('KWP_ERR_INSTANTIATE', `${compiled.source}: instantiation failed: ${describe(err)}`, { cause: err });
+    }
+    this.exports = instance.exports as unknown as Exports;
+    this.memory = memory ?? this.exports.memory;
+    this.fuel = this.exports.kwp_fuel;
+    this.u8 = new Uint8Array(this.memory.buffer);
+    this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
+    this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
+    if (this.batchCapacity < 1) throw new KwpError('KWP_ERR_INSTANTIATE', `${compiled.source}: kwp_batch_capacity returned ${this.batchCapacity}; it must be at least 1`);
+  }
+
+  get name(): string { return this.compiled.meta.name; }
+
+  /** The memory view, re-created when memory.grow detached the old buffer. */
+  private bytes(): Uint8Array {
+    if (this.u8.byteLength === 0) this.u8 = new Uint8Array(this.memory.buffer);
+    return this.u8;
+  }
+
+  get memoryBytes(): number { return this.memory.buffer.byteLength; }
+
+  private guarded<T>(call: () => T, fuel: number, what: string): T {
+    if (this.broken) throw this.broken;
+    this.fuel.value = fuel;
+    try {
+      return call();
+    } catch (err) {
+      const exhausted = (this.fuel.value as number) < 0;
+      const code = exhausted ? 'KWP_ERR_FUEL_EXHAUSTED' : 'KWP_ERR_TRAP';
+      const text = exhausted ? `ran out of fuel (${fuel} units) in ${what}` : `trapped in ${what}: ${describe(err)}`;
+      this.broken = new KwpError(code, `module ${this.name}: ${text}`, { cause: err });
+      throw this.broken;
+    }
+  }
+
+  private readAsString(ptr: number): string {
+    // AssemblyScript strings: UTF-16 code units, byte length in the header word before them.
+    const mem = this.bytes();
+    if (ptr < 4 || ptr > mem.length) return '?';
+    const len = new DataView(mem.buffer).getUint32(ptr - 4, true);
+    if (ptr + len > mem.length) return '?';
+    return String.fromCharCode(...new Uint16Array(mem.buffer.slice(ptr, ptr + (len & ~1))));
+  }
+
+  private onLog(level: number, ptr: number, len: number): void {
+    const now = Date.now();
+    if (now >= this.logRefillAt) {
+      this.logTokens = this.compiled.limits.logLinesPerSecond;
+      this.logRefillAt = now + 1000;
+    }
+    if (this.logTokens <= 0) { this.droppedLogLines++; return; }
+    this.logTokens--;
+    const mem = this.bytes();
+    if (ptr < 0 || len < 0 || ptr + len > mem.length) return;
+    const message = textDecoder.decode(mem.subarray(ptr, ptr + len));
+    this.logger?.log(LEVELS[level] ?? 'info', message, { module: this.name });
+  }
+
+  /** Copies bytes into a buffer the module allocates; the callee frees it. */
+  private pass(data: Uint8Array, what: string): number {
+    const ptr = this.guarded(() => this.exports.kwp_alloc(data.length), this.callFuel, `kwp_alloc for ${what}`);
+    this.bytes().set(data, ptr);
+    return ptr;
+  }
+
+  private resultBytes(len: number): Uint8Array {
+    const ptr = this.guarded(() => this.exports.kwp_result(), this.callFuel, 'kwp_result');
+    return this.bytes().slice(ptr, ptr + len);
+  }
+
+  private resultText(len: number): string {
+    return textDecoder.decode(this.resultBytes(len));
+  }
+
+  configure(config: unknown): void {
+    const data = textEncoder.encode(JSON.stringify(config ?? {}));
+    const ptr = this.pass(data, 'kwp_configure');
+    const status = this.guarded(() => this.exports.kwp_configure(ptr, data.length), this.callFuel, 'kwp_configure');
+    if (status !== 0) {
+      const text = this.resultText(status);
+      throw new KwpError('KWP_ERR_CONFIG_REJECTED', `module ${this.name} refused its config ${JSON.stringify(config ?? {})}: ${text || 'no reason given'}`);
+    }
+  }
+
+  upsertPod(record: Uint8Array): void {
+    const ptr = this.pass(record, 'kwp_pod_upsert');
+    this.guarded(() => this.exports.kwp_pod_upsert(ptr, record.length), this.callFuel, 'kwp_pod_upsert');
+  }
+
+  deletePod(id: number): void {
+    this.guarded(() => this.exports.kwp_pod_delete(id), this.callFuel, 'kwp_pod_delete');
+  }
+
+  object(kind: number, op: number, json?: Uint8Array): void {
+    let ptr = 0;
+    let len = 0;
+    if (json) { ptr = this.pass(json, 'kwp_object'); len = json.length; }
+    const status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
+    if (status !== 0) {
+      this.logger?.log('warn', `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}`);
+    }
+  }
+
+  /**
+   * Decides one 64-byte record: copies it into the batch area, runs the
+   * module and returns the verdict byte. The reason code stays in the batch
+   * area for `lastReason()`.
+   */
+  decideOne(record: Uint8Array): number {
+    const mem = this.bytes();
+    mem.set(record, this.batchPtr);
+    this.guarded(() => this.exports.kwp_decide(1), this.decideFuel, 'kwp_decide');
+    return this.bytes()[this.batchPtr + OFF_VERDICT];
+  }
+
+  lastReason(): number {
+    const mem = this.bytes();
+    const p = this.batchPtr + OFF_REASON;
+    return (mem[p] | (mem[p + 1] << 8) | (mem[p + 2] << 16) | (mem[p + 3] << 24)) >>> 0;
+  }
+
+  /**
+   * Decides `count` records laid out back to back in `records` (count ≤
+   * batchCapacity); verdicts and reasons are written back into `records`.
+   */
+  decideBatch(records: Uint8Array, count: number): void {
+    const n = Math.min(count, this.batchCapacity);
+    const size = n * RECORD_SIZE;
+    this.bytes().set(records.subarray(0, size), this.batchPtr);
+    this.guarded(() => this.exports.kwp_decide(n), this.decideFuel * n, 'kwp_decide');
+    records.set(this.bytes().subarray(this.batchPtr, this.batchPtr + size));
+  }
+
+  explain(reason: number): string {
+    if (reason === 0) return '';
+    const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
+    return this.resultText(len);
+  }
+
+  /** 'all', or the pod ids the module needs to see traffic for. */
+  subjects(): 'all' | number[] {
+    const n = this.guarded(() => this.exports.kwp_subjects(), this.callFuel, 'kwp_subjects');
+    if (n < 0) return 'all';
+    const bytes = this.resultBytes(n * 4);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) ids.push(view.getUint32(i * 4, true));
+    return ids;
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof ModuleAbort) return err.message;
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

@@ -1,0 +1,182 @@
+// Loading a module: every static check of the ABI and the sandbox, in the
+// order the admin API documents, then fuel instrumentation and compilation.
+// Nothing here runs module code; instantiation is EvaluatorInstance's job.
+import { createHash } from 'node:crypto';
+import { KwpError } from '../errors.js';
+import type { FailurePolicy } from '../contract.js';
+import { readWasmSummary, type Limits, type WasmSummary } from './wasm-binary.js';
+import { instrumentFuel, FUEL_GLOBAL } from './fuel.js';
+import { resolveLimits, type SandboxLimits } from './limits.js';
+
+export const ABI_MAJOR = 1;
+export const ABI_MINOR = 0;
+
+/** Imports a module may have (ABI.md, "Imports"). */
+export const IMPORT_ALLOWLIST: ReadonlyArray<{ module: string; name: string; kind: string }> = [
+  { module: 'env', name: 'abort', kind: 'function' },
+  { module: 'env', name: 'memory', kind: 'memory' },
+  { module: 'kwp', name: 'log', kind: 'function' },
+];
+
+export const REQUIRED_FUNCTIONS = [
+  'kwp_alloc', 'kwp_configure', 'kwp_pod_upsert', 'kwp_pod_delete', 'kwp_object',
+  'kwp_batch', 'kwp_batch_capacity', 'kwp_decide', 'kwp_explain', 'kwp_subjects', 'kwp_result',
+] as const;
+
+export interface ModuleMeta {
+  name: string;
+  version: string;
+  kinds: string[];
+  failurePolicy: FailurePolicy;
+  description?: string;
+  abi: { major: number; minor: number };
+}
+
+export interface CompiledEvaluator {
+  readonly meta: ModuleMeta;
+  readonly sha256: string;
+  readonly size: number;
+  readonly module: WebAssembly.Module;
+  /** Set when the module imports env.memory: the limits the host must satisfy. */
+  readonly memoryImport?: Limits;
+  readonly limits: SandboxLimits;
+  /** Where the bytes came from, for messages: a file path, `builtin:NAME`, `upload`. */
+  readonly source: string;
+}
+
+const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function parseMeta(summary: WasmSummary, source: string): Omit<ModuleMeta, 'abi'> {
+  const sections = summary.customSections.get('kwp.meta');
+  const hint = 'build the module with the SDK (its transform writes kwp.meta from module.json)';
+  if (!sections || sections.length !== 1) {
+    throw new KwpError('KWP_ERR_METADATA', `${source}: ${sections ? 'more than one' : 'no'} kwp.meta custom section; ${hint}`);
+  }
+  let meta: any;
+  try {
+    meta = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(sections[0]));
+  } catch (err) {
+    throw new KwpError('KWP_ERR_METADATA', `${source}: kwp.meta is not valid UTF-8 JSON (${(err as Error).message}); ${hint}`);
+  }
+  const problems: string[] = [];
+  if (typeof meta !== 'object' || meta === null) problems.push('it must be a JSON object');
+  else {
+    if (typeof meta.name !== 'string' || !NAME.test(meta.name)) problems.push('"name" must be lower-case letters, digits and dashes');
+    if (typeof meta.version !== 'string' || !meta.version) problems.push('"version" must be a non-empty string');
+    if (!Array.isArray(meta.kinds) || meta.kinds.some((k: unknown) => typeof k !== 'string')) problems.push('"kinds" must be a list of "apiVersion/Kind" strings');
+    if (meta.failurePolicy !== 'fail-open' && meta.failurePolicy !== 'fail-closed') problems.push('"failurePolicy" must be "fail-open" or "fail-closed"');
+  }
+  if (problems.length) throw new KwpError('KWP_ERR_METADATA', `${source}: kwp.meta: ${problems.join('; ')}`);
+  return {
+    name: meta.name, version: meta.version, kinds: [...meta.kinds], failurePolicy: meta.failurePolicy,
+    description: typeof meta.description === 'string' ? meta.description : undefined,
+  };
+}
+
+function abiVersion(summary: WasmSummary, source: string): { major: number; minor: number } {
+  const exp = summary.exports.find((e) => e.name === 'kwp_abi_version');
+  const fix = `rebuild it with the kube-wasm-policies SDK for ABI ${ABI_MAJOR}.x`;
+  if (!exp || exp.kind !== 'global') throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: the module exports no kwp_abi_version global; ${fix}`);
+  const local = exp.index - summary.importedGlobalCount;
+  const g = local >= 0 ? summary.globals[local] : undefined;
+  if (!g || g.mutable || g.i32Init === undefined) {
+    throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: kwp_abi_version must be an immutable i32 global with a constant value; ${fix}`);
+  }
+  const major = g.i32Init >>> 16;
+  const minor = g.i32Init & 0xffff;
+  if (major !== ABI_MAJOR) {
+    throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: the module speaks ABI ${major}.${minor} but this host implements ABI ${ABI_MAJOR}.${ABI_MINOR}; ${fix}`);
+  }
+  return { major, minor };
+}
+
+function checkImports(summary: WasmSummary, source: string): void {
+  for (const imp of summary.imports) {
+    const allowed = IMPORT_ALLOWLIST.some((a) => a.module === imp.module && a.name === imp.name && a.kind === imp.kind);
+    if (!allowed) {
+      const list = IMPORT_ALLOWLIST.map((a) => `${a.module}.${a.name}`).join(', ');
+      throw new KwpError('KWP_ERR_IMPORT_NOT_ALLOWED', `${source}: import ${imp.module}.${imp.name} (${imp.kind}) is not allowed; evaluators may import only ${list}`);
+    }
+  }
+  if (summary.exports.some((e) => e.name === FUEL_GLOBAL)) {
+    throw new KwpError('KWP_ERR_IMPORT_NOT_ALLOWED', `${source}: the export name ${FUEL_GLOBAL} is reserved for the host's fuel counter`);
+  }
+}
+
+function checkMemory(summary: WasmSummary, limits: SandboxLimits, source: string): Limits | undefined {
+  const imported = summary.imports.find((i) => i.kind === 'memory')?.limits;
+  const memories = [...(imported ? [imported] : []), ...summary.memories];
+  if (memories.length !== 1) {
+    throw new KwpError('KWP_ERR_MEMORY_UNBOUNDED', `${source}: a module must have exactly one linear memory, it has ${memories.length}`);
+  }
+  const mem = memories[0];
+  if (mem.shared || mem.memory64) {
+    throw new KwpError('KWP_ERR_MEMORY_UNBOUNDED', `${source}: shared and 64-bit memories are not supported; build a plain 32-bit memory`);
+  }
+  const cap = limits.maxMemoryPages;
+  if (imported) {
+    // The host creates imported memories itself, with its own maximum.
+    if (mem.min > cap) {
+      throw new KwpError('KWP_ERR_MEMORY_TOO_LARGE', `${source}: the module needs ${mem.min} pages of memory at start but the host allows ${cap}`);
+    }
+    return imported;
+  }
+  if (mem.max === undefined) {
+    throw new KwpError('KWP_ERR_MEMORY_UNBOUNDED', `${source}: the module's memory has no maximum; build with --maximumMemory ${cap} or lower (the SDK's asconfig.json does), or import env.memory`);
+  }
+  if (mem.max > cap) {
+    throw new KwpError('KWP_ERR_MEMORY_TOO_LARGE', `${source}: the module's memory maximum is ${mem.max} pages but the host allows ${cap}; lower --maximumMemory`);
+  }
+  return undefined;
+}
+
+function checkExports(summary: WasmSummary, hasImportedMemory: boolean, source: string): void {
+  const funcs = new Set(summary.exports.filter((e) => e.kind === 'function').map((e) => e.name));
+  const missing = REQUIRED_FUNCTIONS.filter((f) => !funcs.has(f));
+  if (!hasImportedMemory && !summary.exports.some((e) => e.kind === 'memory' && e.name === 'memory')) missing.push('memory' as never);
+  if (missing.length) {
+    throw new KwpError('KWP_ERR_EXPORT_MISSING', `${source}: missing export(s) ${missing.join(', ')}; re-export "kube-wasm-policies/sdk/exports" from the entry file`);
+  }
+}
+
+/**
+ * Runs every static check, instruments fuel and compiles. Throws KwpError with
+ * the code of the first check that fails.
+ */
+export function compileEvaluator(bytes: Uint8Array, options: { source: string; limits?: Partial<SandboxLimits> }): CompiledEvaluator {
+  const { source } = options;
+  const limits = resolveLimits(options.limits);
+  if (bytes.length > limits.maxModuleBytes) {
+    throw new KwpError('KWP_ERR_MODULE_TOO_LARGE', `${source}: the module is ${bytes.length} bytes, over the cap of ${limits.maxModuleBytes} bytes; shrink it (asc -Oz) or raise the cap`);
+  }
+  if (!WebAssembly.validate(bytes as BufferSource)) {
+    throw new KwpError('KWP_ERR_MODULE_INVALID', `${source}: not a valid WebAssembly module (WebAssembly.validate failed); upload the .wasm the compiler produced`);
+  }
+  let summary: WasmSummary;
+  try {
+    summary = readWasmSummary(bytes);
+  } catch (err) {
+    throw new KwpError('KWP_ERR_MODULE_INVALID', `${source}: ${(err as Error).message}`);
+  }
+  const abi = abiVersion(summary, source);
+  const meta = parseMeta(summary, source);
+  checkImports(summary, source);
+  const memoryImport = checkMemory(summary, limits, source);
+  checkExports(summary, memoryImport !== undefined, source);
+  const instrumented = instrumentFuel(bytes, limits.fuelPerCall);
+  let module: WebAssembly.Module;
+  try {
+    module = new WebAssembly.Module(instrumented as BufferSource);
+  } catch (err) {
+    throw new KwpError('KWP_ERR_INSTRUMENTATION', `${source}: the instrumented module does not compile: ${(err as Error).message}`);
+  }
+  return {
+    meta: { ...meta, abi },
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    size: bytes.length,
+    module,
+    memoryImport,
+    limits,
+    source,
+  };
+}

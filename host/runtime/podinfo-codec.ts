@@ -1,0 +1,66 @@
+// Encodes PodInfo into the ABI's record layout (ABI.md, "The PodInfo record").
+// PodInfo objects are immutable once emitted, so each is encoded once and the
+// bytes are shared by every stage that receives it.
+import type { PodInfo } from '../contract.js';
+import { parseIP } from '../net/ip.js';
+
+const encoder = new TextEncoder();
+const cache = new WeakMap<PodInfo, Uint8Array>();
+
+class RecordWriter {
+  private buf = new Uint8Array(512);
+  private view = new DataView(this.buf.buffer);
+  len = 0;
+  private ensure(n: number): void {
+    if (this.len + n <= this.buf.length) return;
+    const next = new Uint8Array(Math.max(this.buf.length * 2, this.len + n));
+    next.set(this.buf.subarray(0, this.len));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+  u8(v: number): void { this.ensure(1); this.buf[this.len++] = v; }
+  u16(v: number): void { this.ensure(2); this.view.setUint16(this.len, v, true); this.len += 2; }
+  u32(v: number): void { this.ensure(4); this.view.setUint32(this.len, v, true); this.len += 4; }
+  bytes(b: Uint8Array): void { this.ensure(b.length); this.buf.set(b, this.len); this.len += b.length; }
+  str(s: string): void {
+    const b = encoder.encode(s);
+    if (b.length > 0xffff) throw new RangeError(`string too long for a PodInfo record: ${s.slice(0, 40)}...`);
+    this.u16(b.length);
+    this.bytes(b);
+  }
+  labels(l: Record<string, string>): void {
+    const keys = Object.keys(l);
+    this.u16(keys.length);
+    for (const k of keys) { this.str(k); this.str(l[k]); }
+  }
+  done(): Uint8Array { return this.buf.slice(0, this.len); }
+}
+
+export function encodePodInfo(pod: PodInfo): Uint8Array {
+  const hit = cache.get(pod);
+  if (hit) return hit;
+  const w = new RecordWriter();
+  w.u32(pod.id);
+  w.u8(pod.hostNetwork ? 1 : 0);
+  w.u8(0); w.u8(0); w.u8(0);
+  w.str(pod.name);
+  w.str(pod.namespace);
+  w.str(pod.nodeName);
+  w.str(pod.clusterId);
+  w.labels(pod.podLabels);
+  w.labels(pod.namespaceLabels);
+  w.labels(pod.nodeLabels);
+  w.u16(pod.containerPorts.length);
+  for (const p of pod.containerPorts) { w.str(p.name); w.u16(p.port); w.u8(p.protocol); w.u8(0); }
+  const ips = pod.ips.map((ip) => parseIP(ip)).filter((x): x is NonNullable<typeof x> => x !== undefined).slice(0, 255);
+  w.u8(ips.length);
+  for (const ip of ips) {
+    w.u8(ip.family);
+    const padded = new Uint8Array(16);
+    padded.set(ip.bytes);
+    w.bytes(padded);
+  }
+  const out = w.done();
+  cache.set(pod, out);
+  return out;
+}
