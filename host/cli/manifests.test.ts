@@ -174,3 +174,22 @@ describe('agentFlags', () => {
     expect(agentFlags.map((f) => f.name)).toEqual(['kubeconfig', 'node-name', 'pipeline', 'fail-open', 'strict', 'admin-address', 'admin-token-file', 'state-dir', 'manifests', 'dataplane', 'v']);
   });
 });
+
+describe('deploy/Dockerfile', () => {
+  const dockerfile = readFileSync(path.join(root, 'deploy', 'Dockerfile'), 'utf8');
+  const stages = dockerfile.split(/^FROM /m).slice(1);
+
+  it('builds in a first stage and runs on Node 20 slim with the netfilter tools', () => {
+    expect(stages).toHaveLength(2);
+    expect(stages[0]).toMatch(/^node:20-\S*slim AS build/);
+    expect(stages[0]).toContain('npm run build');
+    const runtime = stages[1];
+    expect(runtime).toMatch(/^node:20-\S*slim\n/);
+    for (const pkg of ['libnetfilter-queue1', 'iptables', 'nftables', 'conntrack']) expect(runtime).toContain(` ${pkg}`);
+  });
+
+  it('runs the kwp CLI, so the DaemonSet args begin with the agent subcommand', () => {
+    expect(stages[1]).toMatch(/ENTRYPOINT \["node", "\/opt\/kwp\/bin\/kwp\.js"\]/);
+    expect(agentContainer(objects()).args[0]).toBe('agent');
+  });
+});
