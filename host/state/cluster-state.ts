@@ -132,8 +132,6 @@ function podIPsOf(status: any): string[] {
   return ips;
 }
 
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-
 /**
  * The IPv4 index key: the address's 32 bits read as a signed int32. Same bits
  * as the u32, but always a small integer in V8, so a lookup with any address
@@ -143,10 +141,18 @@ function ipv4Key(bytes: Uint8Array): number {
   return (bytes[0] << 24) | (bytes[1] << 16) | (bytes[2] << 8) | bytes[3];
 }
 
-function ipv6Key(bytes: Uint8Array): string {
-  let key = '';
-  for (let i = 0; i < 16; i++) key += HEX[bytes[i]];
-  return key;
+/** The IPv6 index key: the eight 16-bit groups as an eight-character string, built in one call. */
+function ipv6Key(b: Uint8Array): string {
+  return String.fromCharCode(
+    (b[0] << 8) | b[1],
+    (b[2] << 8) | b[3],
+    (b[4] << 8) | b[5],
+    (b[6] << 8) | b[7],
+    (b[8] << 8) | b[9],
+    (b[10] << 8) | b[11],
+    (b[12] << 8) | b[13],
+    (b[14] << 8) | b[15],
+  );
 }
 
 function normalizeDnsName(name: string): string {
