@@ -1,0 +1,468 @@
+// A network-namespace lab: one "node" namespace and N "pod" namespaces, each
+// pod with a veth into the node and a routed /32, as a CNI would wire them.
+// Every pod runs a resident agent (pod-agent.ts) serving TCP/UDP echo and
+// probing on command, so tests, the demo and benchmarks can measure real
+// reachability and compare it with what policies predict.
+//
+// All addresses live inside the lab's own namespaces, so two labs (each with a
+// unique prefix) can use the same pod IPs side by side. Cleanup is guaranteed:
+// destroy() on success, an exit/signal hook otherwise, and sweepStaleLabs()
+// for namespaces left by a process that was killed outright.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { KubeObject } from '../contract.js';
+import { destroyNetnsSync, inNetnsChecked, ip, listNetns } from './netns.js';
+import { nodeScriptArgs } from './node-script.js';
+import type { PodAgentCommand, PodAgentConfig, PodAgentReply } from './pod-protocol.js';
+import { labManifests } from './manifests.js';
+
+export interface LabPodSpec {
+  name: string;
+  /** Kubernetes namespace. */
+  namespace: string;
+  labels?: Record<string, string>;
+  /** Default: 10.244.1.(index + 2). */
+  ip?: string;
+  /** Default: the lab's tcpPorts. */
+  tcpPorts?: number[];
+  udpPorts?: number[];
+  /** Make this pod a DNS server on UDP 53 answering these names with these IPv4 addresses. */
+  dnsRecords?: Record<string, string[]>;
+}
+
+export interface LabOptions {
+  pods: LabPodSpec[];
+  /** Labels of each Kubernetes namespace, besides kubernetes.io/metadata.name. */
+  namespaceLabels?: Record<string, Record<string, string>>;
+  /** Default lab-node. */
+  nodeName?: string;
+  /** Ports every pod serves unless its spec says otherwise. Default TCP 80, UDP 5353. */
+  tcpPorts?: number[];
+  udpPorts?: number[];
+  /** Namespace-name prefix; default `kwplab-<pid>-<n>`. */
+  prefix?: string;
+}
+
+export interface LabPod {
+  name: string;
+  namespace: string;
+  /** `namespace/name`, the form flows files use. */
+  key: string;
+  labels: Record<string, string>;
+  ip: string;
+  /** The pod's network namespace. */
+  netns: string;
+  /** The veth end inside the node namespace. */
+  hostInterface: string;
+  tcpPorts: number[];
+  udpPorts: number[];
+  dnsRecords?: Record<string, string[]>;
+}
+
+export interface ProbeResult {
+  ok: boolean;
+  ms: number;
+  error?: string;
+}
+
+export type LabProtocol = 'TCP' | 'UDP';
+
+/** One measured flow; `src`/`dst`/`protocol`/`port` match a flows-file entry. */
+export interface ReachabilityResult {
+  src: string;
+  dst: string;
+  protocol: LabProtocol;
+  port: number;
+  reachable: boolean;
+  ms: number;
+  error?: string;
+}
+
+export interface MatrixOptions {
+  /** Which pairs to probe; default every ordered pair of distinct pods. */
+  pairs?: Array<[string, string]>;
+  /** Default: each destination pod's own ports. */
+  tcpPorts?: number[];
+  udpPorts?: number[];
+  timeoutMs?: number;
+  concurrency?: number;
+}
+
+export interface HeldConnection {
+  /** Send a line on the open connection and wait for its echo. */
+  send(timeoutMs?: number): Promise<ProbeResult>;
+  close(): Promise<void>;
+}
+
+export interface LabProcess {
+  child: ChildProcess;
+  /** Lines the process printed on stdout. */
+  lines: string[];
+  /** Resolves with the first stdout line matching, rejects on exit or timeout. */
+  waitForLine(match: (line: string) => boolean, timeoutMs?: number): Promise<string>;
+  /** Call `listener` with every later stdout line. */
+  onLine(listener: (line: string) => void): void;
+  /** Write one line to its stdin. */
+  send(line: string): void;
+  /** SIGKILL, and wait for it to be gone. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+const NODE_IP = '10.244.0.1';
+const GATEWAY = '169.254.1.1';
+const LAB_PREFIX = 'kwplab-';
+
+const liveLabs = new Set<Lab>();
+let hooksInstalled = false;
+let labCounter = 0;
+
+function installExitHooks(): void {
+  if (hooksInstalled) return;
+  hooksInstalled = true;
+  process.on('exit', () => {
+    for (const lab of liveLabs) lab.destroySync();
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      for (const lab of liveLabs) lab.destroySync();
+      process.kill(process.pid, signal);
+    });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Delete namespaces of labs whose creating process no longer exists (it was SIGKILLed). Returns their names. */
+export function sweepStaleLabs(): string[] {
+  const removed: string[] = [];
+  for (const netns of listNetns()) {
+    const match = /^kwplab-(\d+)-/.exec(netns);
+    if (match && !isAlive(Number(match[1]))) {
+      destroyNetnsSync(netns);
+      removed.push(netns);
+    }
+  }
+  return removed;
+}
+
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
+
+class PodAgent {
+  private nextId = 1;
+  private readonly pending = new Map<number, (reply: PodAgentReply) => void>();
+  readonly process: LabProcess;
+
+  constructor(proc: LabProcess) {
+    this.process = proc;
+    proc.onLine((line) => this.onLine(line));
+  }
+
+  onLine(line: string): void {
+    if (!line.startsWith('{"id"')) return;
+    const reply = JSON.parse(line) as PodAgentReply;
+    this.pending.get(reply.id)?.(reply);
+    this.pending.delete(reply.id);
+  }
+
+  request(command: WithoutId<PodAgentCommand>, id = this.nextId++): Promise<PodAgentReply> {
+    return new Promise((resolve) => {
+      this.pending.set(id, resolve);
+      this.process.send(JSON.stringify({ ...command, id }));
+    });
+  }
+
+  reserveId(): number {
+    return this.nextId++;
+  }
+}
+
+export class Lab {
+  readonly prefix: string;
+  readonly nodeNetns: string;
+  readonly nodeName: string;
+  /** The node's own address, on its loopback; pods reach it through their default route. */
+  readonly nodeIp = NODE_IP;
+  readonly pods: LabPod[];
+  readonly namespaceLabels: Record<string, Record<string, string>>;
+  private readonly agents = new Map<string, PodAgent>();
+  private readonly processes = new Set<LabProcess>();
+  private destroyed = false;
+
+  private constructor(options: LabOptions) {
+    this.prefix = options.prefix ?? `${LAB_PREFIX}${process.pid}-${labCounter++}`;
+    this.nodeNetns = `${this.prefix}-node`;
+    this.nodeName = options.nodeName ?? 'lab-node';
+    this.namespaceLabels = options.namespaceLabels ?? {};
+    const seen = new Set<string>();
+    this.pods = options.pods.map((spec, index) => {
+      const key = `${spec.namespace}/${spec.name}`;
+      if (seen.has(key)) throw new Error(`lab: pod ${key} is listed twice`);
+      seen.add(key);
+      return {
+        name: spec.name,
+        namespace: spec.namespace,
+        key,
+        labels: spec.labels ?? {},
+        ip: spec.ip ?? `10.244.${1 + Math.floor(index / 250)}.${2 + (index % 250)}`,
+        netns: `${this.prefix}-p${index}`,
+        hostInterface: `pod${index}`,
+        tcpPorts: spec.tcpPorts ?? options.tcpPorts ?? [80],
+        udpPorts: spec.udpPorts ?? options.udpPorts ?? [5353],
+        dnsRecords: spec.dnsRecords,
+      };
+    });
+  }
+
+  /** Build the namespaces, wire the pods and start their agents. Cleans up after itself if any step fails. */
+  static async create(options: LabOptions): Promise<Lab> {
+    const lab = new Lab(options);
+    installExitHooks();
+    liveLabs.add(lab);
+    try {
+      await lab.build();
+    } catch (err) {
+      await lab.destroy();
+      throw err;
+    }
+    return lab;
+  }
+
+  private async build(): Promise<void> {
+    const node = this.nodeNetns;
+    await ip(['netns', 'add', node]);
+    await ip(['-n', node, 'link', 'set', 'lo', 'up']);
+    await ip(['-n', node, 'addr', 'add', `${GATEWAY}/32`, 'dev', 'lo']);
+    await ip(['-n', node, 'addr', 'add', `${NODE_IP}/32`, 'dev', 'lo']);
+    await inNetnsChecked(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    for (const pod of this.pods) {
+      await ip(['netns', 'add', pod.netns]);
+      await ip(['-n', node, 'link', 'add', pod.hostInterface, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.netns]);
+      await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv4.conf.${pod.hostInterface}.proxy_arp=1`]);
+      await ip(['-n', node, 'link', 'set', pod.hostInterface, 'up']);
+      await ip(['-n', node, 'route', 'add', `${pod.ip}/32`, 'dev', pod.hostInterface]);
+      await ip(['-n', pod.netns, 'link', 'set', 'lo', 'up']);
+      await ip(['-n', pod.netns, 'addr', 'add', `${pod.ip}/32`, 'dev', 'eth0']);
+      await ip(['-n', pod.netns, 'link', 'set', 'eth0', 'up']);
+      await ip(['-n', pod.netns, 'route', 'add', GATEWAY, 'dev', 'eth0', 'scope', 'link']);
+      await ip(['-n', pod.netns, 'route', 'add', 'default', 'via', GATEWAY, 'dev', 'eth0']);
+    }
+    await Promise.all(this.pods.map((pod) => this.startAgent(pod)));
+  }
+
+  private async startAgent(pod: LabPod): Promise<void> {
+    const config: PodAgentConfig = { tcpPorts: pod.tcpPorts, udpPorts: pod.udpPorts, dnsRecords: pod.dnsRecords };
+    const args = [...nodeScriptArgs(import.meta.url, './pod-agent.js'), JSON.stringify(config)];
+    const proc = this.spawnInNetns(pod.netns, process.execPath, args);
+    const agent = new PodAgent(proc);
+    await proc.waitForLine((line) => line.includes('"ready"') || line.includes('"fatal"'), 30_000).then((line) => {
+      if (line.includes('"fatal"')) throw new Error(`lab: the agent of pod ${pod.key} failed: ${line}`);
+    });
+    this.agents.set(pod.key, agent);
+  }
+
+  /** A pod by `namespace/name`, or by name when that is unique. */
+  pod(ref: string): LabPod {
+    const found = ref.includes('/') ? this.pods.filter((p) => p.key === ref) : this.pods.filter((p) => p.name === ref);
+    if (found.length !== 1) throw new Error(`lab: ${found.length === 0 ? 'no' : 'more than one'} pod matches "${ref}"`);
+    return found[0];
+  }
+
+  private agent(ref: string): PodAgent {
+    return this.agents.get(this.pod(ref).key)!;
+  }
+
+  /** A pod reference or an IP address to an IP address. */
+  private address(target: string): string {
+    return /^[0-9.]+$|:/.test(target) && !target.includes('/') ? target : this.pod(target).ip;
+  }
+
+  /** Open a TCP connection from `from` to `to`, exchange one line, close. */
+  async tcp(from: string, to: string, port: number, timeoutMs = 1000): Promise<ProbeResult> {
+    return strip(await this.agent(from).request({ op: 'tcp', host: this.address(to), port, timeoutMs }));
+  }
+
+  /** One UDP request/echo. */
+  async udp(from: string, to: string, port: number, timeoutMs = 1000): Promise<ProbeResult> {
+    return strip(await this.agent(from).request({ op: 'udp', host: this.address(to), port, timeoutMs }));
+  }
+
+  /** Ask `server` (a pod with dnsRecords) for the A records of `name`. */
+  async dns(from: string, server: string, name: string, timeoutMs = 1000): Promise<ProbeResult> {
+    return strip(await this.agent(from).request({ op: 'dns', server: this.address(server), name, timeoutMs }));
+  }
+
+  /** Open a TCP connection and keep it, to test what happens to established connections. */
+  async hold(from: string, to: string, port: number, timeoutMs = 1000): Promise<HeldConnection> {
+    const agent = this.agent(from);
+    const conn = agent.reserveId();
+    const opened = await agent.request({ op: 'hold', host: this.address(to), port, timeoutMs }, conn);
+    if (!opened.ok) throw new Error(`lab: could not open a connection ${from} → ${to}:${port}: ${opened.error}`);
+    return {
+      send: async (sendTimeoutMs = 1000) => strip(await agent.request({ op: 'send', conn, timeoutMs: sendTimeoutMs })),
+      close: async () => {
+        await agent.request({ op: 'close', conn });
+      },
+    };
+  }
+
+  /** Probe flows between pods, a bounded number at once; denied flows cost their timeout. */
+  async matrix(options: MatrixOptions = {}): Promise<ReachabilityResult[]> {
+    const timeoutMs = options.timeoutMs ?? 800;
+    const pairs = options.pairs ?? this.pods.flatMap((a) => this.pods.filter((b) => b !== a).map((b) => [a.key, b.key] as [string, string]));
+    const flows: Array<Omit<ReachabilityResult, 'reachable' | 'ms'>> = [];
+    for (const [src, dst] of pairs) {
+      const target = this.pod(dst);
+      for (const port of options.tcpPorts ?? target.tcpPorts) flows.push({ src: this.pod(src).key, dst: target.key, protocol: 'TCP', port });
+      for (const port of options.udpPorts ?? target.udpPorts) flows.push({ src: this.pod(src).key, dst: target.key, protocol: 'UDP', port });
+    }
+    const results: ReachabilityResult[] = new Array(flows.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < flows.length) {
+        const index = next++;
+        const flow = flows[index];
+        const probe = flow.protocol === 'TCP' ? await this.tcp(flow.src, flow.dst, flow.port, timeoutMs) : await this.udp(flow.src, flow.dst, flow.port, timeoutMs);
+        results[index] = { ...flow, reachable: probe.ok, ms: probe.ms, ...(probe.error ? { error: probe.error } : {}) };
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(options.concurrency ?? 16, flows.length) }, worker));
+    return results;
+  }
+
+  /** Namespace, Node and Pod objects describing the lab, as a source would deliver them. */
+  manifests(): KubeObject[] {
+    return labManifests(this);
+  }
+
+  /** Write the manifests as one multi-document YAML file `lab.yaml` in `dir`; returns its path. */
+  async writeManifests(dir: string): Promise<string> {
+    const { stringify } = await import('yaml');
+    await mkdir(dir, { recursive: true });
+    const path = join(dir, 'lab.yaml');
+    await writeFile(path, this.manifests().map((obj) => stringify(obj)).join('---\n'));
+    return path;
+  }
+
+  /** Run a command in the node namespace and wait for it. */
+  execInNode(command: string, args: string[], stdin?: string) {
+    return inNetnsChecked(this.nodeNetns, command, args, stdin);
+  }
+
+  /** Start a long-running process in the node namespace (e.g. the dataplane). The lab kills it on destroy. */
+  spawnInNode(command: string, args: string[], env?: NodeJS.ProcessEnv): LabProcess {
+    return this.spawnInNetns(this.nodeNetns, command, args, env);
+  }
+
+  /** `node` arguments that run a repository script (see node-script.ts). */
+  static nodeScript(base: string, relative: string): string[] {
+    return nodeScriptArgs(base, relative);
+  }
+
+  private spawnInNetns(netns: string, command: string, args: string[], env?: NodeJS.ProcessEnv): LabProcess {
+    const child = spawn('ip', ['netns', 'exec', netns, command, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: env ?? process.env });
+    const lines: string[] = [];
+    const listeners: Array<(line: string) => void> = [];
+    const waiters = new Set<{ match: (line: string) => boolean; resolve: (line: string) => void }>();
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-4000);
+    });
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      lines.push(line);
+      for (const listener of listeners) listener(line);
+      for (const waiter of waiters) if (waiter.match(line)) waiter.resolve(line);
+    });
+    child.stdin!.on('error', () => undefined);
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const proc: LabProcess = {
+      child,
+      lines,
+      waitForLine: (match, timeoutMs = 30_000) =>
+        new Promise((resolve, reject) => {
+          const already = lines.find(match);
+          if (already !== undefined) return resolve(already);
+          const waiter = {
+            match,
+            resolve: (line: string) => {
+              cleanup();
+              resolve(line);
+            },
+          };
+          const fail = (why: string) => {
+            cleanup();
+            reject(new Error(`lab: ${command} ${args.filter((a) => !a.startsWith('{')).join(' ')} in ${netns}: ${why}; stderr: ${stderr.trim()}`));
+          };
+          const timer = setTimeout(() => fail(`no expected line within ${timeoutMs} ms`), timeoutMs);
+          const onExit = (code: number | null) => fail(`exited with ${code}`);
+          const cleanup = () => {
+            clearTimeout(timer);
+            waiters.delete(waiter);
+            child.off('exit', onExit);
+          };
+          waiters.add(waiter);
+          child.once('exit', onExit);
+        }),
+      onLine: (listener) => {
+        listeners.push(listener);
+      },
+      send: (line) => {
+        child.stdin!.write(`${line}\n`);
+      },
+      kill: async (signal = 'SIGKILL') => {
+        if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+        await exited;
+      },
+    };
+    this.processes.add(proc);
+    return proc;
+  }
+
+  /** Stop every process and delete every namespace of the lab. */
+  async destroy(): Promise<void> {
+    if (this.destroyed) return;
+    await Promise.all([...this.processes].map((p) => p.kill().catch(() => undefined)));
+    this.destroySync();
+  }
+
+  /** The synchronous part of destroy, safe to run from an exit handler. */
+  destroySync(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    liveLabs.delete(this);
+    for (const proc of this.processes) {
+      if (proc.child.exitCode === null) proc.child.kill('SIGKILL');
+    }
+    for (const pod of this.pods) destroyNetnsSync(pod.netns);
+    destroyNetnsSync(this.nodeNetns);
+  }
+}
+
+function strip(reply: PodAgentReply): ProbeResult {
+  return { ok: reply.ok, ms: reply.ms, ...(reply.error ? { error: reply.error } : {}) };
+}
+
+/** Results as a grid, one line per source, `✓`/`✗` per destination and port. */
+export function formatMatrix(results: ReachabilityResult[]): string {
+  const columns = [...new Set(results.map((r) => `${r.dst} ${r.protocol}/${r.port}`))];
+  const rows = [...new Set(results.map((r) => r.src))];
+  const width = Math.max(...rows.map((r) => r.length), 4);
+  const lines = [`${'from'.padEnd(width)} | ${columns.join(' | ')}`];
+  for (const row of rows) {
+    const cells = columns.map((column) => {
+      const found = results.find((r) => r.src === row && `${r.dst} ${r.protocol}/${r.port}` === column);
+      return (found ? (found.reachable ? '✓' : '✗') : '·').padEnd(column.length);
+    });
+    lines.push(`${row.padEnd(width)} | ${cells.join(' | ')}`);
+  }
+  return lines.join('\n');
+}
