@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kinds } from './contract.js';
 import { KwpError } from './errors.js';
-import { DEFAULT_SOURCE_PORT, parseFlows, readFlowsFile, resolveFlow, type FlowSpec } from './flows.js';
+import { DEFAULT_SOURCE_PORT, parseFlows, readFlowsFile, resolveFlow, toFlowSpec, type FlowSpec } from './flows.js';
 import { formatIP } from './net/ip.js';
 import { ManifestSource } from './sources/manifests.js';
 import { ClusterState } from './state/cluster-state.js';
@@ -125,6 +125,16 @@ describe('resolveFlow', () => {
     const { packet } = resolveFlow(flow({ src: 'prod/web', dst: 'default/dns', protocol: 'UDP', port: 53, srcPort: 5300 }), state);
     expect(packet).toMatchObject({ protocol: 17, srcPort: 5300, dstPort: 53, icmpType: 0, icmpCode: 0 });
     expect(packet.src).toHaveLength(4);
+  });
+
+  it('a flow built by a program with a protocol outside the three is refused, not turned into a broken packet', () => {
+    const built = { ...flow({ src: 'prod/web', dst: 'prod/db' }), protocol: 'ICMP' as never };
+    expect(() => resolveFlow(built, state)).toThrow(/field "protocol" must be "TCP", "UDP" or "SCTP", not "ICMP"/);
+  });
+
+  it('a flow object built by a program is validated like one read from a file', () => {
+    expect(toFlowSpec({ src: 'a/b', dst: 'c/d', port: 80 }, '<api>', 3)).toMatchObject({ protocol: 'TCP', srcPort: DEFAULT_SOURCE_PORT, index: 3 });
+    expect(() => toFlowSpec({ src: 'a/b', dst: 'c/d', port: -1 }, '<api>', 3)).toThrow('<api>: flow 3: field "port"');
   });
 
   it('a host-networked end comes with a note saying why it is not a pod', () => {

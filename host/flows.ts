@@ -92,7 +92,11 @@ function checkPort(value: unknown, field: 'port' | 'srcPort', where: string): nu
   return value;
 }
 
-function checkFlow(value: unknown, file: string, index: number, line?: number): FlowSpec {
+/**
+ * Validates one flow object (from a file, or built by a program) into a
+ * FlowSpec; `index` is its 1-based position, `line` its line in JSON Lines.
+ */
+export function toFlowSpec(value: unknown, file: string, index: number, line?: number): FlowSpec {
   const where = locate(file, index, line);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw flowError(where, `a flow is an object like {"src": "default/a", "dst": "default/b", "port": 80}, not ${describe(value)}`);
@@ -162,7 +166,7 @@ export function parseFlows(text: string, fileName: string): FlowSpec[] {
     if (parsed.length === 0) {
       throw new KwpError('KWP_ERR_FLOWS', `${fileName} holds an empty list; add at least one flow`);
     }
-    return parsed.map((value, i) => checkFlow(value, fileName, i + 1));
+    return parsed.map((value, i) => toFlowSpec(value, fileName, i + 1));
   }
 
   const flows: FlowSpec[] = [];
@@ -177,7 +181,7 @@ export function parseFlows(text: string, fileName: string): FlowSpec[] {
     } catch (err) {
       throw flowError(locate(fileName, index, i + 1), `not valid JSON (${jsonSyntaxError(trimmed, err)}); each line holds one flow object`);
     }
-    flows.push(checkFlow(parsed, fileName, index, i + 1));
+    flows.push(toFlowSpec(parsed, fileName, index, i + 1));
   });
   return flows;
 }
@@ -240,6 +244,11 @@ export function resolveFlow(flow: FlowSpec, state: ClusterState): ResolvedFlow {
   const srcPodEnd = srcIP ? undefined : podEnd(flow, 'src', state);
   const dstPodEnd = dstIP ? undefined : podEnd(flow, 'dst', state);
 
+  const protocol = PROTOCOLS[flow.protocol];
+  if (protocol === undefined) {
+    throw flowError(locate(flow.file, flow.index, flow.line), `field "protocol" must be "TCP", "UDP" or "SCTP", not ${describe(flow.protocol)}`);
+  }
+
   const family: 4 | 6 = srcIP?.family ?? dstIP?.family ?? srcPodEnd!.addresses[0].family;
   const src = srcIP?.bytes ?? addressOfFamily(srcPodEnd!, family, flow, `field "dst"`);
   const dst = dstIP?.bytes ?? addressOfFamily(dstPodEnd!, family, flow, `field "src"`);
@@ -254,7 +263,7 @@ export function resolveFlow(flow: FlowSpec, state: ClusterState): ResolvedFlow {
   return {
     packet: {
       family,
-      protocol: PROTOCOLS[flow.protocol],
+      protocol,
       src,
       dst,
       srcPort: flow.srcPort,
