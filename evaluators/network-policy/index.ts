@@ -1,0 +1,222 @@
+// The networking.k8s.io/v1 NetworkPolicy evaluator. A pod selected by some
+// policy for a direction is isolated in it: a packet is accepted when a rule
+// of any of those policies allows it and denied otherwise. Other pods are not
+// this stage's business (Next).
+//
+// Which policies isolate a pod is worked out when pods or policies change, per
+// pod and per direction, and kept in a PodCache; decide only walks those
+// policies' rules and allocates nothing.
+
+import { Evaluator, Decision, Verdict, register, JValue, PodInfo, PodCache, pods } from "../../sdk/index";
+import { Policy, compilePolicy, policyKey } from "./policy";
+
+/** The policies isolating one pod, per direction. */
+class Isolation {
+  constructor(public ingress: StaticArray<Policy>, public egress: StaticArray<Policy>) {}
+  get any(): bool { return this.ingress.length > 0 || this.egress.length > 0; }
+}
+
+const NONE = new StaticArray<Policy>(0);
+const NOT_ISOLATED = new Isolation(NONE, NONE);
+
+// Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
+// up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
+// pod's isolating policies as they are when asked.
+const REASON_NOT_ISOLATED_EGRESS: u32 = 1;
+const REASON_NOT_ISOLATED_INGRESS: u32 = 2;
+const REASON_NO_SUBJECT: u32 = 3;
+const FIRST_SERIAL: u32 = 16;
+const DENY_FLAG: u32 = 0x80000000;
+const EXPLAIN_MAX_POLICIES = 5;
+
+class NetworkPolicyEvaluator extends Evaluator {
+  private byKey: Map<string, Policy> = new Map<string, Policy>();
+  private bySerial: Map<u32, Policy> = new Map<u32, Policy>();
+  private byNamespace: Map<string, Array<Policy>> = new Map<string, Array<Policy>>();
+  private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
+  private isolation: PodCache<Isolation> = new PodCache<Isolation>();
+  private nextSerial: u32 = FIRST_SERIAL;
+  /** Between RESET and SYNCED: recomputing per object would be quadratic, so it waits for SYNCED. */
+  private snapshotting: bool = false;
+
+  // --- pods ---
+
+  podUpserted(pod: PodInfo, previous: PodInfo | null): void {
+    if (previous != null && previous.namespace != pod.namespace) this.forgetPod(previous.namespace, pod.id);
+    let ids: Set<u32>;
+    if (this.podsByNamespace.has(pod.namespace)) ids = this.podsByNamespace.get(pod.namespace);
+    else {
+      ids = new Set<u32>();
+      this.podsByNamespace.set(pod.namespace, ids);
+    }
+    ids.add(pod.id);
+    this.computeIsolation(pod);
+  }
+
+  podDeleted(pod: PodInfo): void {
+    this.forgetPod(pod.namespace, pod.id);
+  }
+
+  private forgetPod(namespace: string, id: u32): void {
+    if (!this.podsByNamespace.has(namespace)) return;
+    const ids = this.podsByNamespace.get(namespace);
+    ids.delete(id);
+    if (ids.size == 0) this.podsByNamespace.delete(namespace);
+  }
+
+  private computeIsolation(pod: PodInfo): void {
+    if (pod.hostNetwork || !this.byNamespace.has(pod.namespace)) {
+      this.isolation.set(pod.id, NOT_ISOLATED);
+      return;
+    }
+    const list = this.byNamespace.get(pod.namespace);
+    const ingress = new Array<Policy>(0);
+    const egress = new Array<Policy>(0);
+    for (let i = 0; i < list.length; i++) {
+      const p = list[i];
+      if (!p.selects(pod)) continue;
+      if (p.isolatesIngress) ingress.push(p);
+      if (p.isolatesEgress) egress.push(p);
+    }
+    this.isolation.set(pod.id, ingress.length == 0 && egress.length == 0
+      ? NOT_ISOLATED : new Isolation(toStatic(ingress), toStatic(egress)));
+  }
+
+  private recomputeNamespace(namespace: string): void {
+    if (this.snapshotting || !this.podsByNamespace.has(namespace)) return;
+    const ids = this.podsByNamespace.get(namespace).values();
+    for (let i = 0; i < ids.length; i++) {
+      const pod = pods.lookup(ids[i]);
+      if (pod != null) this.computeIsolation(pod);
+    }
+  }
+
+  private recomputeAll(): void {
+    const all = pods.all();
+    for (let i = 0; i < all.length; i++) this.computeIsolation(all[i]);
+  }
+
+  // --- policies ---
+
+  objectUpserted(kind: i32, obj: JValue): void {
+    const policy = compilePolicy(obj, this.nextSerial);
+    if (policy == null) return;
+    this.nextSerial = this.nextSerial >= DENY_FLAG - 1 ? FIRST_SERIAL : this.nextSerial + 1;
+    this.remove(policy.key);
+    this.byKey.set(policy.key, policy);
+    this.bySerial.set(policy.serial, policy);
+    let list: Array<Policy>;
+    if (this.byNamespace.has(policy.namespace)) list = this.byNamespace.get(policy.namespace);
+    else {
+      list = new Array<Policy>(0);
+      this.byNamespace.set(policy.namespace, list);
+    }
+    list.push(policy);
+    this.recomputeNamespace(policy.namespace);
+  }
+
+  objectDeleted(kind: i32, obj: JValue): void {
+    const key = policyKey(obj);
+    if (key == null) return;
+    const removed = this.remove(key!);
+    if (removed != null) this.recomputeNamespace(removed.namespace);
+  }
+
+  private remove(key: string): Policy | null {
+    if (!this.byKey.has(key)) return null;
+    const old = this.byKey.get(key);
+    this.byKey.delete(key);
+    this.bySerial.delete(old.serial);
+    const list = this.byNamespace.get(old.namespace);
+    const at = list.indexOf(old);
+    if (at >= 0) list.splice(at, 1);
+    if (list.length == 0) this.byNamespace.delete(old.namespace);
+    return old;
+  }
+
+  objectsReset(kind: i32): void {
+    // The isolation cache keeps answering with the previous snapshot's
+    // policies until SYNCED, so a relist never opens a window of "allow".
+    this.byKey.clear();
+    this.bySerial.clear();
+    this.byNamespace.clear();
+    this.snapshotting = true;
+  }
+
+  objectsSynced(kind: i32): void {
+    this.snapshotting = false;
+    this.recomputeAll();
+  }
+
+  // --- decisions ---
+
+  decide(d: Decision): Verdict {
+    const ingress = d.isIngress;
+    const subjectId = ingress ? d.dstPodId : d.srcPodId;
+    if (subjectId == 0 || !this.isolation.has(subjectId)) {
+      d.reason = REASON_NO_SUBJECT;
+      return Verdict.Next;
+    }
+    const iso = this.isolation.get(subjectId);
+    const policies = ingress ? iso.ingress : iso.egress;
+    const n = policies.length;
+    if (n == 0) {
+      d.reason = ingress ? REASON_NOT_ISOLATED_INGRESS : REASON_NOT_ISOLATED_EGRESS;
+      return Verdict.Next;
+    }
+    const subject = pods.lookup(subjectId);
+    const peer = pods.lookup(ingress ? d.srcPodId : d.dstPodId);
+    const dstPod = ingress ? subject : peer;
+    const family = d.family;
+    const peerAddr = ingress ? d.srcAddr : d.dstAddr;
+    const protocol = d.protocol;
+    const dstPort = d.dstPort;
+    for (let i = 0; i < n; i++) {
+      const p = unchecked(policies[i]);
+      const rules = ingress ? p.ingress : p.egress;
+      for (let j = 0, m = rules.length; j < m; j++) {
+        if (unchecked(rules[j]).matches(p.namespace, peer, family, peerAddr, protocol, dstPort, dstPod)) {
+          d.reason = p.serial;
+          return Verdict.Accept;
+        }
+      }
+    }
+    d.reason = DENY_FLAG | ((subjectId & 0x3fffffff) << 1) | (ingress ? 1 : 0);
+    return Verdict.Deny;
+  }
+
+  explain(reason: u32): string {
+    if (reason == REASON_NO_SUBJECT) return "not a pod this stage knows";
+    if (reason == REASON_NOT_ISOLATED_INGRESS) return "no NetworkPolicy selects the pod for ingress";
+    if (reason == REASON_NOT_ISOLATED_EGRESS) return "no NetworkPolicy selects the pod for egress";
+    if ((reason & DENY_FLAG) != 0) {
+      const id = (reason & ~DENY_FLAG) >> 1;
+      const ingress = (reason & 1) != 0;
+      const dir = ingress ? "ingress" : "egress";
+      if (!this.isolation.has(id)) return "no " + dir + " rule matched (the pod is gone)";
+      const iso = this.isolation.get(id);
+      const list = ingress ? iso.ingress : iso.egress;
+      let names = "";
+      for (let i = 0; i < list.length && i < EXPLAIN_MAX_POLICIES; i++) names += (i > 0 ? ", " : "") + list[i].key;
+      if (list.length > EXPLAIN_MAX_POLICIES) names += " and " + (list.length - EXPLAIN_MAX_POLICIES).toString() + " more";
+      return "no " + dir + " rule of " + names + " matched";
+    }
+    if (this.bySerial.has(reason)) return this.bySerial.get(reason).key;
+    return reason >= FIRST_SERIAL ? "a NetworkPolicy since changed or deleted" : "";
+  }
+
+  needsAllTraffic(): bool { return false; }
+
+  isSubject(pod: PodInfo): bool {
+    return this.isolation.has(pod.id) && this.isolation.get(pod.id).any;
+  }
+}
+
+function toStatic(a: Array<Policy>): StaticArray<Policy> {
+  const s = new StaticArray<Policy>(a.length);
+  for (let i = 0; i < a.length; i++) s[i] = a[i];
+  return s;
+}
+
+register(new NetworkPolicyEvaluator());
+export * from "../../sdk/exports";

@@ -1,0 +1,267 @@
+// Drives one evaluator module directly through the ABI (sdk/ABI.md), without
+// the host's sandbox or pipeline: for tests that look at a single module's
+// verdicts, reasons, subjects and memory (allocation) behaviour.
+import { readFileSync } from 'node:fs';
+import type { KubeObject } from '../../host/contract.js';
+import { parseIP } from '../../host/net/ip.js';
+
+export const PROTOCOL_NUMBERS: Record<string, number> = { ICMP: 1, TCP: 6, UDP: 17, ICMPv6: 58, SCTP: 132 };
+const VERDICTS = ['Next', 'Accept', 'Deny'] as const;
+export type ModuleVerdict = (typeof VERDICTS)[number];
+
+export interface HarnessPod {
+  id: number;
+  name: string;
+  namespace: string;
+  hostNetwork: boolean;
+  labels: Record<string, string>;
+  namespaceLabels: Record<string, string>;
+  ports: { name: string; port: number; protocol: number }[];
+  ips: string[];
+}
+
+export interface Probe {
+  /** `ns/pod` or an address. */
+  src: string;
+  dst: string;
+  protocol: 'TCP' | 'UDP' | 'SCTP' | 'ICMP' | 'ICMPv6';
+  port: number;
+  srcPort?: number;
+}
+
+export interface DirectionOutcome { verdict: ModuleVerdict; reason: number; text: string }
+export interface ProbeOutcome { allowed: boolean; egress: DirectionOutcome; ingress: DirectionOutcome }
+
+interface Exports {
+  memory: WebAssembly.Memory;
+  kwp_alloc(n: number): number;
+  kwp_configure(p: number, n: number): number;
+  kwp_pod_upsert(p: number, n: number): void;
+  kwp_pod_delete(id: number): void;
+  kwp_object(kind: number, op: number, p: number, n: number): number;
+  kwp_batch(): number;
+  kwp_batch_capacity(): number;
+  kwp_decide(n: number): number;
+  kwp_explain(reason: number): number;
+  kwp_subjects(): number;
+  kwp_result(): number;
+}
+
+function encodeStr(out: number[], s: string): void {
+  const b = new TextEncoder().encode(s);
+  out.push(b.length & 0xff, b.length >> 8, ...b);
+}
+
+function encodeLabels(out: number[], labels: Record<string, string>): void {
+  const entries = Object.entries(labels);
+  out.push(entries.length & 0xff, entries.length >> 8);
+  for (const [k, v] of entries) { encodeStr(out, k); encodeStr(out, v); }
+}
+
+export function encodePodInfo(p: HarnessPod): Uint8Array {
+  const out: number[] = [];
+  out.push(p.id & 0xff, (p.id >>> 8) & 0xff, (p.id >>> 16) & 0xff, p.id >>> 24);
+  out.push(p.hostNetwork ? 1 : 0, 0, 0, 0);
+  encodeStr(out, p.name);
+  encodeStr(out, p.namespace);
+  encodeStr(out, 'node-1');
+  encodeStr(out, '');
+  encodeLabels(out, p.labels);
+  encodeLabels(out, p.namespaceLabels);
+  encodeLabels(out, {});
+  out.push(p.ports.length & 0xff, p.ports.length >> 8);
+  for (const port of p.ports) { encodeStr(out, port.name); out.push(port.port & 0xff, port.port >> 8, port.protocol, 0); }
+  out.push(p.ips.length);
+  for (const ip of p.ips) {
+    const parsed = parseIP(ip);
+    if (!parsed) throw new Error(`pod ${p.namespace}/${p.name}: bad IP ${ip}`);
+    const bytes = new Uint8Array(16);
+    bytes.set(parsed.bytes);
+    out.push(parsed.family, ...bytes);
+  }
+  return Uint8Array.from(out);
+}
+
+/** PodInfo as the host derives it from Pod and Namespace objects (the parts the NetworkPolicy module reads). */
+export function podsFromObjects(objects: KubeObject[]): HarnessPod[] {
+  const nsLabels = new Map<string, Record<string, string>>();
+  for (const o of objects) if (o.kind === 'Namespace') nsLabels.set(o.metadata.name, { ...(o.metadata.labels ?? {}) });
+  const out: HarnessPod[] = [];
+  for (const o of objects) {
+    if (o.kind !== 'Pod') continue;
+    const ns = o.metadata.namespace ?? 'default';
+    const ports = (o.spec?.containers ?? []).flatMap((c: any) => (c.ports ?? []).map((p: any) => ({
+      name: p.name ?? '', port: p.containerPort, protocol: PROTOCOL_NUMBERS[p.protocol ?? 'TCP'],
+    })));
+    const ips = (o.status?.podIPs ?? []).map((e: any) => e.ip as string);
+    out.push({
+      id: out.length + 1, name: o.metadata.name, namespace: ns, hostNetwork: o.spec?.hostNetwork === true,
+      labels: { ...(o.metadata.labels ?? {}) }, namespaceLabels: nsLabels.get(ns) ?? { 'kubernetes.io/metadata.name': ns },
+      ports, ips,
+    });
+  }
+  return out;
+}
+
+export class ModuleHarness {
+  readonly logs: { level: number; text: string }[] = [];
+  private readonly e: Exports;
+  private pods: HarnessPod[] = [];
+  /** Counts rtrace allocation hooks when the module was built with rtrace. */
+  allocations = 0;
+
+  private constructor(instance: WebAssembly.Instance, logs: { level: number; text: string }[]) {
+    this.e = instance.exports as unknown as Exports;
+    this.logs = logs;
+  }
+
+  static async load(wasmFile: string, config: unknown = {}): Promise<ModuleHarness> {
+    const module = await WebAssembly.compile(readFileSync(wasmFile));
+    const logs: { level: number; text: string }[] = [];
+    let harness: ModuleHarness | undefined;
+    const rtrace: Record<string, WebAssembly.ImportValue> = {};
+    for (const imp of WebAssembly.Module.imports(module)) {
+      if (imp.module !== 'rtrace') continue;
+      rtrace[imp.name] = imp.name === 'onalloc' || imp.name === 'onresize' || imp.name === 'onmove'
+        ? () => { if (harness) harness.allocations++; }
+        : imp.name === 'onstore' || imp.name === 'onload' ? (ptr: number) => ptr
+        : imp.name === 'onvisit' ? () => 1 : () => {};
+    }
+    const instance = await WebAssembly.instantiate(module, {
+      env: { abort: () => { throw new Error(`${wasmFile}: the module aborted`); } },
+      kwp: {
+        log: (level: number, ptr: number, len: number) => {
+          logs.push({ level, text: new TextDecoder().decode(new Uint8Array((instance.exports.memory as WebAssembly.Memory).buffer, ptr, len)) });
+        },
+      },
+      rtrace,
+    });
+    harness = new ModuleHarness(instance, logs);
+    const status = harness.call((p, n) => harness!.e.kwp_configure(p, n), JSON.stringify(config));
+    if (status !== 0) throw new Error(`${wasmFile} refused its config: ${harness.resultBufferText()}`);
+    return harness;
+  }
+
+  get memory(): WebAssembly.Memory { return this.e.memory; }
+
+  private call(fn: (p: number, n: number) => number | void, payload: string | Uint8Array): number {
+    const bytes = typeof payload === 'string' ? new TextEncoder().encode(payload) : payload;
+    const p = this.e.kwp_alloc(bytes.length);
+    new Uint8Array(this.e.memory.buffer, p, bytes.length).set(bytes);
+    return (fn(p, bytes.length) as number | undefined) ?? 0;
+  }
+
+  private resultText(len: number): string {
+    return new TextDecoder().decode(new Uint8Array(this.e.memory.buffer, this.e.kwp_result(), len));
+  }
+
+  /** The result buffer is an AssemblyScript ArrayBuffer: its byte length sits in the header word before it. */
+  private resultBufferText(): string {
+    const p = this.e.kwp_result();
+    return this.resultText(new Uint32Array(this.e.memory.buffer, p - 4, 1)[0]);
+  }
+
+  upsertPod(pod: HarnessPod): void {
+    this.pods = this.pods.filter((p) => p.id !== pod.id).concat(pod);
+    this.call((p, n) => this.e.kwp_pod_upsert(p, n), encodePodInfo(pod));
+  }
+
+  deletePod(id: number): void {
+    this.pods = this.pods.filter((p) => p.id !== id);
+    this.e.kwp_pod_delete(id);
+  }
+
+  upsert(obj: unknown, kind = 0): void {
+    const status = this.call((p, n) => this.e.kwp_object(kind, 0, p, n), JSON.stringify(obj));
+    if (status !== 0) throw new Error(`upsert refused (${status})`);
+  }
+
+  delete(obj: unknown, kind = 0): void {
+    this.call((p, n) => this.e.kwp_object(kind, 1, p, n), JSON.stringify(obj));
+  }
+
+  /** RESET, one UPSERT per object, SYNCED: what a new instance or a relist receives. */
+  snapshot(objects: unknown[], kind = 0): void {
+    this.e.kwp_object(kind, 2, 0, 0);
+    for (const o of objects) this.upsert(o, kind);
+    this.e.kwp_object(kind, 3, 0, 0);
+  }
+
+  /** Pods from the objects, then a snapshot of the NetworkPolicies among them. */
+  loadCluster(objects: KubeObject[]): void {
+    for (const p of podsFromObjects(objects)) this.upsertPod(p);
+    this.snapshot(objects.filter((o) => o.kind === 'NetworkPolicy'));
+  }
+
+  podByKey(key: string): HarnessPod | undefined {
+    const [ns, name] = key.split('/');
+    return this.pods.find((p) => p.namespace === ns && p.name === name);
+  }
+
+  private endpoint(text: string): { id: number; family: number; bytes: Uint8Array } {
+    let ip = text;
+    let pod = text.includes('/') ? this.podByKey(text) : undefined;
+    if (text.includes('/') && !pod) throw new Error(`unknown pod ${text}`);
+    if (pod) ip = pod.ips[0];
+    else pod = this.pods.find((p) => !p.hostNetwork && p.ips.includes(ip));
+    const parsed = parseIP(ip);
+    if (!parsed) throw new Error(`bad address ${ip}`);
+    const bytes = new Uint8Array(16);
+    bytes.set(parsed.bytes);
+    return { id: pod && !pod.hostNetwork ? pod.id : 0, family: parsed.family, bytes };
+  }
+
+  /** Writes `count` copies of the probe's two records (egress, ingress) into the batch area. */
+  writeRecords(probe: Probe, pairs = 1): void {
+    const src = this.endpoint(probe.src);
+    const dst = this.endpoint(probe.dst);
+    const cap = this.e.kwp_batch_capacity();
+    if (pairs * 2 > cap) throw new Error(`batch holds ${cap} records`);
+    const view = new DataView(this.e.memory.buffer, this.e.kwp_batch(), cap * 64);
+    const bytes = new Uint8Array(this.e.memory.buffer, this.e.kwp_batch(), cap * 64);
+    for (let i = 0; i < pairs * 2; i++) {
+      const o = i * 64;
+      bytes.fill(0, o, o + 64);
+      view.setUint8(o, i & 1);
+      view.setUint8(o + 1, src.family);
+      view.setUint8(o + 2, PROTOCOL_NUMBERS[probe.protocol]);
+      const hasPorts = probe.protocol === 'TCP' || probe.protocol === 'UDP' || probe.protocol === 'SCTP';
+      view.setUint16(o + 4, hasPorts ? probe.srcPort ?? 40000 : 0, true);
+      view.setUint16(o + 6, hasPorts ? probe.port : 0, true);
+      view.setUint8(o + 8, hasPorts ? 0 : 8);
+      view.setUint32(o + 12, src.id, true);
+      view.setUint32(o + 16, dst.id, true);
+      bytes.set(src.bytes, o + 20);
+      bytes.set(dst.bytes, o + 36);
+    }
+  }
+
+  decideBatch(records: number): void { this.e.kwp_decide(records); }
+
+  private outcome(index: number): DirectionOutcome {
+    const view = new DataView(this.e.memory.buffer, this.e.kwp_batch() + index * 64, 64);
+    const verdict = VERDICTS[view.getUint8(52)];
+    const reason = view.getUint32(56, true);
+    return { verdict, reason, text: reason === 0 ? '' : this.explain(reason) };
+  }
+
+  explain(reason: number): string {
+    return this.resultText(this.e.kwp_explain(reason));
+  }
+
+  /** The module's verdicts for both directions; allowed unless either says Deny (the NetworkPolicy stage alone). */
+  probe(p: Probe): ProbeOutcome {
+    this.writeRecords(p);
+    this.e.kwp_decide(2);
+    const egress = this.outcome(0);
+    const ingress = this.outcome(1);
+    return { allowed: egress.verdict !== 'Deny' && ingress.verdict !== 'Deny', egress, ingress };
+  }
+
+  /** Pod ids the module asked to see traffic for; 'all' for every packet. */
+  subjects(): number[] | 'all' {
+    const n = this.e.kwp_subjects();
+    if (n < 0) return 'all';
+    return [...new Uint32Array(this.e.memory.buffer.slice(this.e.kwp_result(), this.e.kwp_result() + n * 4))];
+  }
+}
