@@ -100,10 +100,12 @@ export interface Packet {
   icmpCode: number;
 }
 
-export const Verdict = { Next: 0, Accept: 1, Deny: 2 } as const;
+/** Pass is an explicit Next: the engine treats both alike, explanations tell them apart. */
+export const Verdict = { Next: 0, Accept: 1, Deny: 2, Pass: 3 } as const;
 export type Verdict = (typeof Verdict)[keyof typeof Verdict];
-export const verdictName = (v: number): 'Next' | 'Accept' | 'Deny' =>
-  v === Verdict.Accept ? 'Accept' : v === Verdict.Deny ? 'Deny' : 'Next';
+export type VerdictName = 'Next' | 'Accept' | 'Deny' | 'Pass';
+export const verdictName = (v: number): VerdictName =>
+  v === Verdict.Accept ? 'Accept' : v === Verdict.Deny ? 'Deny' : v === Verdict.Pass ? 'Pass' : 'Next';
 
 export type Direction = 'egress' | 'ingress';
 export type FailurePolicy = 'fail-open' | 'fail-closed';
@@ -114,7 +116,7 @@ export interface StageTrace {
   stage: string;
   /** Short label for walkthroughs, e.g. `NP`, `CNP:Admin`. */
   label: string;
-  verdict: 'Next' | 'Accept' | 'Deny';
+  verdict: VerdictName;
   mode: StageMode;
   /** The module's explanation of its reason code, when it gave one. */
   reason?: string;

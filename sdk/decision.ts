@@ -20,7 +20,12 @@ export const OFF_DST_ADDR: usize = 36;
 export const OFF_VERDICT: usize = 52;
 export const OFF_REASON: usize = 56;
 
-export enum Verdict { Next = 0, Accept = 1, Deny = 2 }
+/**
+ * Next: not this evaluator's business. Pass: an explicit rule hands the packet
+ * to later stages (the engine treats it exactly like Next; explanations say
+ * "Pass"). Accept and Deny end the walk in this direction.
+ */
+export enum Verdict { Next = 0, Accept = 1, Deny = 2, Pass = 3 }
 export enum Direction { Egress = 0, Ingress = 1 }
 
 export class Decision {

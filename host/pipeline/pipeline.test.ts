@@ -30,6 +30,8 @@ describe('the pipeline walks stages in order and the first Accept or Deny wins',
     ['egress allowed but ingress denied denies', [stage('a', 'Accept', 'Deny')], false],
     ['egress denied but ingress allowed denies', [stage('a', 'Deny', 'Accept')], false],
     ['an egress Accept does not skip the ingress walk', [stage('a', 'Accept', 'Next'), stage('b', 'Next', 'Deny')], false],
+    ['Pass defers to the next stage like Next', [stage('a', 'Pass', 'Pass'), stage('b', 'Deny', 'Deny')], false],
+    ['a verdict outside the ABI costs the stage its failure policy', [stage('a', 'Bogus', 'Bogus', { failurePolicy: 'fail-closed' }), stage('b', 'Accept', 'Accept')], false],
     ['an audit stage that denies never decides', [stage('a', 'Deny', 'Deny', { mode: 'audit' }), stage('b', 'Next', 'Next')], true],
   ];
   it.each(cases)('%s', (_name, stages, allowed) => {

@@ -142,6 +142,7 @@ export class Stage implements StateListener {
       try {
         v = inst.decideOne(record);
         this.lastFailure = undefined;
+        if (v > Verdict.Pass) v = this.badVerdict(v);
       } catch (err) {
         this.failed(err);
         v = this.failureVerdict;
@@ -153,6 +154,14 @@ export class Stage implements StateListener {
     return v;
   }
 
+  /** A verdict byte outside the ABI: the module is wrong, so its failure policy decides. */
+  private badVerdict(v: number): number {
+    this.counters.traps++;
+    this.lastFailure = 'trap';
+    this.logger?.log('error', `stage ${this.name}: module ${this.compiled.meta.name} returned verdict ${v}, which ABI 1 does not define; answering ${this.failurePolicy}`, { stage: this.name });
+    return this.failureVerdict;
+  }
+
   /** Decides up to batchCapacity records in place; failed records get the failure verdict. */
   decideBatch(records: Uint8Array, count: number): void {
     const inst = this.instance;
@@ -160,6 +169,7 @@ export class Stage implements StateListener {
     if (inst !== undefined) {
       try {
         inst.decideBatch(records, count);
+        for (let i = 0; i < count; i++) if (records[i * 64 + 52] > Verdict.Pass) records[i * 64 + 52] = this.badVerdict(records[i * 64 + 52]);
         return;
       } catch (err) {
         this.failed(err);

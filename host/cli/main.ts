@@ -1,0 +1,44 @@
+// The `kwp` command. Each subcommand lives in its own file and is loaded only
+// when used, so `kwp eval` never pulls in Fastify or the Kubernetes client.
+import { isKwpError } from '../errors.js';
+
+type Command = { summary: string; load: () => Promise<(argv: string[]) => Promise<number>> };
+
+const commands: Record<string, Command> = {
+  eval: { summary: 'evaluate flows against manifests with the WASM pipeline', load: async () => (await import('./eval.js')).runEval },
+  matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
+};
+
+/** Lets a subcommand file add itself to the table without this file knowing its internals. */
+export function commandTable(): Record<string, Command> {
+  return commands;
+}
+
+function usage(): string {
+  const width = Math.max(...Object.keys(commands).map((c) => c.length));
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return `usage: kwp <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nRun "kwp <command> --help" for a command's flags.\n`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === 'help' || name === '--help' || name === '-h') {
+    process.stdout.write(usage());
+    return name ? 0 : 2;
+  }
+  const cmd = commands[name];
+  if (!cmd) {
+    process.stderr.write(`kwp: unknown command "${name}"\n\n${usage()}`);
+    return 2;
+  }
+  try {
+    const run = await cmd.load();
+    return await run(rest);
+  } catch (err) {
+    if (isKwpError(err)) {
+      process.stderr.write(`${err.code}: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}

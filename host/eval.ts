@@ -1,0 +1,174 @@
+// Offline evaluation: manifests and flows in, verdicts and walkthroughs out,
+// decided by the same WASM pipeline the agent runs. Used by `kwp eval`,
+// `kwp matrix`, the conformance suites and the SDK's test kit.
+import type { DirectionResult, KubeObject, StageTrace } from './contract.js';
+import { kindKeyOf, Kinds } from './contract.js';
+import { ClusterState } from './state/cluster-state.js';
+import { PolicyEngine } from './pipeline/engine.js';
+import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/modules.js';
+import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
+import type { Pipeline } from './pipeline/pipeline.js';
+import { resolveFlow, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol } from './flows.js';
+
+export type { FlowSpec } from './flows.js';
+
+/** A flow as tests and callers write it: protocol defaults to TCP, srcPort to an ephemeral port. */
+export interface FlowInput {
+  src: string;
+  dst: string;
+  port: number;
+  protocol?: FlowProtocol;
+  srcPort?: number;
+  name?: string;
+  expect?: 'allow' | 'deny';
+}
+
+export interface FlowResult {
+  src: string;
+  dst: string;
+  protocol: FlowProtocol;
+  port: number;
+  srcPort: number;
+  name?: string;
+  expect?: 'allow' | 'deny';
+  verdict: 'allow' | 'deny';
+  egress: StageTrace[];
+  ingress: StageTrace[];
+  walkthrough: string;
+}
+
+export interface EvaluateOptions {
+  objects: KubeObject[];
+  flows: Array<FlowInput | FlowSpec>;
+  pipeline?: PipelineSpec;
+  /** `name → addresses`, as the agent would have learnt them from DNS answers. */
+  dns?: Record<string, string[]>;
+  /** Extra modules (e.g. a plugin under test) tried before the built-ins. */
+  modules?: ModuleResolver;
+}
+
+let builtins: BuiltinModules | undefined;
+/** Built-in modules compile once per process; every evaluation shares them. */
+export function sharedBuiltins(): BuiltinModules {
+  builtins ??= new BuiltinModules();
+  return builtins;
+}
+
+/** Loads objects into a fresh ClusterState, grouped by kind as a source would deliver them. */
+export function stateFromObjects(objects: KubeObject[], dns?: Record<string, string[]>): ClusterState {
+  const state = new ClusterState();
+  const byKind = new Map<string, KubeObject[]>();
+  for (const obj of objects) {
+    const k = kindKeyOf(obj);
+    const list = byKind.get(k) ?? [];
+    list.push(obj);
+    byKind.set(k, list);
+  }
+  // Namespaces and nodes first, so pods get their labels on first sight.
+  const order = [Kinds.Namespace, Kinds.Node, Kinds.Pod];
+  for (const k of order) if (byKind.has(k)) state.replace(k, byKind.get(k)!);
+  for (const [k, list] of byKind) if (!order.includes(k as never)) state.replace(k, list);
+  for (const [name, addresses] of Object.entries(dns ?? {})) {
+    for (const a of addresses) state.recordResolvedName(name, a, 365 * 24 * 3600);
+  }
+  return state;
+}
+
+export class OfflineEvaluator {
+  readonly state: ClusterState;
+  readonly pipeline: Pipeline;
+  constructor(opts: Omit<EvaluateOptions, 'flows'>) {
+    this.state = stateFromObjects(opts.objects, opts.dns);
+    const modules = opts.modules ? new ChainedModules([opts.modules, sharedBuiltins()]) : sharedBuiltins();
+    const engine = new PolicyEngine({ state: this.state, modules });
+    this.pipeline = engine.build(opts.pipeline ?? defaultPipeline());
+  }
+
+  evaluate(input: FlowInput | FlowSpec, index = 0): FlowResult {
+    const flow = normalizeFlow(input, index);
+    const r = resolveFlow(flow, this.state);
+    const d = this.pipeline.evaluate(r.packet, r.srcPod, r.dstPod);
+    const result: FlowResult = {
+      src: flow.src,
+      dst: flow.dst,
+      protocol: flow.protocol,
+      port: flow.port,
+      srcPort: flow.srcPort,
+      ...(flow.name !== undefined ? { name: flow.name } : {}),
+      ...(flow.expect !== undefined ? { expect: flow.expect } : {}),
+      verdict: d.allowed ? 'allow' : 'deny',
+      egress: d.egress.trace,
+      ingress: d.ingress.trace,
+      walkthrough: '',
+    };
+    result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress);
+    return result;
+  }
+
+  dispose(): void { this.pipeline.dispose(); }
+}
+
+function normalizeFlow(f: FlowInput | FlowSpec, index: number): FlowSpec {
+  if ('file' in f) return f;
+  return {
+    ...f,
+    protocol: (f.protocol ?? 'TCP').toUpperCase() as FlowProtocol,
+    srcPort: f.srcPort ?? DEFAULT_SOURCE_PORT,
+    file: '<flows>',
+    index: index + 1,
+  };
+}
+
+export async function evaluateFlows(opts: EvaluateOptions): Promise<FlowResult[]> {
+  const ev = new OfflineEvaluator(opts);
+  try {
+    return opts.flows.map((f, i) => ev.evaluate(f, i));
+  } finally {
+    ev.dispose();
+  }
+}
+
+/** One step as a walkthrough shows it, or undefined for a stage that answered Next. */
+export function formatStep(t: StageTrace): string | undefined {
+  const prefix = t.mode === 'audit' ? 'audit ' : '';
+  if (t.failure) return `[${t.label}] ${prefix}${t.verdict} (${t.failure}: failure policy)`;
+  // Next means "not my business": a walkthrough shows only stages that had something to say.
+  if (t.verdict === 'Next') return undefined;
+  return `[${t.label}] ${prefix}${t.verdict}${t.reason ? ` (${t.reason})` : ''}`;
+}
+
+function formatWalk(r: DirectionResult): string {
+  const steps = r.trace.map(formatStep).filter((s): s is string => s !== undefined);
+  return steps.length ? steps.join(' -> ') : 'no stage decided';
+}
+
+export function walkthroughLine(flow: FlowSpec, allowed: boolean, egress: DirectionResult, ingress: DirectionResult): string {
+  const proto = (flow.protocol ?? 'TCP').toUpperCase();
+  return `${flow.src} -> ${flow.dst} ${proto}/${flow.port}  ${allowed ? 'ALLOW' : 'DENY'}  egress: ${formatWalk(egress)}  ingress: ${formatWalk(ingress)}`;
+}
+
+/**
+ * Priorities upstream leaves undefined: two cluster-wide policies of one tier
+ * with the same priority. Evaluators break the tie by name; eval says so.
+ */
+export function priorityTieWarnings(objects: KubeObject[]): string[] {
+  const groups = new Map<string, string[]>();
+  for (const o of objects) {
+    const k = kindKeyOf(o);
+    let tier: string | undefined;
+    if (k === Kinds.ClusterNetworkPolicy) tier = `ClusterNetworkPolicy tier ${o.spec?.tier ?? '?'}`;
+    else if (k === Kinds.AdminNetworkPolicy) tier = 'AdminNetworkPolicy';
+    if (!tier || typeof o.spec?.priority !== 'number') continue;
+    const key = `${tier} priority ${o.spec.priority}`;
+    const list = groups.get(key) ?? [];
+    list.push(o.metadata.name);
+    groups.set(key, list);
+  }
+  const out: string[] = [];
+  for (const [key, names] of groups) {
+    if (names.length > 1) {
+      out.push(`${key} is shared by ${names.sort().join(', ')}: upstream leaves their order undefined; kube-wasm-policies applies them by name`);
+    }
+  }
+  return out;
+}
