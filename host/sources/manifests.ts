@@ -399,6 +399,8 @@ export class ManifestSource implements ObjectSource {
 
   private report(error: KwpError): void {
     this.lastError = error;
-    this.options.onError?.(error);
+    // Without a handler a broken edit would go unnoticed while the old state stays in force.
+    if (this.options.onError) this.options.onError(error);
+    else process.emitWarning(`${error.code}: ${error.message}`);
   }
 }
