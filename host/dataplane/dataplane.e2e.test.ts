@@ -1,0 +1,181 @@
+import { afterAll, afterEach, beforeAll, describe, it, expect } from 'vitest';
+import { Lab, formatMatrix, sweepStaleLabs, type LabProcess, type ReachabilityResult } from '../lab/lab.js';
+import { nftTableRemoval, xtablesCommands, DEFAULT_MARKS, type RuleOptions } from './rules.js';
+import type { RunnerConfig } from './standalone-runner.js';
+import type { StaticDenyRule } from './static-judge.js';
+
+// The real kernel path: a lab of four pods, the dataplane running as its own
+// process in the lab's node namespace, and real TCP/UDP/DNS traffic.
+
+const TABLE = 'kwpe2e';
+const QUEUE = 4100;
+const DNS_QUEUE = 4101;
+const ruleOptions = (failOpen: boolean): RuleOptions => ({ tableName: TABLE, queueId: QUEUE, dnsQueueId: DNS_QUEUE, failOpen, marks: DEFAULT_MARKS });
+
+let lab: Lab;
+let runner: LabProcess | undefined;
+const modesSeen = new Set<string>();
+
+async function startRunner(options: { failOpen?: boolean; strict?: boolean; deny?: StaticDenyRule[] } = {}): Promise<LabProcess> {
+  const config: RunnerConfig = {
+    tableName: TABLE,
+    queueId: QUEUE,
+    dnsQueueId: DNS_QUEUE,
+    failOpen: options.failOpen ?? true,
+    strict: options.strict ?? true,
+    judge: { deny: options.deny ?? [], interest: { all: false, ips: lab.pods.map((p) => p.ip) } },
+  };
+  runner = lab.spawnInNode(process.execPath, [...Lab.nodeScript(import.meta.url, './standalone-runner.js'), JSON.stringify(config)]);
+  const started = JSON.parse(await runner.waitForLine((l) => l.includes('"started"') || l.includes('"error"'), 60_000));
+  if (started.event !== 'started') throw new Error(`the dataplane did not start: ${started.message}`);
+  if (!modesSeen.has(started.mode)) console.log(`dataplane queue mode: ${started.mode}`);
+  modesSeen.add(started.mode);
+  return runner;
+}
+
+/** Leave the node namespace as if no dataplane had ever run (after a SIGKILL left rules behind). */
+async function removeLeftoverRules(): Promise<void> {
+  await lab.execInNode('nft', ['-f', '-'], nftTableRemoval(ruleOptions(true))).catch(() => undefined);
+  for (const tool of ['iptables', 'ip6tables']) {
+    for (const args of xtablesCommands(ruleOptions(true)).remove) await lab.execInNode(tool, args).catch(() => undefined);
+  }
+}
+
+function find(results: ReachabilityResult[], src: string, dst: string, protocol: 'TCP' | 'UDP') {
+  return results.filter((r) => r.src === src && r.dst === dst && r.protocol === protocol).map((r) => r.reachable);
+}
+
+beforeAll(async () => {
+  sweepStaleLabs();
+  lab = await Lab.create({
+    pods: [
+      { name: 'a', namespace: 'x' },
+      { name: 'b', namespace: 'x' },
+      { name: 'c', namespace: 'y' },
+      { name: 'resolver', namespace: 'infra', dnsRecords: { 'db.x.lab': ['10.244.1.3'], 'cdn.lab': ['192.0.2.10', '192.0.2.11'] } },
+    ],
+  });
+});
+
+afterEach(async () => {
+  if (runner) {
+    runner.send(JSON.stringify({ op: 'stop' }));
+    await Promise.race([runner.kill('SIGTERM'), new Promise((r) => setTimeout(r, 5000))]);
+    await runner.kill();
+    runner = undefined;
+  }
+  await removeLeftoverRules();
+});
+
+afterAll(async () => {
+  await lab?.destroy();
+});
+
+describe('the dataplane on real traffic', () => {
+  it('drops TCP and UDP for the one denied pod pair and lets every other pair through', async () => {
+    const a = lab.pod('x/a');
+    const b = lab.pod('x/b');
+    await startRunner({ deny: [{ src: a.ip, dst: b.ip }] });
+    const results = await lab.matrix({ timeoutMs: 700 });
+    console.log(formatMatrix(results));
+    expect(find(results, 'x/a', 'x/b', 'TCP')).toEqual([false]);
+    expect(find(results, 'x/a', 'x/b', 'UDP')).toEqual([false]);
+    // The reverse direction is another connection, and allowed.
+    expect(find(results, 'x/b', 'x/a', 'TCP')).toEqual([true]);
+    const others = results.filter((r) => !(r.src === 'x/a' && r.dst === 'x/b'));
+    expect(others.filter((r) => !r.reachable)).toEqual([]);
+
+    runner!.send(JSON.stringify({ op: 'stats' }));
+    const stats = JSON.parse(await runner!.waitForLine((l) => l.includes('"stats"')));
+    console.log(`dataplane counters: ${stats.summary}`);
+    expect(stats.dropped).toBeGreaterThan(0);
+    expect(stats.accepted).toBeGreaterThan(0);
+    // Only first packets are queued: far fewer accepts than packets exchanged by the probes.
+    expect(stats.parseErrors).toBe(0);
+  });
+
+  it('reports the addresses of DNS answers through the DNS queue', async () => {
+    await startRunner();
+    expect((await lab.dns('x/a', 'infra/resolver', 'cdn.lab')).ok).toBe(true);
+    const line = await runner!.waitForLine((l) => l.includes('"dns"') && l.includes('192.0.2.11'), 5000);
+    expect(JSON.parse(line)).toEqual({ event: 'dns', name: 'cdn.lab', address: '192.0.2.11', ttl: 30 });
+    expect(runner!.lines.some((l) => l.includes('"dns"') && l.includes('192.0.2.10'))).toBe(true);
+  });
+
+  it('cuts an established connection in strict mode once the judge denies it', async () => {
+    const a = lab.pod('x/a');
+    const c = lab.pod('y/c');
+    await startRunner({ strict: true });
+    const conn = await lab.hold('x/a', 'y/c', 80);
+    expect((await conn.send()).ok).toBe(true);
+    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: lab.pods.map((p) => p.ip) } } }));
+    const refreshed = JSON.parse(await runner!.waitForLine((l) => l.includes('"refreshed"')));
+    expect(refreshed.strictDeleted).toBeGreaterThanOrEqual(1);
+    expect((await conn.send(1500)).ok).toBe(false);
+    // A new connection is refused the same way, while the other direction still works.
+    expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(false);
+    expect((await lab.tcp('y/c', 'x/a', 80, 700)).ok).toBe(true);
+    await conn.close();
+  });
+
+  it('leaves an established connection alone without strict mode', async () => {
+    const a = lab.pod('x/a');
+    const c = lab.pod('y/c');
+    await startRunner({ strict: false });
+    const conn = await lab.hold('x/a', 'y/c', 80);
+    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: lab.pods.map((p) => p.ip) } } }));
+    await runner!.waitForLine((l) => l.includes('"refreshed"'));
+    expect((await conn.send()).ok).toBe(true);
+    expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(false);
+    await conn.close();
+  });
+
+  it('removes every rule it added on a clean stop', async () => {
+    await startRunner();
+    const before = await lab.execInNode('nft', ['list', 'ruleset']);
+    expect(before.stdout).toContain(`table inet ${TABLE}`);
+    runner!.send(JSON.stringify({ op: 'stop' }));
+    await runner!.waitForLine((l) => l.includes('"stopped"'));
+    const after = await lab.execInNode('nft', ['list', 'ruleset']);
+    expect(after.stdout).not.toContain(TABLE);
+    expect(after.stdout.toUpperCase()).not.toContain(`${TABLE.toUpperCase()}-POST`);
+  });
+
+  it('lets new connections through after a SIGKILL when failing open, even the denied ones', async () => {
+    const a = lab.pod('x/a');
+    const b = lab.pod('x/b');
+    await startRunner({ failOpen: true, deny: [{ src: a.ip, dst: b.ip }] });
+    expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
+    await runner!.kill('SIGKILL');
+    runner = undefined;
+    // The rules are still there and still queue, but nobody listens: the kernel bypasses the queue.
+    expect((await lab.execInNode('nft', ['list', 'table', 'inet', TABLE])).stdout).toContain('classify_postrouting');
+    expect((await lab.tcp('x/a', 'x/b', 80, 1000)).ok).toBe(true);
+    expect((await lab.udp('x/b', 'y/c', 5353, 1000)).ok).toBe(true);
+  });
+
+  it('stops new connections after a SIGKILL when failing closed, while accepted ones carry on', async () => {
+    await startRunner({ failOpen: false });
+    const conn = await lab.hold('x/a', 'y/c', 80);
+    expect((await lab.tcp('x/b', 'y/c', 80, 1000)).ok).toBe(true);
+    await runner!.kill('SIGKILL');
+    runner = undefined;
+    expect((await lab.tcp('x/b', 'y/c', 80, 1000)).ok).toBe(false);
+    expect((await lab.udp('x/a', 'x/b', 5353, 1000)).ok).toBe(false);
+    // Marked accepted in conntrack before the crash: its packets never reach the queue.
+    expect((await conn.send()).ok).toBe(true);
+    await conn.close();
+  });
+
+  it('replaces the rules a killed dataplane left behind when it starts again', async () => {
+    await startRunner({ failOpen: false });
+    await runner!.kill('SIGKILL');
+    runner = undefined;
+    expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
+    await startRunner({ failOpen: false });
+    expect((await lab.tcp('x/a', 'x/b', 80, 1000)).ok).toBe(true);
+    const rules = await lab.execInNode('iptables', ['-t', 'mangle', '-S', 'POSTROUTING']);
+    // One jump, not one per start.
+    expect(rules.stdout.split('\n').filter((l) => l.includes(`${TABLE.toUpperCase()}-POST`))).toHaveLength(1);
+  });
+});
