@@ -159,6 +159,17 @@ describe('KubernetesSource watch events', () => {
     }
   });
 
+  it('resumes a watch the server ends after timeoutSeconds, without relisting', async () => {
+    const { emulator, sink, source } = await setup({}, { kinds: [Kinds.Pod], watchTimeoutSeconds: 1 });
+    await source.start(sink);
+    await pollUntil(() => emulator.requestsFor(Kinds.Pod, { watch: true }).length >= 2, 'a second watch after the timeout', 5000);
+    expect(emulator.requestsFor(Kinds.Pod, { watch: true })[0].query.timeoutSeconds).toBe('1');
+    emulator.create(pod('default', 'later'));
+    await pollUntil(() => sink.names(Kinds.Pod).includes('default/later'), 'the pod on the resumed watch');
+    expect(sink.replaces(Kinds.Pod)).toHaveLength(1);
+    expect(source.lastSyncAgeMs()).toBe(0);
+  });
+
   it('asks for bookmarks and survives them', async () => {
     const { emulator, sink, source } = await setup({}, { kinds: [Kinds.Pod] });
     await source.start(sink);
@@ -171,12 +182,39 @@ describe('KubernetesSource watch events', () => {
   });
 });
 
+describe('KubernetesSource paged lists', () => {
+  it('lists in pages and delivers them as one snapshot', async () => {
+    const { emulator, sink, source } = await setup({}, { kinds: [Kinds.Pod], listPageSize: 2 });
+    for (let i = 0; i < 5; i++) emulator.create(pod('default', `p${i}`));
+    await source.start(sink);
+    await pollUntil(() => source.ready(), 'ready');
+    const lists = emulator.requestsFor(Kinds.Pod, { watch: false });
+    expect(lists.map((r) => r.query.limit)).toEqual(['2', '2', '2']);
+    expect(sink.replaces(Kinds.Pod)).toHaveLength(1);
+    expect(sink.names(Kinds.Pod)).toEqual(['default/p0', 'default/p1', 'default/p2', 'default/p3', 'default/p4']);
+    await pollUntil(() => emulator.openWatchCount(Kinds.Pod) === 1, 'the watch');
+    expect(emulator.requestsFor(Kinds.Pod, { watch: true })[0].query.resourceVersion).toBe(emulator.resourceVersion);
+  });
+
+  it('starts the list over when a continue token expires', async () => {
+    const { emulator, sink, source } = await setup({}, { kinds: [Kinds.Pod], listPageSize: 2 });
+    for (let i = 0; i < 3; i++) emulator.create(pod('default', `p${i}`));
+    emulator.failRequests({ status: 410, times: 1, match: (r) => r.query.continue !== undefined });
+    await source.start(sink);
+    await pollUntil(() => source.ready(), 'ready');
+    const lists = emulator.requestsFor(Kinds.Pod, { watch: false });
+    expect(lists.map((r) => r.query.continue === undefined)).toEqual([true, false, true, false]);
+    expect(sink.replaces(Kinds.Pod)).toHaveLength(1);
+    expect(sink.names(Kinds.Pod)).toHaveLength(3);
+  });
+});
+
 describe('KubernetesSource and CRDs', () => {
   it('treats a CRD that is not installed as synced-empty, logs it once, and watches it once it appears', async () => {
     const { emulator, sink, source, logger } = await setup({ notInstalled: [Kinds.AdminNetworkPolicy] });
     await source.start(sink);
     expect(await source.waitUntilReady(5000)).toBe(true);
-    expect(sink.objects(Kinds.AdminNetworkPolicy)).toEqual([]);
+    expect(sink.replaces(Kinds.AdminNetworkPolicy)).toEqual([[]]);
     expect(source.status().find((s) => s.kind === Kinds.AdminNetworkPolicy)).toMatchObject({ installed: false, synced: true, state: 'missing' });
     // Let a few rechecks pass: still one message.
     await pollUntil(() => emulator.requestsFor(Kinds.AdminNetworkPolicy).length >= 3, 'three rechecks');

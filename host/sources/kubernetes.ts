@@ -33,6 +33,8 @@ export interface KubernetesSourceOptions {
   missingKindRecheckMs?: number;
   /** Asks the server to end each watch after this long (then it is resumed); default 300 s. */
   watchTimeoutSeconds?: number;
+  /** Objects per list page; default 500. */
+  listPageSize?: number;
   /** The source's name in logs and status; default `kubernetes`. */
   name?: string;
 }
@@ -98,6 +100,7 @@ export class KubernetesSource implements ObjectSource {
           backoff: this.opts.backoff ?? { initialMs: 500, maxMs: 30_000 },
           missingKindRecheckMs: this.opts.missingKindRecheckMs ?? 30_000,
           watchTimeoutSeconds: this.opts.watchTimeoutSeconds ?? 300,
+          listPageSize: this.opts.listPageSize ?? 500,
         }),
     );
     for (const informer of this.informers) informer.start();

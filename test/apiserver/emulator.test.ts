@@ -241,3 +241,69 @@ describe('ApiServerEmulator lifecycle', () => {
     expect(kubeconfigYaml({ server: e.url })).toContain('current-context: kwp-emulator');
   });
 });
+
+describe('ApiServerEmulator paging and selectors', () => {
+  it('pages a list with limit and continue, all pages from the first page’s snapshot', async () => {
+    const e = await start();
+    for (let i = 0; i < 5; i++) e.create(pod('a', `p${i}`));
+    const first = (await get(e, '/api/v1/pods?limit=2')).body;
+    expect(first.items).toHaveLength(2);
+    expect(first.metadata.remainingItemCount).toBe(3);
+    e.create(pod('a', 'late'));
+    const second = (await get(e, `/api/v1/pods?limit=2&continue=${first.metadata.continue}`)).body;
+    const third = (await get(e, `/api/v1/pods?limit=2&continue=${second.metadata.continue}`)).body;
+    expect(third.metadata.continue).toBeUndefined();
+    const names = [...first.items, ...second.items, ...third.items].map((i: any) => i.metadata.name);
+    expect(names.sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(new Set([first, second, third].map((p) => p.metadata.resourceVersion)).size).toBe(1);
+  });
+
+  it('answers 410 for a continue token from before a compaction', async () => {
+    const e = await start();
+    for (let i = 0; i < 3; i++) e.create(pod('a', `p${i}`));
+    const first = (await get(e, '/api/v1/pods?limit=1')).body;
+    e.compact();
+    const next = await get(e, `/api/v1/pods?limit=1&continue=${first.metadata.continue}`);
+    expect(next.status).toBe(410);
+    expect(next.body).toMatchObject({ kind: 'Status', code: 410, reason: 'Expired' });
+  });
+
+  it.each([
+    ['app=web', ['web-1', 'web-2']],
+    ['app!=web', ['db']],
+    ['app in (web,db),tier', ['web-2']],
+    ['!tier', ['web-1', 'db']],
+  ])('lists pods matching the label selector %s', async (selector, want) => {
+    const e = await start();
+    e.create(pod('a', 'web-1', { app: 'web' }));
+    e.create(pod('a', 'web-2', { app: 'web', tier: 'front' }));
+    e.create(pod('a', 'db', { app: 'db' }));
+    const { body } = await get(e, `/api/v1/pods?labelSelector=${encodeURIComponent(selector)}`);
+    expect(body.items.map((i: any) => i.metadata.name).sort()).toEqual([...want].sort());
+  });
+
+  it('lists by field selector and rejects selectors it does not understand', async () => {
+    const e = await start();
+    const onB = pod('a', 'on-b');
+    onB.spec.nodeName = 'node-b';
+    e.create(onB);
+    e.create(pod('a', 'on-a'));
+    const { body } = await get(e, '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-b');
+    expect(body.items.map((i: any) => i.metadata.name)).toEqual(['on-b']);
+    expect((await get(e, `/api/v1/pods?labelSelector=${encodeURIComponent('a > 1')}`)).status).toBe(400);
+  });
+
+  it('turns a relabel into ADDED or DELETED for a watch whose selector it enters or leaves', async () => {
+    const e = await start();
+    e.create(pod('a', 'p', { app: 'web' }));
+    const w = watch(e, `/api/v1/pods?watch=true&resourceVersion=${e.resourceVersion}&labelSelector=app%3Dweb`);
+    await pollUntil(() => e.openWatchCount() === 1, 'a watch');
+    e.update(pod('a', 'p', { app: 'web', v: '2' }));
+    e.update(pod('a', 'p', { app: 'db' }));
+    e.update(pod('a', 'p', { app: 'web' }));
+    e.remove(Kinds.Pod, 'p', 'a');
+    await pollUntil(() => w.events.length === 4, 'four events');
+    expect(w.events.map((ev) => ev.type)).toEqual(['MODIFIED', 'DELETED', 'ADDED', 'DELETED']);
+    w.close();
+  });
+});

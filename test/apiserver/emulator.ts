@@ -1,6 +1,7 @@
-// A small Kubernetes API server over real HTTP for tests: lists, chunked
-// watches, discovery, 404 for uninstalled CRDs and 410 after compaction, plus
-// controls to break things (close watches, go down, fail requests). Each
+// A small Kubernetes API server over real HTTP for tests: lists (paged with
+// limit/continue, narrowed by label and field selectors), chunked watches,
+// discovery, 404 for uninstalled CRDs and 410 after compaction, plus controls
+// to break things (close watches, go down, fail requests). Each
 // instance owns its own store and port, so a suite can run several at once
 // (two clusters for multicluster tests).
 
@@ -10,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { KindKey, KubeObject } from '../../host/contract.js';
 import { knownResource, defaultWatchedKinds, parseKindKey, pluralOf } from '../../host/sources/kubernetes/resources.js';
 import { Kinds } from '../../host/contract.js';
+import { parseFieldSelector, parseLabelSelector, type ObjectPredicate } from './selectors.js';
 
 export interface EmulatedResource {
   /** '' for the core group. */
@@ -66,14 +68,26 @@ interface HistoryEntry {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
   kind: KindKey;
   object: KubeObject;
+  /** The object before this change, for selector transitions. */
+  previous?: KubeObject;
 }
 
 interface OpenWatch {
   res: http.ServerResponse;
   kind: KindKey;
   namespace?: string;
+  matches: ObjectPredicate;
   bookmarks: boolean;
   timer?: NodeJS.Timeout;
+}
+
+/** The rest of a paged list, frozen at the first page as a real server's snapshot would be. */
+interface ListSnapshot {
+  rv: number;
+  items: unknown[];
+  offset: number;
+  apiVersion: string;
+  kind: string;
 }
 
 /** Pods, Namespaces, Nodes, Services, NetworkPolicies and the three network-policy-api CRDs, all installed. */
@@ -114,6 +128,7 @@ export class ApiServerEmulator {
   private readonly history: HistoryEntry[] = [];
   private readonly watches = new Set<OpenWatch>();
   private readonly failures: InjectedFailure[] = [];
+  private readonly snapshots = new Map<string, ListSnapshot>();
   private readonly opts: Required<Pick<ApiServerEmulatorOptions, 'expiredWatch' | 'managedFields'>> & ApiServerEmulatorOptions;
   private rv = 1;
   private compactedRv = 0;
@@ -272,6 +287,7 @@ export class ApiServerEmulator {
   compact(): void {
     this.compactedRv = this.rv;
     this.history.length = 0;
+    this.snapshots.clear();
   }
 
   /** Ends every open watch stream; `abrupt` resets the sockets instead of finishing the response. */
@@ -335,16 +351,29 @@ export class ApiServerEmulator {
     this.rv += 1;
     object.metadata.resourceVersion = String(this.rv);
     const objects = this.store.get(kind)!;
+    const previous = objects.get(key);
     if (type === 'DELETED') objects.delete(key);
     else objects.set(key, object);
-    const entry: HistoryEntry = { rv: this.rv, type, kind, object: clone(object) };
+    const entry: HistoryEntry = { rv: this.rv, type, kind, object: clone(object), ...(previous ? { previous: clone(previous) } : {}) };
     this.history.push(entry);
-    for (const w of this.watches) if (this.watchSees(w, entry.kind, entry.object)) this.send(w, type, entry.object);
+    for (const w of this.watches) this.deliver(w, entry);
     return clone(object);
   }
 
   private watchSees(w: OpenWatch, kind: KindKey, object: KubeObject): boolean {
-    return w.kind === kind && (w.namespace === undefined || object.metadata.namespace === w.namespace);
+    return w.kind === kind && (w.namespace === undefined || object.metadata.namespace === w.namespace) && w.matches(object);
+  }
+
+  /**
+   * Sends a change as the watch sees it through its selectors: an object that
+   * starts matching arrives as ADDED, one that stops matching as DELETED.
+   */
+  private deliver(w: OpenWatch, e: HistoryEntry): void {
+    const before = e.previous !== undefined && this.watchSees(w, e.kind, e.previous);
+    const after = e.type !== 'DELETED' && this.watchSees(w, e.kind, e.object);
+    if (before && after) this.send(w, 'MODIFIED', e.object);
+    else if (after) this.send(w, 'ADDED', e.object);
+    else if (before) this.send(w, 'DELETED', e.object);
   }
 
   private send(w: OpenWatch, type: WatchEventType, object: unknown): void {
@@ -454,18 +483,49 @@ export class ApiServerEmulator {
       const o = this.store.get(kind)!.get(namespace ? `${namespace}/${name}` : name);
       return o ? this.reply(res, 200, o) : this.fail(res, 404, `${plural} "${name}" not found`);
     }
-    if (watch) return this.serveWatch(res, kind, namespace, query);
+    let matches: ObjectPredicate;
+    try {
+      const byLabel = parseLabelSelector(query.labelSelector);
+      const byField = parseFieldSelector(query.fieldSelector);
+      matches = (o) => byLabel(o) && byField(o);
+    } catch (err) {
+      return this.fail(res, 400, (err as Error).message);
+    }
+    if (watch) return this.serveWatch(res, kind, namespace, matches, query);
+    if (query.continue) return this.serveNextPage(res, query.continue, Number(query.limit));
     const items = [...this.store.get(kind)!.values()]
-      .filter((o) => namespace === undefined || o.metadata.namespace === namespace)
+      .filter((o) => (namespace === undefined || o.metadata.namespace === namespace) && matches(o))
       .map((o) => {
         // Lists of built-in kinds come without apiVersion/kind on each item; the emulator does so for every kind.
         const { apiVersion: _a, kind: _k, ...rest } = clone(o);
         return rest;
       });
-    this.reply(res, 200, { apiVersion: groupVersion, kind: `${resource.kindName}List`, metadata: { resourceVersion: String(this.rv) }, items });
+    const snapshot: ListSnapshot = { rv: this.rv, items, offset: 0, apiVersion: groupVersion, kind: `${resource.kindName}List` };
+    this.replyPage(res, snapshot, Number(query.limit));
   }
 
-  private serveWatch(res: http.ServerResponse, kind: KindKey, namespace: string | undefined, query: Record<string, string>): void {
+  private serveNextPage(res: http.ServerResponse, token: string, limit: number): void {
+    const snapshot = this.snapshots.get(token);
+    if (!snapshot) return this.fail(res, 410, 'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.');
+    this.snapshots.delete(token);
+    this.replyPage(res, snapshot, limit);
+  }
+
+  private replyPage(res: http.ServerResponse, snapshot: ListSnapshot, limit: number): void {
+    const size = Number.isInteger(limit) && limit > 0 ? limit : Infinity;
+    const page = snapshot.items.slice(snapshot.offset, snapshot.offset + size);
+    const offset = snapshot.offset + page.length;
+    const metadata: Record<string, unknown> = { resourceVersion: String(snapshot.rv) };
+    if (offset < snapshot.items.length) {
+      const token = randomUUID();
+      this.snapshots.set(token, { ...snapshot, offset });
+      metadata.continue = token;
+      metadata.remainingItemCount = snapshot.items.length - offset;
+    }
+    this.reply(res, 200, { apiVersion: snapshot.apiVersion, kind: snapshot.kind, metadata, items: page });
+  }
+
+  private serveWatch(res: http.ServerResponse, kind: KindKey, namespace: string | undefined, matches: ObjectPredicate, query: Record<string, string>): void {
     const from = query.resourceVersion;
     const fromRv = from === undefined || from === '' || from === '0' ? undefined : Number(from);
     if (fromRv !== undefined && !Number.isFinite(fromRv)) return this.fail(res, 400, `resourceVersion "${from}" is not a number`);
@@ -479,7 +539,7 @@ export class ApiServerEmulator {
       res.write(`${JSON.stringify({ type: 'ERROR', object: status(410, 'Expired', `too old resource version: ${fromRv} (${this.compactedRv})`) })}\n`);
       return void res.end();
     }
-    const w: OpenWatch = { res, kind, namespace, bookmarks: query.allowWatchBookmarks === 'true' };
+    const w: OpenWatch = { res, kind, namespace, matches, bookmarks: query.allowWatchBookmarks === 'true' };
     this.watches.add(w);
     res.on('close', () => {
       this.watches.delete(w);
@@ -488,7 +548,7 @@ export class ApiServerEmulator {
     if (fromRv === undefined) {
       for (const o of this.store.get(kind)!.values()) if (this.watchSees(w, kind, o)) this.send(w, 'ADDED', o);
     } else {
-      for (const e of this.history) if (e.rv > fromRv && this.watchSees(w, e.kind, e.object)) this.send(w, e.type, e.object);
+      for (const e of this.history) if (e.rv > fromRv) this.deliver(w, e);
     }
     const timeout = Number(query.timeoutSeconds);
     if (Number.isFinite(timeout) && timeout > 0) w.timer = setTimeout(() => this.endWatch(w, false), timeout * 1000);

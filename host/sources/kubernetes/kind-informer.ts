@@ -43,6 +43,8 @@ export interface KindInformerOptions {
   backoff: BackoffOptions;
   missingKindRecheckMs: number;
   watchTimeoutSeconds: number;
+  /** Objects per list page; large clusters are listed in pages of this size. */
+  listPageSize: number;
   now?: () => number;
 }
 
@@ -169,35 +171,61 @@ export class KindInformer {
       const ref = await this.resolve(abort.signal);
       if (this.stopped) return;
       if (!ref) return this.onMissing();
-      const list = await getJson(this.opts.kubeConfig, collectionPath(ref), abort.signal);
+      const list = await this.listAll(ref, abort.signal);
       if (this.stopped) return;
-      const items: KubeObject[] = (list.items ?? []).map((o: any) => normalize(o, ref));
+      const items: KubeObject[] = list.items.map((o: any) => normalize(o, ref));
       if (!this.installed) this.log().info({ kind: this.kind }, 'CRD is now installed; watching it');
       this.installed = true;
       this.opts.sink.replace(this.kind, items);
-      this.resourceVersion = String(list.metadata?.resourceVersion ?? '');
+      this.resourceVersion = list.resourceVersion;
       this.synced = true;
       this.markInSync();
       this.log().debug({ kind: this.kind, objects: items.length, resourceVersion: this.resourceVersion }, 'listed');
       void this.watchFrom(ref);
     } catch (err) {
       if (this.stopped) return;
-      if ((err as { statusCode?: number }).statusCode === 404) return this.onMissing();
+      const status = (err as { statusCode?: number }).statusCode;
+      if (status === 404) return this.onMissing();
+      // A continue token outlived the server's history: the list starts over.
+      if (status === 410) return this.onExpired(() => this.listAndWatch());
       this.retry(err, 'list', () => this.listAndWatch());
     } finally {
       if (this.listAbort === abort) this.listAbort = undefined;
     }
   }
 
+  /** Every page of a list; all pages share the first page's resourceVersion. */
+  private async listAll(ref: ResourceRef, signal: AbortSignal): Promise<{ items: unknown[]; resourceVersion: string }> {
+    const items: unknown[] = [];
+    let resourceVersion: string | undefined;
+    let token: string | undefined;
+    do {
+      const query = new URLSearchParams({ limit: String(this.opts.listPageSize) });
+      if (token) query.set('continue', token);
+      const page = await getJson(this.opts.kubeConfig, `${collectionPath(ref)}?${query}`, signal);
+      items.push(...(page.items ?? []));
+      resourceVersion ??= String(page.metadata?.resourceVersion ?? '');
+      token = page.metadata?.continue || undefined;
+    } while (token && !this.stopped);
+    return { items, resourceVersion: resourceVersion ?? '' };
+  }
+
+  /** One expiry is routine (compaction, a restarted server); expiries back to back mean something is wrong. */
+  private onExpired(next: () => Promise<void>): void {
+    this.log().info({ kind: this.kind, resourceVersion: this.resourceVersion }, 'resourceVersion expired; relisting');
+    this.resourceVersion = '';
+    const routine = this.lastExpiredAt === undefined || this.now() - this.lastExpiredAt > this.opts.backoff.initialMs;
+    this.lastExpiredAt = this.now();
+    if (routine) return this.schedule(next, 0);
+    this.retry(new Error('410 Gone twice in a row'), 'list', next);
+  }
+
   private onMissing(): void {
     if (this.installed) {
-      if (this.synced) {
-        // The CRD was removed, and with it every object of the kind.
-        this.log().warn({ kind: this.kind }, 'CRD was removed; dropping its objects');
-        this.opts.sink.replace(this.kind, []);
-      } else {
-        this.log().info({ kind: this.kind, recheckMs: this.opts.missingKindRecheckMs }, 'CRD not installed; will start watching when it appears');
-      }
+      // Not served means no objects: an empty snapshot, whether the CRD never was installed or was just removed.
+      if (this.synced) this.log().warn({ kind: this.kind }, 'CRD was removed; dropping its objects');
+      else this.log().info({ kind: this.kind, recheckMs: this.opts.missingKindRecheckMs }, 'CRD not installed; will start watching when it appears');
+      this.opts.sink.replace(this.kind, []);
     }
     this.installed = false;
     this.synced = true;
@@ -252,15 +280,7 @@ export class KindInformer {
       const healthy = connectedAt !== undefined && (events > 0 || this.now() - connectedAt >= HEALTHY_WATCH_MS);
       if (healthy) this.attempt = 0;
       const status = err?.statusCode ?? err?.code;
-      if (relist || status === 410) {
-        this.log().info({ kind: this.kind, resourceVersion: this.resourceVersion }, 'resourceVersion expired; relisting');
-        this.resourceVersion = '';
-        // One expiry is routine (compaction, a restarted server); expiries back to back mean something is wrong.
-        const routine = this.lastExpiredAt === undefined || this.now() - this.lastExpiredAt > this.opts.backoff.initialMs;
-        this.lastExpiredAt = this.now();
-        if (routine) return this.schedule(() => this.listAndWatch(), 0);
-        return this.retry(new Error('410 Gone twice in a row'), 'watch', () => this.listAndWatch());
-      }
+      if (relist || status === 410) return this.onExpired(() => this.listAndWatch());
       if (status === 404) return this.retry(new Error('404 Not Found on watch'), 'watch', () => this.listAndWatch());
       if (err && err.name !== 'AbortError') return this.retry(err, 'watch', () => this.watchFrom(ref));
       if (err) return this.retry(new Error(this.lastError ?? 'watch aborted'), 'watch', () => this.watchFrom(ref));
