@@ -377,12 +377,12 @@ describe('watching manifests', () => {
   it('a burst of writes is read once after the debounce', async () => {
     await writeFile(join(dir, 'pods.yaml'), podYaml('a', '10.0.0.1'));
     let reloads = 0;
-    const source = new ManifestSource(dir, { watch: true, debounceMs: 150, onReload: () => reloads++ });
+    const source = new ManifestSource(dir, { watch: true, debounceMs: 300, onReload: () => reloads++ });
     await source.start(new ClusterState());
     try {
       for (let i = 2; i < 8; i++) await writeFile(join(dir, 'pods.yaml'), podYaml('a', `10.0.0.${i}`));
       await vi.waitFor(() => expect(reloads).toBe(1), { timeout: 5000, interval: 20 });
-      await new Promise((r) => setTimeout(r, 300));
+      await new Promise((r) => setTimeout(r, 500));
       expect(reloads).toBe(1);
     } finally {
       await source.stop();
