@@ -180,11 +180,16 @@ export class ModuleHarness {
     this.call((p, n) => this.e.kwp_object(kind, 1, p, n), JSON.stringify(obj));
   }
 
+  /** RESET: a snapshot of `kind` follows. */
+  reset(kind = 0): void { this.e.kwp_object(kind, 2, 0, 0); }
+  /** SYNCED: the snapshot after the last reset is complete. */
+  synced(kind = 0): void { this.e.kwp_object(kind, 3, 0, 0); }
+
   /** RESET, one UPSERT per object, SYNCED: what a new instance or a relist receives. */
   snapshot(objects: unknown[], kind = 0): void {
-    this.e.kwp_object(kind, 2, 0, 0);
+    this.reset(kind);
     for (const o of objects) this.upsert(o, kind);
-    this.e.kwp_object(kind, 3, 0, 0);
+    this.synced(kind);
   }
 
   /** Pods from the objects, then a snapshot of the NetworkPolicies among them. */
@@ -211,29 +216,37 @@ export class ModuleHarness {
     return { id: pod && !pod.hostNetwork ? pod.id : 0, family: parsed.family, bytes };
   }
 
-  /** Writes `count` copies of the probe's two records (egress, ingress) into the batch area. */
-  writeRecords(probe: Probe, pairs = 1): void {
-    const src = this.endpoint(probe.src);
-    const dst = this.endpoint(probe.dst);
+  /** Writes two records per probe (its egress, then its ingress decision) into the batch area; returns the record count. */
+  writeProbes(probes: Probe[]): number {
     const cap = this.e.kwp_batch_capacity();
-    if (pairs * 2 > cap) throw new Error(`batch holds ${cap} records`);
+    if (probes.length * 2 > cap) throw new Error(`batch holds ${cap} records, ${probes.length * 2} needed`);
     const view = new DataView(this.e.memory.buffer, this.e.kwp_batch(), cap * 64);
     const bytes = new Uint8Array(this.e.memory.buffer, this.e.kwp_batch(), cap * 64);
-    for (let i = 0; i < pairs * 2; i++) {
-      const o = i * 64;
-      bytes.fill(0, o, o + 64);
-      view.setUint8(o, i & 1);
-      view.setUint8(o + 1, src.family);
-      view.setUint8(o + 2, PROTOCOL_NUMBERS[probe.protocol]);
+    probes.forEach((probe, k) => {
+      const src = this.endpoint(probe.src);
+      const dst = this.endpoint(probe.dst);
       const hasPorts = probe.protocol === 'TCP' || probe.protocol === 'UDP' || probe.protocol === 'SCTP';
-      view.setUint16(o + 4, hasPorts ? probe.srcPort ?? 40000 : 0, true);
-      view.setUint16(o + 6, hasPorts ? probe.port : 0, true);
-      view.setUint8(o + 8, hasPorts ? 0 : 8);
-      view.setUint32(o + 12, src.id, true);
-      view.setUint32(o + 16, dst.id, true);
-      bytes.set(src.bytes, o + 20);
-      bytes.set(dst.bytes, o + 36);
-    }
+      for (let dir = 0; dir < 2; dir++) {
+        const o = (k * 2 + dir) * 64;
+        bytes.fill(0, o, o + 64);
+        view.setUint8(o, dir);
+        view.setUint8(o + 1, src.family);
+        view.setUint8(o + 2, PROTOCOL_NUMBERS[probe.protocol]);
+        view.setUint16(o + 4, hasPorts ? probe.srcPort ?? 40000 : 0, true);
+        view.setUint16(o + 6, hasPorts ? probe.port : 0, true);
+        view.setUint8(o + 8, hasPorts ? 0 : probe.protocol === 'ICMP' ? 8 : 128);
+        view.setUint32(o + 12, src.id, true);
+        view.setUint32(o + 16, dst.id, true);
+        bytes.set(src.bytes, o + 20);
+        bytes.set(dst.bytes, o + 36);
+      }
+    });
+    return probes.length * 2;
+  }
+
+  /** Verdict and reason of record `index` after a decide. */
+  verdictAt(index: number): ModuleVerdict {
+    return VERDICTS[new Uint8Array(this.e.memory.buffer, this.e.kwp_batch() + index * 64 + 52, 1)[0]];
   }
 
   decideBatch(records: number): void { this.e.kwp_decide(records); }
@@ -251,7 +264,7 @@ export class ModuleHarness {
 
   /** The module's verdicts for both directions; allowed unless either says Deny (the NetworkPolicy stage alone). */
   probe(p: Probe): ProbeOutcome {
-    this.writeRecords(p);
+    this.writeProbes([p]);
     this.e.kwp_decide(2);
     const egress = this.outcome(0);
     const ingress = this.outcome(1);
