@@ -70,7 +70,8 @@ export class Rule {
 
   get verdict(): Verdict {
     if (this.failClosed) return Verdict.Deny;
-    return this.action == Action.Accept ? Verdict.Accept : this.action == Action.Deny ? Verdict.Deny : Verdict.Next;
+    // Pass hands the packet to the next tier; the engine treats it as Next.
+    return this.action == Action.Accept ? Verdict.Accept : this.action == Action.Deny ? Verdict.Deny : Verdict.Pass;
   }
 
   /** `dst` is the destination pod, which resolves named ports. */

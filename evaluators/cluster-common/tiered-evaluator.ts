@@ -2,7 +2,8 @@
 // admin-network-policy modules. One instance evaluates one tier: the policies
 // selecting the subject pod, by ascending priority (name breaks ties), each
 // policy's rules in order; the first rule whose peer and port match decides.
-// Accept -> Accept, Deny -> Deny, Pass or no match -> Next.
+// Accept -> Accept, Deny -> Deny, Pass -> Pass (a Next that names its rule),
+// no match -> Next.
 //
 // Everything that depends only on cluster state (which policies select a pod,
 // which addresses a nodes/domainNames peer stands for) is computed when that
