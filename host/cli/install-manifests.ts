@@ -4,6 +4,8 @@
 // agent argument is checked against the agent's own flag list.
 
 import { Document } from 'yaml';
+// Types only: the object literals below get the API's excess-property checks, so a misspelled field fails to compile.
+import type { V1ClusterRole, V1ClusterRoleBinding, V1ConfigMap, V1DaemonSet, V1HTTPGetAction, V1ServiceAccount } from '@kubernetes/client-node';
 import { defaultWatchedKinds, rbacRulesFor } from '../sources/kubernetes/resources.js';
 import type { KindKey } from '../contract.js';
 import { agentFlags, flagSpelling } from './agent-flags.js';
@@ -64,31 +66,31 @@ export function agentArgs(opts: InstallOptions): string[] {
   });
 }
 
-export function installObjects(opts: InstallOptions): Record<string, unknown>[] {
+export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1ConfigMap | V1DaemonSet)[] {
   const ns = opts.namespace;
   const probe = probeTarget(opts.adminAddress);
-  const httpGet = (path: string) => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
-  const serviceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace: ns, labels } };
-  const clusterRole = {
+  const httpGet = (path: string): V1HTTPGetAction => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
+  const serviceAccount: V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace: ns, labels } };
+  const clusterRole: V1ClusterRole = {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRole',
     metadata: { name: AGENT_NAME, labels },
     rules: rbacRulesFor(opts.kinds ?? defaultWatchedKinds),
   };
-  const binding = {
+  const binding: V1ClusterRoleBinding = {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
     metadata: { name: AGENT_NAME, labels },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: AGENT_NAME },
     subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace: ns }],
   };
-  const configMap = {
+  const configMap: V1ConfigMap = {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: { name: PIPELINE_CONFIGMAP, namespace: ns, labels },
     data: { 'pipeline.yaml': opts.pipelineYaml },
   };
-  const daemonSet = {
+  const daemonSet: V1DaemonSet = {
     apiVersion: 'apps/v1',
     kind: 'DaemonSet',
     metadata: { name: AGENT_NAME, namespace: ns, labels },

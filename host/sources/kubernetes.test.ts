@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Kinds, type KindKey, type KubeObject } from '../contract.js';
 import { isKwpError } from '../errors.js';
 import { ApiServerEmulator, customResource, defaultEmulatedResources, type ApiServerEmulatorOptions } from '../../test/apiserver/emulator.js';
-import { oneOfEachKind, pod, namespace, adminNetworkPolicy } from '../../test/apiserver/fixtures.js';
+import { oneOfEachKind, pod, namespace, node, adminNetworkPolicy } from '../../test/apiserver/fixtures.js';
+import { ClusterState } from '../state/cluster-state.js';
 import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { RecordingSink } from '../../test/apiserver/recording-sink.js';
@@ -379,6 +380,30 @@ describe('KubernetesSource recovery', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(emulator.requests.length).toBe(requests);
     expect(sink.calls.length).toBe(calls);
+  });
+});
+
+describe('KubernetesSource feeding ClusterState', () => {
+  it('lets ClusterState find a pod by IP with its namespace and node labels, and follow a namespace relabel', async () => {
+    const { emulator, source } = await setup({}, { kinds: [Kinds.Pod, Kinds.Namespace, Kinds.Node] });
+    emulator.create(namespace('shop', { team: 'a' }));
+    emulator.create(node('node-a', { zone: 'z1' }));
+    emulator.create(pod('shop', 'cart', { app: 'cart' }, '10.9.0.7'));
+    const state = new ClusterState();
+    await source.start(state);
+    // Kinds sync independently; PodInfo is complete once all three have.
+    await pollUntil(() => source.ready(), 'the first sync');
+    expect(state.podByIP('10.9.0.7')).toMatchObject({
+      name: 'cart',
+      namespace: 'shop',
+      podLabels: { app: 'cart' },
+      namespaceLabels: { 'kubernetes.io/metadata.name': 'shop', team: 'a' },
+      nodeName: 'node-a',
+      nodeLabels: { zone: 'z1' },
+    });
+    await pollUntil(() => emulator.openWatchCount() === 3, 'all watches');
+    emulator.update(namespace('shop', { team: 'b' }));
+    await pollUntil(() => state.podByIP('10.9.0.7')?.namespaceLabels.team === 'b', 'the new namespace label on the pod');
   });
 });
 
