@@ -8,6 +8,7 @@ import {
   ruleOptionProblems,
   xtablesCommands,
   xtablesChainName,
+  xtablesQueueProbe,
   type RuleOptions,
 } from './rules.js';
 
@@ -151,7 +152,18 @@ describe('probes and options', () => {
     expect(ruleOptionProblems({ ...base, ...override } as RuleOptions).join('; ')).toContain(word);
   });
 
-  it('accepts the defaults', () => {
+  it('accepts the defaults and the agent\'s hyphenated table name', () => {
     expect(ruleOptionProblems(base)).toEqual([]);
+    expect(ruleOptionProblems({ ...base, tableName: 'kube-wasm-policies' })).toEqual([]);
+  });
+
+  it('keeps every xtables chain name within the 28 characters iptables allows', () => {
+    const longest = { ...base, tableName: 'a'.repeat(22) };
+    expect(ruleOptionProblems(longest)).toEqual([]);
+    for (const args of [...xtablesCommands(longest).install, ...xtablesQueueProbe(longest).create]) {
+      const chain = args[args.indexOf('-N') + 1] ?? '';
+      expect(chain.length).toBeLessThanOrEqual(28);
+    }
+    expect(ruleOptionProblems({ ...base, tableName: 'a'.repeat(23) })).not.toEqual([]);
   });
 });

@@ -43,12 +43,14 @@ export interface Interest {
   ips: string[];
 }
 
-const TABLE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,19}$/;
+// Letters, digits, '-' and '_': valid for nft tables and iptables chains; 22 characters
+// leave room for the '-POST' and '-PROBE' suffixes within iptables' 28.
+const TABLE_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,21}$/;
 
 /** Reasons the options cannot be turned into rules, or none. */
 export function ruleOptionProblems(options: RuleOptions): string[] {
   const problems: string[] = [];
-  if (!TABLE_NAME.test(options.tableName)) problems.push(`tableName "${options.tableName}" must be a letter then up to 19 letters, digits or underscores`);
+  if (!TABLE_NAME.test(options.tableName)) problems.push(`tableName "${options.tableName}" must be a letter then up to 21 letters, digits, '-' or '_'`);
   for (const [field, value] of [['queueId', options.queueId], ['dnsQueueId', options.dnsQueueId]] as const) {
     if (!Number.isInteger(value) || value < 0 || value > 65535) problems.push(`${field} ${value} must be an integer in 0..65535`);
   }
@@ -203,7 +205,7 @@ export function nftQueueProbe(options: RuleOptions): { create: string; remove: s
 }
 
 export function xtablesQueueProbe(options: RuleOptions): { create: string[][]; remove: string[][] } {
-  const chain = `${options.tableName.toUpperCase().slice(0, 20)}-PROBE`;
+  const chain = `${options.tableName.toUpperCase()}-PROBE`;
   return {
     create: [['-t', 'mangle', '-N', chain], ['-t', 'mangle', '-A', chain, '-p', '253', '-j', 'NFQUEUE', '--queue-num', String(options.queueId), '--queue-bypass']],
     remove: [['-t', 'mangle', '-F', chain], ['-t', 'mangle', '-X', chain]],
