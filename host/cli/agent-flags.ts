@@ -21,6 +21,9 @@ export const agentFlags: AgentFlag[] = [
   { name: 'state-dir', type: 'string', default: '/var/lib/kwp', description: 'Directory for uploaded modules and the active pipeline, kept across restarts.' },
   { name: 'manifests', type: 'string', description: 'Directory of Kubernetes YAML to read objects from instead of (or besides) the API server.' },
   { name: 'dataplane', type: 'string', default: 'on', description: 'on: enforce through NFQUEUE; off: only keep state and answer the admin API.' },
+  { name: 'table-name', type: 'string', default: 'kube-wasm-policies', description: 'nftables table (and iptables chain prefix) this agent owns; give each agent on a node its own.' },
+  { name: 'queue-id', type: 'number', default: 100, description: 'NFQUEUE number for new connections.' },
+  { name: 'dns-queue-id', type: 'number', default: 101, description: 'NFQUEUE number for observed DNS answers (domainNames peers).' },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
 ];
 

@@ -6,6 +6,7 @@ type Command = { summary: string; load: () => Promise<(argv: string[]) => Promis
 
 const commands: Record<string, Command> = {
   eval: { summary: 'evaluate flows against manifests with the WASM pipeline', load: async () => (await import('./eval.js')).runEval },
+  agent: { summary: 'run the node agent (sources, pipeline, dataplane, admin API)', load: async () => (await import('./agent.js')).runAgent },
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
 };
 

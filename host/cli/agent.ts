@@ -1,0 +1,91 @@
+// `kwp agent`: parse the flags listed in agent-flags.ts (the DaemonSet's
+// arguments are checked against the same list) and run the Agent until a
+// signal stops it.
+import { KwpError } from '../errors.js';
+import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
+import { Agent } from '../agent.js';
+
+export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
+
+function helpText(): string {
+  const rows = agentFlags.map((f) => {
+    const spelled = `${flagSpelling(f.name)}${f.type === 'boolean' ? '[=true|false]' : '=' + f.type.toUpperCase()}`;
+    const def = f.default === undefined ? '' : ` (default ${f.default})`;
+    return `  ${spelled.padEnd(32)} ${f.description}${def}`;
+  });
+  return `usage: kwp agent [flags]\n\nRuns the node agent.\n\n${rows.join('\n')}\n`;
+}
+
+function convert(flag: AgentFlag, raw: string | undefined): string | number | boolean {
+  const where = `kwp agent: ${flagSpelling(flag.name)}`;
+  if (flag.type === 'boolean') {
+    if (raw === undefined || raw === 'true') return true;
+    if (raw === 'false') return false;
+    throw new KwpError('KWP_ERR_USAGE', `${where} takes true or false, got "${raw}"`);
+  }
+  if (raw === undefined || raw === '') throw new KwpError('KWP_ERR_USAGE', `${where} needs a value`);
+  if (flag.type === 'number') {
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 0) throw new KwpError('KWP_ERR_USAGE', `${where} takes a whole number, got "${raw}"`);
+    return n;
+  }
+  return raw;
+}
+
+/**
+ * Parses `--name=value`, `--name value`, `--flag` and `-v=N`. Exported so the
+ * install manifests' test can prove every DaemonSet argument is accepted.
+ */
+export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: boolean } {
+  const out: AgentFlagValues & { help?: boolean } = {};
+  for (const f of agentFlags) if (f.default !== undefined) out[f.name] = f.default;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') { out.help = true; continue; }
+    const m = /^--?([a-z][a-z0-9-]*)(?:=(.*))?$/.exec(arg);
+    if (!m) throw new KwpError('KWP_ERR_USAGE', `kwp agent: unexpected argument "${arg}"; see "kwp agent --help"`);
+    const flag = agentFlags.find((f) => f.name === m[1]);
+    if (!flag || (arg.startsWith('--') ? flag.name.length === 1 : flag.name.length !== 1)) {
+      throw new KwpError('KWP_ERR_USAGE', `kwp agent: unknown flag "${arg.split('=')[0]}"; see "kwp agent --help"`);
+    }
+    let raw = m[2];
+    if (raw === undefined && flag.type !== 'boolean') raw = argv[++i];
+    const value = convert(flag, raw);
+    if (flag.name === 'manifests') {
+      out.manifests = out.manifests === undefined ? String(value) : `${out.manifests}\n${value}`;
+    } else {
+      out[flag.name] = value;
+    }
+  }
+  if (out.dataplane !== 'on' && out.dataplane !== 'off') throw new KwpError('KWP_ERR_USAGE', `kwp agent: --dataplane takes on or off, got "${out.dataplane}"`);
+  return out;
+}
+
+export async function runAgent(argv: string[]): Promise<number> {
+  const flags = parseAgentFlags(argv);
+  if (flags.help) { process.stdout.write(helpText()); return 0; }
+  const agent = new Agent({
+    manifests: flags.manifests ? String(flags.manifests).split('\n') : undefined,
+    kubeconfig: flags.kubeconfig as string | undefined,
+    inCluster: !flags.kubeconfig && !flags.manifests && !!process.env.KUBERNETES_SERVICE_HOST,
+    nodeName: (flags['node-name'] as string | undefined) ?? process.env.NODE_NAME,
+    pipelineFile: flags.pipeline as string | undefined,
+    verbosity: flags.v as number,
+    dataplane: flags.dataplane === 'on',
+    failOpen: flags['fail-open'] as boolean,
+    strict: flags.strict as boolean,
+    tableName: flags['table-name'] as string,
+    queueId: flags['queue-id'] as number,
+    dnsQueueId: flags['dns-queue-id'] as number,
+  });
+  await agent.start();
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      agent.log.info({ signal }, 'stopping');
+      agent.stop().then(resolve, (err) => { agent.log.error({ err }, 'stop failed'); resolve(); });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return 0;
+}
