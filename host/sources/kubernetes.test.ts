@@ -5,6 +5,7 @@ import { ApiServerEmulator, customResource, defaultEmulatedResources, type ApiSe
 import { oneOfEachKind, pod, namespace, node, adminNetworkPolicy } from '../../test/apiserver/fixtures.js';
 import { ClusterState } from '../state/cluster-state.js';
 import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
+import { testTls } from '../../test/apiserver/tls.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { RecordingSink } from '../../test/apiserver/recording-sink.js';
 import { KubernetesSource, defaultWatchedKinds, loadKubeConfig, type KubernetesSourceOptions, type SourceLogger } from './kubernetes.js';
@@ -30,7 +31,7 @@ function recordingLogger(): SourceLogger & { lines: LogLine[] } {
 async function setup(emuOpts: ApiServerEmulatorOptions = {}, srcOpts: Partial<KubernetesSourceOptions> = {}) {
   const emulator = await ApiServerEmulator.start(emuOpts);
   cleanups.push(() => emulator.stop());
-  const kubeconfig = await writeKubeconfig({ server: emulator.url, token: emuOpts.token });
+  const kubeconfig = await writeKubeconfig({ server: emulator.url, token: emuOpts.token, ca: emuOpts.tls ? testTls().ca : undefined });
   const sink = new RecordingSink();
   const logger = recordingLogger();
   const source = new KubernetesSource({
@@ -358,6 +359,31 @@ describe('KubernetesSource recovery', () => {
     expect(emulator.requestsFor(Kinds.Pod, { watch: false })).toHaveLength(4);
     expect(sink.replaces(Kinds.Pod)).toHaveLength(1);
     expect(logger.lines.some((l) => JSON.stringify(l.fields).includes('ClusterRole'))).toBe(true);
+  });
+
+  it('lists and watches over HTTPS, trusting the kubeconfig CA', async () => {
+    const { emulator, sink, source } = await setup({ tls: testTls(), token: 'tls-token' }, { kinds: [Kinds.Pod] });
+    expect(emulator.url).toMatch(/^https:/);
+    emulator.create(pod('default', 'secure'));
+    await source.start(sink);
+    await pollUntil(() => source.ready(), 'ready over https');
+    await pollUntil(() => emulator.openWatchCount(Kinds.Pod) === 1, 'a watch over https');
+    emulator.create(pod('default', 'secure-2'));
+    await pollUntil(() => sink.names(Kinds.Pod).length === 2, 'a watch event over https');
+  });
+
+  it('refuses a server whose certificate the kubeconfig CA did not sign', async () => {
+    const emulator = await ApiServerEmulator.start({ tls: testTls() });
+    cleanups.push(() => emulator.stop());
+    const otherCa = testTls().cert; // a leaf certificate, not the CA that signed the server's
+    const kubeconfig = await writeKubeconfig({ server: emulator.url, ca: otherCa });
+    const logger = recordingLogger();
+    const source = new KubernetesSource({ kubeconfig, logger, kinds: [Kinds.Pod], backoff: { initialMs: 20, maxMs: 100 } });
+    cleanups.push(() => source.stop());
+    await source.start(new RecordingSink());
+    await pollUntil(() => logger.lines.some((l) => l.level === 'warn'), 'a warning');
+    expect(source.ready()).toBe(false);
+    expect(source.status()[0].lastError).toMatch(/certificate|issuer|self.signed/i);
   });
 
   it('sends the bearer token from the kubeconfig', async () => {

@@ -6,6 +6,7 @@
 // (two clusters for multicluster tests).
 
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import type { KindKey, KubeObject } from '../../host/contract.js';
@@ -61,6 +62,8 @@ export interface ApiServerEmulatorOptions {
   expiredWatch?: 'error-event' | 'http-status';
   /** Add a `managedFields` entry to every stored object, as a real server does. Default true. */
   managedFields?: boolean;
+  /** Serve HTTPS with this certificate (e.g. `testTls()`); plain HTTP when absent. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
 }
 
 interface HistoryEntry {
@@ -158,7 +161,7 @@ export class ApiServerEmulator {
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.portNumber}`;
+    return `${this.opts.tls ? 'https' : 'http'}://127.0.0.1:${this.portNumber}`;
   }
 
   get isUp(): boolean {
@@ -178,7 +181,8 @@ export class ApiServerEmulator {
   /** Starts listening again on the same port (the store and history survive, as etcd would). */
   async up(): Promise<void> {
     if (this.server) return;
-    const server = http.createServer((req, res) => this.handle(req, res));
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.handle(req, res);
+    const server = this.opts.tls ? https.createServer({ cert: this.opts.tls.cert, key: this.opts.tls.key }, handler) : http.createServer(handler);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.portNumber, '127.0.0.1', () => {

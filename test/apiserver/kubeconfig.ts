@@ -11,6 +11,8 @@ export interface KubeconfigOptions {
   server: string;
   /** Bearer token for the user entry. */
   token?: string;
+  /** PEM of the CA for an https server (e.g. `testTls().ca`); plain http servers are marked insecure-skip-tls-verify. */
+  ca?: string;
   /** Cluster/context/user name; defaults to `kwp-emulator`. */
   name?: string;
   /** Where to write; a fresh temporary directory's `kubeconfig` when absent. */
@@ -20,10 +22,13 @@ export interface KubeconfigOptions {
 /** The kubeconfig text. Plain HTTP needs `insecure-skip-tls-verify`: client-node refuses http:// otherwise. */
 export function kubeconfigYaml(opts: KubeconfigOptions): string {
   const name = opts.name ?? 'kwp-emulator';
+  const cluster = opts.ca
+    ? { server: opts.server, 'certificate-authority-data': Buffer.from(opts.ca).toString('base64') }
+    : { server: opts.server, 'insecure-skip-tls-verify': true };
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name, cluster: { server: opts.server, 'insecure-skip-tls-verify': true } }],
+    clusters: [{ name, cluster }],
     users: [{ name, user: opts.token ? { token: opts.token } : {} }],
     contexts: [{ name, context: { cluster: name, user: name } }],
     'current-context': name,
