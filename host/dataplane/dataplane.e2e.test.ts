@@ -23,7 +23,7 @@ async function startRunner(options: { failOpen?: boolean; strict?: boolean; deny
     dnsQueueId: DNS_QUEUE,
     failOpen: options.failOpen ?? true,
     strict: options.strict ?? true,
-    judge: { deny: options.deny ?? [], interest: { all: false, ips: lab.pods.map((p) => p.ip) } },
+    judge: { deny: options.deny ?? [], interest: { all: false, ips: allIps() } },
   };
   runner = lab.spawnInNode(process.execPath, [...Lab.nodeScript(import.meta.url, './standalone-runner.js'), JSON.stringify(config)]);
   const started = JSON.parse(await runner.waitForLine((l) => l.includes('"started"') || l.includes('"error"'), 60_000));
@@ -41,6 +41,10 @@ async function removeLeftoverRules(): Promise<void> {
   }
 }
 
+function allIps(): string[] {
+  return lab.pods.flatMap((p) => [p.ip, p.ipv6!]);
+}
+
 function find(results: ReachabilityResult[], src: string, dst: string, protocol: 'TCP' | 'UDP') {
   return results.filter((r) => r.src === src && r.dst === dst && r.protocol === protocol).map((r) => r.reachable);
 }
@@ -54,6 +58,7 @@ beforeAll(async () => {
       { name: 'c', namespace: 'y' },
       { name: 'resolver', namespace: 'infra', dnsRecords: { 'db.x.lab': ['10.244.1.3'], 'cdn.lab': ['192.0.2.10', '192.0.2.11'] } },
     ],
+    ipv6: true,
   });
 });
 
@@ -94,6 +99,19 @@ describe('the dataplane on real traffic', () => {
     expect(stats.parseErrors).toBe(0);
   });
 
+  it('drops IPv6 TCP and UDP for a denied pair through the IPv6 set and ip6tables', async () => {
+    const a = lab.pod('x/a');
+    const c = lab.pod('y/c');
+    await startRunner({ deny: [{ src: a.ipv6, dst: c.ipv6 }] });
+    const results = await lab.matrix({ family: 6, pairs: [['x/a', 'y/c'], ['x/a', 'x/b'], ['y/c', 'x/a']], timeoutMs: 700 });
+    expect(find(results, 'x/a', 'y/c', 'TCP')).toEqual([false]);
+    expect(find(results, 'x/a', 'y/c', 'UDP')).toEqual([false]);
+    expect(find(results, 'x/a', 'x/b', 'TCP')).toEqual([true]);
+    expect(find(results, 'y/c', 'x/a', 'UDP')).toEqual([true]);
+    // The IPv4 addresses of the same pods are another matter for this judge.
+    expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(true);
+  });
+
   it('reports the addresses of DNS answers through the DNS queue', async () => {
     await startRunner();
     expect((await lab.dns('x/a', 'infra/resolver', 'cdn.lab')).ok).toBe(true);
@@ -108,7 +126,7 @@ describe('the dataplane on real traffic', () => {
     await startRunner({ strict: true });
     const conn = await lab.hold('x/a', 'y/c', 80);
     expect((await conn.send()).ok).toBe(true);
-    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: lab.pods.map((p) => p.ip) } } }));
+    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: allIps() } } }));
     const refreshed = JSON.parse(await runner!.waitForLine((l) => l.includes('"refreshed"')));
     expect(refreshed.strictDeleted).toBeGreaterThanOrEqual(1);
     expect((await conn.send(1500)).ok).toBe(false);
@@ -123,7 +141,7 @@ describe('the dataplane on real traffic', () => {
     const c = lab.pod('y/c');
     await startRunner({ strict: false });
     const conn = await lab.hold('x/a', 'y/c', 80);
-    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: lab.pods.map((p) => p.ip) } } }));
+    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: allIps() } } }));
     await runner!.waitForLine((l) => l.includes('"refreshed"'));
     expect((await conn.send()).ok).toBe(true);
     expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(false);

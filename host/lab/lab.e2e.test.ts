@@ -19,6 +19,7 @@ describe('the netns lab', () => {
         { name: 'dns', namespace: 'infra', dnsRecords: { 'db.shop.lab': ['10.244.1.3'] } },
       ],
       namespaceLabels: { shop: { team: 'a' } },
+      ipv6: true,
     });
   });
 
@@ -32,6 +33,13 @@ describe('the netns lab', () => {
     // 3 ordered pairs per source; web serves two TCP ports, the others one; each serves one UDP port.
     expect(results).toHaveLength(2 * (2 + 1) + 2 * (1 + 1) + 2 * (1 + 1));
     expect(results.filter((r) => !r.reachable)).toEqual([]);
+  });
+
+  it('wires the pods over IPv6 too when the lab is dual-stack', async () => {
+    const results = await lab.matrix({ family: 6 });
+    expect(results.length).toBeGreaterThan(0);
+    expect(results.filter((r) => !r.reachable)).toEqual([]);
+    expect(lab.pod('shop/db').ipv6).toMatch(/^fd00:10:244::1:/);
   });
 
   it('reports a closed port as unreachable quickly rather than by timeout', async () => {
@@ -63,6 +71,7 @@ describe('the netns lab', () => {
     const objects = parseAllDocuments(await readFile(path, 'utf8')).map((d) => d.toJS());
     const web = objects.find((o) => o.kind === 'Pod' && o.metadata.name === 'web');
     expect(web.status.podIP).toBe(lab.pod('shop/web').ip);
+    expect(web.status.podIPs).toEqual([{ ip: lab.pod('shop/web').ip }, { ip: lab.pod('shop/web').ipv6 }]);
     expect(web.spec.containers[0].ports.map((p: { containerPort: number }) => p.containerPort)).toEqual([80, 8080, 5353]);
     const shop = objects.find((o) => o.kind === 'Namespace' && o.metadata.name === 'shop');
     expect(shop.metadata.labels).toEqual({ 'kubernetes.io/metadata.name': 'shop', team: 'a' });

@@ -29,6 +29,8 @@ export interface LabPodSpec {
   /** Default: the lab's tcpPorts. */
   tcpPorts?: number[];
   udpPorts?: number[];
+  /** IPv6 address when the lab has IPv6; default fd00:10:244::1:(index + 2) in hex. */
+  ipv6?: string;
   /** Make this pod a DNS server on UDP 53 answering these names with these IPv4 addresses. */
   dnsRecords?: Record<string, string[]>;
 }
@@ -42,6 +44,8 @@ export interface LabOptions {
   /** Ports every pod serves unless its spec says otherwise. Default TCP 80, UDP 5353. */
   tcpPorts?: number[];
   udpPorts?: number[];
+  /** Give every pod an IPv6 address too (dual stack). Default false. */
+  ipv6?: boolean;
   /** Namespace-name prefix; default `kwplab-<pid>-<n>`. */
   prefix?: string;
 }
@@ -53,6 +57,8 @@ export interface LabPod {
   key: string;
   labels: Record<string, string>;
   ip: string;
+  /** Set when the lab is dual-stack. */
+  ipv6?: string;
   /** The pod's network namespace. */
   netns: string;
   /** The veth end inside the node namespace. */
@@ -82,6 +88,8 @@ export interface ReachabilityResult {
 }
 
 export interface MatrixOptions {
+  /** Probe the pods' IPv6 addresses instead of their IPv4 ones (dual-stack labs). */
+  family?: 4 | 6;
   /** Which pairs to probe; default every ordered pair of distinct pods. */
   pairs?: Array<[string, string]>;
   /** Default: each destination pod's own ports. */
@@ -112,6 +120,9 @@ export interface LabProcess {
 }
 
 const NODE_IP = '10.244.0.1';
+const NODE_IPV6 = 'fd00:10:244::1';
+/** The pods' IPv6 gateway: a link-local address on every node-side veth. */
+const GATEWAY_V6 = 'fe80::1';
 const GATEWAY = '169.254.1.1';
 const LAB_PREFIX = 'kwplab-';
 
@@ -192,6 +203,8 @@ export class Lab {
   readonly nodeName: string;
   /** The node's own address, on its loopback; pods reach it through their default route. */
   readonly nodeIp = NODE_IP;
+  /** Set when the lab is dual-stack. */
+  readonly nodeIpv6: string | undefined;
   readonly pods: LabPod[];
   readonly namespaceLabels: Record<string, Record<string, string>>;
   private readonly agents = new Map<string, PodAgent>();
@@ -203,6 +216,7 @@ export class Lab {
     this.nodeNetns = `${this.prefix}-node`;
     this.nodeName = options.nodeName ?? 'lab-node';
     this.namespaceLabels = options.namespaceLabels ?? {};
+    this.nodeIpv6 = options.ipv6 ? NODE_IPV6 : undefined;
     const seen = new Set<string>();
     this.pods = options.pods.map((spec, index) => {
       const key = `${spec.namespace}/${spec.name}`;
@@ -214,6 +228,7 @@ export class Lab {
         key,
         labels: spec.labels ?? {},
         ip: spec.ip ?? `10.244.${1 + Math.floor(index / 250)}.${2 + (index % 250)}`,
+        ...(options.ipv6 ? { ipv6: spec.ipv6 ?? `fd00:10:244::1:${(index + 2).toString(16)}` } : {}),
         netns: `${this.prefix}-p${index}`,
         hostInterface: `pod${index}`,
         tcpPorts: spec.tcpPorts ?? options.tcpPorts ?? [80],
@@ -244,10 +259,20 @@ export class Lab {
     await ip(['-n', node, 'addr', 'add', `${GATEWAY}/32`, 'dev', 'lo']);
     await ip(['-n', node, 'addr', 'add', `${NODE_IP}/32`, 'dev', 'lo']);
     await inNetnsChecked(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    if (this.nodeIpv6) {
+      await inNetnsChecked(node, 'sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
+      await ip(['-n', node, '-6', 'addr', 'add', `${this.nodeIpv6}/128`, 'dev', 'lo']);
+    }
     for (const pod of this.pods) {
       await ip(['netns', 'add', pod.netns]);
       await ip(['-n', node, 'link', 'add', pod.hostInterface, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.netns]);
       await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv4.conf.${pod.hostInterface}.proxy_arp=1`]);
+      if (pod.ipv6) {
+        // Without duplicate address detection the addresses work at once instead of after ~2 s.
+        await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv6.conf.${pod.hostInterface}.accept_dad=0`]);
+        await inNetnsChecked(pod.netns, 'sysctl', ['-qw', 'net.ipv6.conf.eth0.accept_dad=0']);
+        await ip(['-n', node, '-6', 'addr', 'add', `${GATEWAY_V6}/64`, 'dev', pod.hostInterface, 'nodad']);
+      }
       await ip(['-n', node, 'link', 'set', pod.hostInterface, 'up']);
       await ip(['-n', node, 'route', 'add', `${pod.ip}/32`, 'dev', pod.hostInterface]);
       await ip(['-n', pod.netns, 'link', 'set', 'lo', 'up']);
@@ -255,6 +280,11 @@ export class Lab {
       await ip(['-n', pod.netns, 'link', 'set', 'eth0', 'up']);
       await ip(['-n', pod.netns, 'route', 'add', GATEWAY, 'dev', 'eth0', 'scope', 'link']);
       await ip(['-n', pod.netns, 'route', 'add', 'default', 'via', GATEWAY, 'dev', 'eth0']);
+      if (pod.ipv6) {
+        await ip(['-n', node, '-6', 'route', 'add', `${pod.ipv6}/128`, 'dev', pod.hostInterface]);
+        await ip(['-n', pod.netns, '-6', 'addr', 'add', `${pod.ipv6}/128`, 'dev', 'eth0', 'nodad']);
+        await ip(['-n', pod.netns, '-6', 'route', 'add', 'default', 'via', GATEWAY_V6, 'dev', 'eth0']);
+      }
     }
     await Promise.all(this.pods.map((pod) => this.startAgent(pod)));
   }
@@ -281,9 +311,13 @@ export class Lab {
     return this.agents.get(this.pod(ref).key)!;
   }
 
-  /** A pod reference or an IP address to an IP address. */
-  private address(target: string): string {
-    return /^[0-9.]+$|:/.test(target) && !target.includes('/') ? target : this.pod(target).ip;
+  /** A pod reference or an IP address to an IP address; `family` 6 picks a pod's IPv6 address. */
+  address(target: string, family: 4 | 6 = 4): string {
+    if (/^[0-9.]+$|:/.test(target) && !target.includes('/')) return target;
+    const pod = this.pod(target);
+    if (family === 4) return pod.ip;
+    if (!pod.ipv6) throw new Error(`lab: pod ${pod.key} has no IPv6 address; create the lab with ipv6: true`);
+    return pod.ipv6;
   }
 
   /** Open a TCP connection from `from` to `to`, exchange one line, close. */
@@ -318,6 +352,7 @@ export class Lab {
   /** Probe flows between pods, a bounded number at once; denied flows cost their timeout. */
   async matrix(options: MatrixOptions = {}): Promise<ReachabilityResult[]> {
     const timeoutMs = options.timeoutMs ?? 800;
+    const family = options.family ?? 4;
     const pairs = options.pairs ?? this.pods.flatMap((a) => this.pods.filter((b) => b !== a).map((b) => [a.key, b.key] as [string, string]));
     const flows: Array<Omit<ReachabilityResult, 'reachable' | 'ms'>> = [];
     for (const [src, dst] of pairs) {
@@ -331,7 +366,8 @@ export class Lab {
       while (next < flows.length) {
         const index = next++;
         const flow = flows[index];
-        const probe = flow.protocol === 'TCP' ? await this.tcp(flow.src, flow.dst, flow.port, timeoutMs) : await this.udp(flow.src, flow.dst, flow.port, timeoutMs);
+        const dst = this.address(flow.dst, family);
+        const probe = flow.protocol === 'TCP' ? await this.tcp(flow.src, dst, flow.port, timeoutMs) : await this.udp(flow.src, dst, flow.port, timeoutMs);
         results[index] = { ...flow, reachable: probe.ok, ms: probe.ms, ...(probe.error ? { error: probe.error } : {}) };
       }
     };

@@ -7,6 +7,7 @@ import type { LabPod } from './lab.js';
 export interface LabDescription {
   nodeName: string;
   nodeIp: string;
+  nodeIpv6?: string;
   pods: LabPod[];
   namespaceLabels: Record<string, Record<string, string>>;
 }
@@ -25,7 +26,7 @@ export function labManifests(lab: LabDescription): KubeObject[] {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name: lab.nodeName, labels: { 'kubernetes.io/hostname': lab.nodeName } },
-    status: { addresses: [{ type: 'InternalIP', address: lab.nodeIp }] },
+    status: { addresses: [lab.nodeIp, ...(lab.nodeIpv6 ? [lab.nodeIpv6] : [])].map((address) => ({ type: 'InternalIP', address })) },
   });
   for (const pod of lab.pods) {
     const ports = [
@@ -38,7 +39,7 @@ export function labManifests(lab: LabDescription): KubeObject[] {
       kind: 'Pod',
       metadata: { name: pod.name, namespace: pod.namespace, labels: { ...pod.labels }, uid: `lab-${pod.namespace}-${pod.name}` },
       spec: { nodeName: lab.nodeName, containers: [{ name: 'app', image: 'kwp-lab/pod-agent', ports }] },
-      status: { phase: 'Running', hostIP: lab.nodeIp, podIP: pod.ip, podIPs: [{ ip: pod.ip }] },
+      status: { phase: 'Running', hostIP: lab.nodeIp, podIP: pod.ip, podIPs: [pod.ip, ...(pod.ipv6 ? [pod.ipv6] : [])].map((ip) => ({ ip })) },
     });
   }
   return objects;

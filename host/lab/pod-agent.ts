@@ -27,16 +27,17 @@ function serveTcp(port: number): Promise<void> {
       socket.pipe(socket);
     });
     server.on('error', reject);
-    server.listen(port, '0.0.0.0', () => resolve());
+    // '::' is dual-stack on Linux: one listener serves IPv4 and IPv6 clients.
+    server.listen(port, '::', () => resolve());
   });
 }
 
 function bindUdp(port: number, onMessage: (socket: UdpSocket, msg: Buffer, host: string, port: number) => void): Promise<void> {
   return new Promise((resolve, reject) => {
-    const socket = createSocket('udp4');
+    const socket = createSocket({ type: 'udp6', ipv6Only: false });
     socket.on('error', reject);
     socket.on('message', (msg, rinfo) => onMessage(socket, msg, rinfo.address, rinfo.port));
-    socket.bind(port, '0.0.0.0', () => resolve());
+    socket.bind(port, '::', () => resolve());
   });
 }
 
@@ -115,7 +116,7 @@ function sendOnHeld(conn: number, timeoutMs: number) {
 
 function udpRequest(host: string, port: number, payload: Buffer, timeoutMs: number) {
   return withTimeout(timeoutMs, (done) => {
-    const socket = createSocket('udp4');
+    const socket = createSocket(host.includes(':') ? 'udp6' : 'udp4');
     socket.on('error', (err) => done(err.message));
     socket.on('message', () => done());
     socket.send(payload, port, host);
