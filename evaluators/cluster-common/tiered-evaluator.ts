@@ -141,7 +141,9 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   objectsSynced(kind: i32): void {
     if (kind == this.nodeKind()) { this.nodes.synced(); this.refreshNodePeers(); }
     else if (kind == this.resolvedNameKind()) { this.names.synced(); this.refreshDomainPeers(null); }
-    else if (this.isPolicyKind(kind)) { this.policyStore(kind).synced(); this.rebuild(); }
+    else if (this.isPolicyKind(kind)) { this.policyStore(kind).synced(); this.rebuild(); return; }
+    // The last kind to finish its first snapshot makes the instance ready.
+    if (!this.ready && this.allSynced()) this.rebuild();
   }
 
   private allSynced(): bool {
