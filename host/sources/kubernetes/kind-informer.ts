@@ -203,7 +203,8 @@ export class KindInformer {
       const query = new URLSearchParams({ limit: String(this.opts.listPageSize) });
       if (token) query.set('continue', token);
       const page = await getJson(this.opts.kubeConfig, `${collectionPath(ref)}?${query}`, signal);
-      items.push(...(page.items ?? []));
+      // A loop, not push(...items): a server that ignores `limit` may send more items than a call takes arguments.
+      for (const item of page.items ?? []) items.push(item);
       resourceVersion ??= String(page.metadata?.resourceVersion ?? '');
       token = page.metadata?.continue || undefined;
     } while (token && !this.stopped);
