@@ -12,6 +12,7 @@ import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { RecordingSink } from '../../test/apiserver/recording-sink.js';
 import { agentFlags } from './agent-flags.js';
+import { parseAgentFlags } from './agent.js';
 import { manifestOptions, renderManifests } from './manifests.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -91,6 +92,12 @@ describe('kwp manifests', () => {
     }
     expect(c.args).toContain('--node-name=$(NODE_NAME)');
     expect(c.env).toContainEqual({ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+  });
+
+  it("passes arguments the agent's own parser accepts, with the values the flags asked for", () => {
+    const c = agentContainer(objects(['--fail-open=false', '--admin-address', '0.0.0.0:9555']));
+    const parsed = parseAgentFlags(c.args.slice(1).map((a: string) => a.replace('$(NODE_NAME)', 'node-a')));
+    expect(parsed).toMatchObject({ 'node-name': 'node-a', 'fail-open': false, strict: true, 'admin-address': '0.0.0.0:9555', dataplane: 'on', pipeline: '/etc/kwp/pipeline.yaml' });
   });
 
   it('runs on the host network with NET_ADMIN and NET_RAW, tolerating every taint, with resource requests', () => {
