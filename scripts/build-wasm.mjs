@@ -4,7 +4,7 @@
 //   test/fixtures/wasm/*.wat        -> dist/wasm/fixtures/<name>.wasm (sandbox fixtures)
 //   test/fixtures/wasm/<name>/index.ts -> dist/wasm/fixtures/<name>.wasm
 // A module is rebuilt only when a source it may depend on is newer than it.
-import { readdirSync, statSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync, existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import asc from 'assemblyscript/asc';
@@ -35,10 +35,14 @@ function upToDate(target, srcDir) {
 
 async function compileAS(entry, target, extra = []) {
   mkdirSync(dirname(target), { recursive: true });
-  const args = [entry, '--config', join(root, 'asconfig.json'), '--transform', transform, '-o', target, ...extra];
+  // Write beside the target and rename, so a concurrent reader (another build,
+  // a test) never sees a half-written module.
+  const tmp = `${target}.${process.pid}.tmp`;
+  const args = [entry, '--config', join(root, 'asconfig.json'), '--transform', transform, '-o', tmp, ...extra];
   let stderr = '';
   const { error } = await asc.main(args, { stderr: { write: (s) => { stderr += s; } } });
   if (error) throw new Error(`building ${entry} failed:\n${stderr}`);
+  renameSync(tmp, target);
 }
 
 const jobs = [];
@@ -66,7 +70,8 @@ if (existsSync(fixDir)) for (const e of readdirSync(fixDir, { withFileTypes: tru
       const mod = binaryen.parseText(readFileSync(src, 'utf8'));
       mod.setFeatures(binaryen.Features.All);
       mkdirSync(dirname(target), { recursive: true });
-      writeFileSync(target, mod.emitBinary());
+      writeFileSync(`${target}.${process.pid}.tmp`, mod.emitBinary());
+      renameSync(`${target}.${process.pid}.tmp`, target);
       mod.dispose();
     });
   } else if (e.isDirectory() && existsSync(join(fixDir, e.name, 'index.ts'))) {
