@@ -1,0 +1,259 @@
+import { describe, it, expect, beforeEach } from 'vitest';
+import { mkdtempSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ClusterState } from '../state/cluster-state.js';
+import { PolicyEngine } from '../pipeline/engine.js';
+import { ChainedModules } from '../pipeline/modules.js';
+import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
+import type { Packet } from '../contract.js';
+import { KwpError } from '../errors.js';
+import { fixtureModules } from '../../test/fixtures/modules.js';
+import { sandboxModule, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
+import { PipelineController, type PipelineControllerOptions } from './pipeline-controller.js';
+import { ModuleStore } from './module-store.js';
+
+const fixtures = fixtureModules();
+const packet = (dstPort = 80): Packet => ({
+  family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]),
+  srcPort: 40000, dstPort, icmpType: 0, icmpCode: 0,
+});
+const scripted = (name: string, verdict: string, extra: Record<string, unknown> = {}): StageSpec =>
+  ({ name, module: 'scripted', config: { egress: verdict, ingress: verdict, ...extra } });
+const allowFirst: PipelineSpec = { stages: [scripted('allow', 'Accept'), scripted('deny', 'Deny')] };
+const denyFirst: PipelineSpec = { stages: [scripted('deny', 'Deny'), scripted('allow', 'Accept')] };
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof KwpError) return err.code;
+    throw err;
+  }
+  return undefined;
+}
+
+let stateDir: string;
+beforeEach(() => { stateDir = mkdtempSync(join(tmpdir(), 'kwp-ctl-')); });
+
+function controllerWith(options: Partial<PipelineControllerOptions> = {}, modules = fixtures as ConstructorParameters<typeof PolicyEngine>[0]['modules']) {
+  const engine = new PolicyEngine({ state: new ClusterState(), modules });
+  const logged: string[] = [];
+  const controller = new PipelineController({
+    engine, fallback: allowFirst, stateDir, logger: { log: (level, message) => logged.push(`${level} ${message}`) }, ...options,
+  });
+  return { engine, controller, logged };
+}
+
+describe('changing the pipeline', () => {
+  it('a set activates the new order and a rollback returns to the very same warm pipeline', () => {
+    const { engine, controller } = controllerWith();
+    expect(controller.start()).toMatchObject({ revision: 1, stages: allowFirst.stages });
+    const first = engine.active;
+    expect(engine.allows(packet())).toBe(true);
+    const view = controller.set(denyFirst, 1);
+    expect(view.revision).toBe(2);
+    expect(engine.allows(packet())).toBe(false);
+    expect(controller.rollback().revision).toBe(1);
+    expect(engine.active).toBe(first);
+    expect(engine.allows(packet())).toBe(true);
+    expect(controller.history().map((h) => `${h.action}:${h.from ?? '-'}->${h.revision}`)).toEqual(['startup:-->1', 'set:1->2', 'rollback:2->1']);
+  });
+
+  it('a stale If-Match is refused with 412 and changes nothing', () => {
+    const { engine, controller } = controllerWith();
+    controller.start();
+    controller.set(denyFirst, 1);
+    const active = engine.active;
+    expect(codeOf(() => controller.set(allowFirst, 1))).toBe('KWP_ERR_PRECONDITION_FAILED');
+    expect(codeOf(() => controller.rollback(1))).toBe('KWP_ERR_PRECONDITION_FAILED');
+    expect(new KwpError('KWP_ERR_PRECONDITION_FAILED', '').status).toBe(412);
+    expect(engine.active).toBe(active);
+  });
+
+  it('a pipeline that fails to build leaves the running pipeline, its revision and the state file untouched', () => {
+    const { engine, controller } = controllerWith();
+    controller.start();
+    const before = readFileSync(join(stateDir, 'pipeline.json'), 'utf8');
+    const active = engine.active;
+    expect(codeOf(() => controller.set({ stages: [scripted('ok', 'Accept'), { name: 'gone', module: 'no-such-module' }] }))).toBe('KWP_ERR_MODULE_NOT_FOUND');
+    expect(codeOf(() => controller.set({ stages: [scripted('bad', 'Sometimes')] }))).toBe('KWP_ERR_CONFIG_REJECTED');
+    expect(codeOf(() => controller.set({ stages: 'all of them' }))).toBe('KWP_ERR_PIPELINE_INVALID');
+    expect(engine.active).toBe(active);
+    expect(controller.revision).toBe(1);
+    expect(readFileSync(join(stateDir, 'pipeline.json'), 'utf8')).toBe(before);
+  });
+
+  it('rolling back with no previous pipeline is refused', () => {
+    const { controller } = controllerWith();
+    controller.start();
+    expect(codeOf(() => controller.rollback())).toBe('KWP_ERR_NO_PREVIOUS_PIPELINE');
+  });
+
+  it('only the active and the previous pipeline stay started; older ones are disposed', () => {
+    const { engine, controller } = controllerWith();
+    controller.start();
+    const first = engine.active;
+    controller.set(denyFirst);
+    const second = engine.active;
+    controller.set(allowFirst);
+    expect(first.stages.every((s) => !s.healthy)).toBe(true);
+    expect(second.stages.every((s) => s.healthy)).toBe(true);
+    expect(controller.livePipelines().map((p) => p.revision)).toEqual([3, 2]);
+  });
+
+  it('state files are replaced whole: no temporary file is left behind', () => {
+    const { controller } = controllerWith();
+    controller.start();
+    for (let i = 0; i < 5; i++) controller.set(i % 2 ? allowFirst : denyFirst);
+    expect(readdirSync(stateDir)).toEqual(['pipeline.json']);
+    const doc = JSON.parse(readFileSync(join(stateDir, 'pipeline.json'), 'utf8'));
+    expect(doc).toMatchObject({ version: 1, revision: 6, previous: { revision: 5 } });
+  });
+});
+
+describe('hot swap under load', () => {
+  it('100 swaps between two orders while decisions run: no errors, every decision from exactly one pipeline, the new one right after each swap', async () => {
+    const { engine, controller } = controllerWith();
+    controller.start();
+    const walkOf = (d: ReturnType<typeof engine.evaluate>) => `${d.allowed}:${d.egress.trace.map((t) => `${t.stage}=${t.verdict}`).join(',')}`;
+    const shapes = { allowFirst: 'true:allow=Accept', denyFirst: 'false:deny=Deny' };
+    let expected: keyof typeof shapes = 'allowFirst';
+    let justSwapped = false;
+    let done = false;
+    const seen = { allowFirst: 0, denyFirst: 0 };
+    const errors: string[] = [];
+    let firstAfterSwap = 0;
+
+    const decisions = (async () => {
+      while (!done) {
+        try {
+          const d = engine.evaluate(packet());
+          const walk = walkOf(d);
+          const match = (Object.keys(shapes) as Array<keyof typeof shapes>).filter((k) => shapes[k] === walk);
+          if (match.length !== 1) errors.push(`decision matches ${match.length} pipelines: ${walk}`);
+          else {
+            seen[match[0]]++;
+            if (match[0] !== expected) errors.push(`decision used ${match[0]} while ${expected} was active`);
+            if (engine.allows(packet()) !== (expected === 'allowFirst')) errors.push('the packet path disagreed with the explained path');
+          }
+          if (justSwapped) { firstAfterSwap++; justSwapped = false; }
+        } catch (err) {
+          errors.push(String(err));
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+
+    for (let i = 0; i < 100; i++) {
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      expected = i % 2 === 0 ? 'denyFirst' : 'allowFirst';
+      controller.set(expected === 'denyFirst' ? denyFirst : allowFirst, controller.revision);
+      justSwapped = true;
+    }
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    done = true;
+    await decisions;
+
+    expect(errors).toEqual([]);
+    expect(controller.revision).toBe(101);
+    expect(controller.swaps).toBe(101);
+    expect(firstAfterSwap).toBe(100);
+    expect(seen.allowFirst).toBeGreaterThan(50);
+    expect(seen.denyFirst).toBeGreaterThan(50);
+  });
+});
+
+describe('restarts and state files', () => {
+  it('a new controller on the same state dir runs the same pipeline at the same revision, with its predecessor ready for rollback', () => {
+    const named = sandboxModule({ meta: { ...DEFAULT_META, name: 'uploaded', version: '1.0.0' } });
+    const open = () => {
+      const store = new ModuleStore({ stateDir });
+      const ctl = controllerWith({}, new ChainedModules([store, fixtures]));
+      store.setUsage(() => ctl.controller.moduleUsage());
+      return { store, ...ctl };
+    };
+    const first = open();
+    first.store.add(named, { name: 'uploaded', version: '1.0.0' });
+    first.controller.start();
+    const spec: PipelineSpec = { stages: [{ name: 'custom', module: 'uploaded@1.0.0' }, scripted('deny', 'Deny')] };
+    const set = first.controller.set(spec, 1);
+    expect(first.store.get('uploaded')[0].usedBy).toEqual(['custom']);
+    first.controller.stop();
+
+    const second = open();
+    const view = second.controller.start();
+    expect(view).toEqual(set);
+    expect(second.engine.allows(packet())).toBe(false);
+    expect(second.controller.previousRevision).toBe(1);
+    expect(second.controller.history().map((h) => h.action)).toEqual(['startup', 'set', 'startup']);
+    expect(second.controller.rollback().revision).toBe(1);
+    expect(second.engine.allows(packet())).toBe(true);
+    expect(codeOf(() => second.store.remove('uploaded'))).toBeUndefined();
+  });
+
+  it('a corrupt state file is reported with its name and reason, kept aside, and the configured pipeline is used', () => {
+    writeFileSync(join(stateDir, 'pipeline.json'), '{"version": 1, "revision": 7, "spec": {"stag');
+    const { engine, controller, logged } = controllerWith();
+    const view = controller.start();
+    expect(view.stages).toEqual(allowFirst.stages);
+    expect(engine.allows(packet())).toBe(true);
+    expect(controller.startupProblem?.code).toBe('KWP_ERR_STATE_CORRUPT');
+    expect(logged.join('\n')).toMatch(/^error .*pipeline\.json is corrupt \(.*JSON.*\); kept it as .*pipeline\.json\.corrupt-\d+; starting with the configured pipeline/m);
+    expect(readdirSync(stateDir).some((f) => f.startsWith('pipeline.json.corrupt-'))).toBe(true);
+    expect(controller.history()[0]).toMatchObject({ action: 'startup', reason: expect.stringMatching(/^configured pipeline, because .*corrupt/) });
+  });
+
+  it('a state file naming a module that no longer exists falls back to the configured pipeline', () => {
+    writeFileSync(join(stateDir, 'pipeline.json'), JSON.stringify({ version: 1, revision: 4, spec: { stages: [{ name: 'x', module: 'vanished' }] }, history: [] }));
+    const { controller, logged } = controllerWith();
+    expect(controller.start().stages).toEqual(allowFirst.stages);
+    expect(controller.startupProblem?.message).toMatch(/pipeline\.json: revision 4 cannot be built: .*"vanished"/);
+    expect(logged.some((l) => l.startsWith('error '))).toBe(true);
+  });
+
+  it('a state file with a wrong shape is refused field by field', () => {
+    writeFileSync(join(stateDir, 'pipeline.json'), JSON.stringify({ version: 1, revision: 0, spec: { stages: [] } }));
+    const { controller } = controllerWith();
+    controller.start();
+    expect(controller.startupProblem?.message).toMatch(/"revision" must be a positive integer/);
+  });
+});
+
+describe('automatic rollback', () => {
+  const trapping: PipelineSpec = { stages: [scripted('flaky', 'Accept', { trapPort: 666 })] };
+
+  it('a stage trapping more often than the threshold rolls the pipeline back and says why', async () => {
+    const { engine, controller, logged } = controllerWith({ autoRollback: { failures: 3, windowMs: 60_000 } });
+    controller.start();
+    controller.set(trapping);
+    for (let i = 0; i < 3; i++) {
+      engine.allows(packet(666));
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+    }
+    await new Promise((r) => setImmediate(r));
+    expect(controller.revision).toBe(1);
+    const last = controller.history().at(-1)!;
+    expect(last).toMatchObject({ action: 'auto-rollback', from: 2, revision: 1 });
+    expect(last.reason).toMatch(/stage flaky \(module scripted@1\.0\.0\) failed 3 times within 60000 ms \(threshold 3; 3 traps and 0 fuel exhaustions/);
+    expect(logged.some((l) => /^error pipeline rolled back from revision 2 to 1: stage flaky/.test(l))).toBe(true);
+  });
+
+  it('failures below the threshold, or without the option, roll nothing back', async () => {
+    for (const options of [{ autoRollback: { failures: 5, windowMs: 60_000 } }, {}]) {
+      const { engine, controller } = controllerWith(options);
+      controller.start();
+      const { revision } = controller.set(trapping);
+      for (let i = 0; i < 3; i++) {
+        engine.allows(packet(666));
+        await new Promise((r) => setImmediate(r));
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(controller.revision).toBe(revision);
+      expect(engine.active.stages[0].counters.traps).toBe(3);
+    }
+  });
+});
