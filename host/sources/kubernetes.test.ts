@@ -232,14 +232,16 @@ describe('KubernetesSource and CRDs', () => {
   });
 
   it('drops the objects of a CRD that is removed', async () => {
-    const { emulator, sink, source } = await setup({}, { kinds: [Kinds.AdminNetworkPolicy] });
+    const { emulator, sink, source, logger } = await setup({}, { kinds: [Kinds.AdminNetworkPolicy] });
     emulator.create(adminNetworkPolicy('a'));
     await source.start(sink);
     await pollUntil(() => sink.names(Kinds.AdminNetworkPolicy).length === 1, 'the ANP');
+    await pollUntil(() => emulator.openWatchCount() === 1, 'the watch');
     emulator.uninstallCrd(Kinds.AdminNetworkPolicy);
     await pollUntil(() => source.status()[0].state === 'missing', 'the CRD to be seen as missing');
     expect(sink.objects(Kinds.AdminNetworkPolicy)).toEqual([]);
     expect(source.ready()).toBe(true);
+    expect(logger.lines.filter((l) => l.level === 'warn').map((l) => l.msg)).toEqual(['CRD was removed; dropping its objects']);
   });
 
   it('finds a custom kind through discovery, including a plural the rule cannot guess', async () => {

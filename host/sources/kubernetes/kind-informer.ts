@@ -282,7 +282,12 @@ export class KindInformer {
       if (healthy) this.attempt = 0;
       const status = err?.statusCode ?? err?.code;
       if (relist || status === 410) return this.onExpired(() => this.listAndWatch());
-      if (status === 404) return this.retry(new Error('404 Not Found on watch'), 'watch', () => this.listAndWatch());
+      if (status === 404) {
+        // The resource went away (its CRD was removed): the list says whether for good. Not a lost sync.
+        const delayMs = healthy ? 0 : backoffDelay(this.attempt++, this.opts.backoff);
+        this.log().debug({ kind: this.kind, retryInMs: delayMs }, 'watch answered 404; listing again');
+        return this.schedule(() => this.listAndWatch(), delayMs);
+      }
       if (err && err.name !== 'AbortError') return this.retry(err, 'watch', () => this.watchFrom(ref));
       if (err) return this.retry(new Error(this.lastError ?? 'watch aborted'), 'watch', () => this.watchFrom(ref));
       // A clean end (the server's timeoutSeconds, a graceful shutdown): pick up where we were.
