@@ -76,12 +76,17 @@ export interface ProbeResult {
 
 export type LabProtocol = 'TCP' | 'UDP';
 
-/** One measured flow; `src`/`dst`/`protocol`/`port` match a flows-file entry. */
-export interface ReachabilityResult {
+/** A flow between two lab pods, in the shape of a flows-file entry. */
+export interface LabFlow {
+  /** `namespace/name`. */
   src: string;
   dst: string;
   protocol: LabProtocol;
   port: number;
+}
+
+/** One measured flow. */
+export interface ReachabilityResult extends LabFlow {
   reachable: boolean;
   ms: number;
   error?: string;
@@ -105,12 +110,16 @@ export interface HeldConnection {
   close(): Promise<void>;
 }
 
+export type OutputStream = 'stdout' | 'stderr' | 'both';
+
 export interface LabProcess {
   child: ChildProcess;
   /** Lines the process printed on stdout. */
   lines: string[];
-  /** Resolves with the first stdout line matching, rejects on exit or timeout. */
-  waitForLine(match: (line: string) => boolean, timeoutMs?: number): Promise<string>;
+  /** Lines the process printed on stderr (where the agent logs). */
+  errorLines: string[];
+  /** Resolves with the first line matching (on stdout by default), rejects on exit or timeout. */
+  waitForLine(match: (line: string) => boolean, timeoutMs?: number, stream?: OutputStream): Promise<string>;
   /** Call `listener` with every later stdout line. */
   onLine(listener: (line: string) => void): void;
   /** Write one line to its stdin. */
@@ -349,17 +358,23 @@ export class Lab {
     };
   }
 
-  /** Probe flows between pods, a bounded number at once; denied flows cost their timeout. */
-  async matrix(options: MatrixOptions = {}): Promise<ReachabilityResult[]> {
-    const timeoutMs = options.timeoutMs ?? 800;
-    const family = options.family ?? 4;
+  /** The flows matrix() would probe, without probing: feed them to `kwp eval` for predictions. */
+  flows(options: Pick<MatrixOptions, 'pairs' | 'tcpPorts' | 'udpPorts'> = {}): LabFlow[] {
     const pairs = options.pairs ?? this.pods.flatMap((a) => this.pods.filter((b) => b !== a).map((b) => [a.key, b.key] as [string, string]));
-    const flows: Array<Omit<ReachabilityResult, 'reachable' | 'ms'>> = [];
+    const flows: LabFlow[] = [];
     for (const [src, dst] of pairs) {
       const target = this.pod(dst);
       for (const port of options.tcpPorts ?? target.tcpPorts) flows.push({ src: this.pod(src).key, dst: target.key, protocol: 'TCP', port });
       for (const port of options.udpPorts ?? target.udpPorts) flows.push({ src: this.pod(src).key, dst: target.key, protocol: 'UDP', port });
     }
+    return flows;
+  }
+
+  /** Probe flows between pods, a bounded number at once; denied flows cost their timeout. */
+  async matrix(options: MatrixOptions = {}): Promise<ReachabilityResult[]> {
+    const timeoutMs = options.timeoutMs ?? 800;
+    const family = options.family ?? 4;
+    const flows = this.flows(options);
     const results: ReachabilityResult[] = new Array(flows.length);
     let next = 0;
     const worker = async () => {
@@ -407,27 +422,31 @@ export class Lab {
   private spawnInNetns(netns: string, command: string, args: string[], env?: NodeJS.ProcessEnv): LabProcess {
     const child = spawn('ip', ['netns', 'exec', netns, command, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: env ?? process.env });
     const lines: string[] = [];
+    const errorLines: string[] = [];
     const listeners: Array<(line: string) => void> = [];
-    const waiters = new Set<{ match: (line: string) => boolean; resolve: (line: string) => void }>();
-    let stderr = '';
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-4000);
-    });
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(line);
-      for (const listener of listeners) listener(line);
-      for (const waiter of waiters) if (waiter.match(line)) waiter.resolve(line);
-    });
+    type Waiter = { stream: OutputStream; match: (line: string) => boolean; resolve: (line: string) => void };
+    const waiters = new Set<Waiter>();
+    const deliver = (stream: 'stdout' | 'stderr', line: string) => {
+      (stream === 'stdout' ? lines : errorLines).push(line);
+      if (stream === 'stdout') for (const listener of listeners) listener(line);
+      for (const waiter of waiters) if ((waiter.stream === stream || waiter.stream === 'both') && waiter.match(line)) waiter.resolve(line);
+    };
+    createInterface({ input: child.stdout! }).on('line', (line) => deliver('stdout', line));
+    createInterface({ input: child.stderr! }).on('line', (line) => deliver('stderr', line));
     child.stdin!.on('error', () => undefined);
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const describe = () => `${command} ${args.filter((a) => !a.startsWith('{')).join(' ')} in ${netns}`;
     const proc: LabProcess = {
       child,
       lines,
-      waitForLine: (match, timeoutMs = 30_000) =>
+      errorLines,
+      waitForLine: (match, timeoutMs = 30_000, stream = 'stdout') =>
         new Promise((resolve, reject) => {
-          const already = lines.find(match);
+          const seen = stream === 'stdout' ? lines : stream === 'stderr' ? errorLines : [...lines, ...errorLines];
+          const already = seen.find(match);
           if (already !== undefined) return resolve(already);
-          const waiter = {
+          const waiter: Waiter = {
+            stream,
             match,
             resolve: (line: string) => {
               cleanup();
@@ -436,7 +455,7 @@ export class Lab {
           };
           const fail = (why: string) => {
             cleanup();
-            reject(new Error(`lab: ${command} ${args.filter((a) => !a.startsWith('{')).join(' ')} in ${netns}: ${why}; stderr: ${stderr.trim()}`));
+            reject(new Error(`lab: ${describe()}: ${why}; stderr: ${errorLines.slice(-20).join('\n')}`));
           };
           const timer = setTimeout(() => fail(`no expected line within ${timeoutMs} ms`), timeoutMs);
           const onExit = (code: number | null) => fail(`exited with ${code}`);
@@ -446,6 +465,7 @@ export class Lab {
             child.off('exit', onExit);
           };
           waiters.add(waiter);
+          if (child.exitCode !== null || child.signalCode !== null) return fail(`had already exited with ${child.exitCode ?? child.signalCode}`);
           child.once('exit', onExit);
         }),
       onLine: (listener) => {
