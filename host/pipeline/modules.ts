@@ -44,7 +44,7 @@ export class BuiltinModules implements ModuleResolver {
     if (!mod) {
       const file = join(this.dir, `${name}.wasm`);
       if (!existsSync(file)) return undefined;
-      mod = compileEvaluator(readFileSync(file), { source: `builtin:${name}`, limits: this.limits });
+      mod = compileEvaluator(readFileSync(file), { source: `builtin:${name}`, limits: this.limits, instrumentationCache: join(this.dir, '.instrumented') });
       this.compiled.set(name, mod);
     }
     if (version !== undefined && version !== mod.meta.version) return undefined;

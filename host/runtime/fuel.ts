@@ -8,6 +8,8 @@ import binaryen from 'binaryen';
 import { KwpError } from '../errors.js';
 
 export const FUEL_GLOBAL = 'kwp_fuel';
+/** Bump when the rewrite changes, so cached instrumented modules are not reused. */
+export const FUEL_INSTRUMENTATION_VERSION = 1;
 
 /** `startFuel` is the tank for the start function, which runs during instantiation before the host can refill. */
 export function instrumentFuel(bytes: Uint8Array, startFuel: number): Uint8Array {

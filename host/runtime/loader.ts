@@ -2,10 +2,12 @@
 // order the admin API documents, then fuel instrumentation and compilation.
 // Nothing here runs module code; instantiation is EvaluatorInstance's job.
 import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { KwpError } from '../errors.js';
 import type { FailurePolicy } from '../contract.js';
 import { readWasmSummary, type Limits, type WasmSummary } from './wasm-binary.js';
-import { instrumentFuel, FUEL_GLOBAL } from './fuel.js';
+import { instrumentFuel, FUEL_GLOBAL, FUEL_INSTRUMENTATION_VERSION } from './fuel.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
 
 export const ABI_MAJOR = 1;
@@ -143,7 +145,7 @@ function checkExports(summary: WasmSummary, hasImportedMemory: boolean, source: 
  * Runs every static check, instruments fuel and compiles. Throws KwpError with
  * the code of the first check that fails.
  */
-export function compileEvaluator(bytes: Uint8Array, options: { source: string; limits?: Partial<SandboxLimits> }): CompiledEvaluator {
+export function compileEvaluator(bytes: Uint8Array, options: { source: string; limits?: Partial<SandboxLimits>; instrumentationCache?: string }): CompiledEvaluator {
   const { source } = options;
   const limits = resolveLimits(options.limits);
   if (bytes.length > limits.maxModuleBytes) {
@@ -163,7 +165,8 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
   checkImports(summary, source);
   const memoryImport = checkMemory(summary, limits, source);
   checkExports(summary, memoryImport !== undefined, source);
-  const instrumented = instrumentFuel(bytes, limits.fuelPerCall);
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const instrumented = cachedInstrumentation(bytes, sha256, limits.fuelPerCall, options.instrumentationCache);
   let module: WebAssembly.Module;
   try {
     module = new WebAssembly.Module(instrumented as BufferSource);
@@ -172,11 +175,36 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
   }
   return {
     meta: { ...meta, abi },
-    sha256: createHash('sha256').update(bytes).digest('hex'),
+    sha256,
     size: bytes.length,
     module,
     memoryImport,
     limits,
     source,
   };
+}
+
+/**
+ * Instrumentation costs most of a module's load time, and its output depends
+ * only on the input bytes, the start-function fuel and the instrumentation
+ * itself. A cache directory (the built-ins' and the module store's, both
+ * written only by this host) keeps the result across restarts.
+ */
+function cachedInstrumentation(bytes: Uint8Array, sha256: string, startFuel: number, dir: string | undefined): Uint8Array {
+  if (!dir) return instrumentFuel(bytes, startFuel);
+  const file = join(dir, `${sha256}-f${startFuel}-v${FUEL_INSTRUMENTATION_VERSION}.wasm`);
+  if (existsSync(file)) {
+    const hit = readFileSync(file);
+    if (WebAssembly.validate(hit as BufferSource)) return hit;
+  }
+  const out = instrumentFuel(bytes, startFuel);
+  try {
+    mkdirSync(dir, { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, out);
+    renameSync(tmp, file);
+  } catch {
+    // A read-only install still works, only slower to start.
+  }
+  return out;
 }
