@@ -4,20 +4,12 @@
 // this stage's business (Next).
 //
 // Which policies isolate a pod is worked out when pods or policies change, per
-// pod and per direction, and kept in a PodCache; decide only walks those
-// policies' rules and allocates nothing.
+// pod and per direction, and kept with the pod in a PodTable; decide only
+// walks those policies' rules and allocates nothing.
 
-import { Evaluator, Decision, Verdict, register, JValue, PodInfo, PodCache, pods } from "../../sdk/index";
+import { Evaluator, Decision, Verdict, register, JValue, PodInfo, pods } from "../../sdk/index";
 import { Policy, compilePolicy, policyKey } from "./policy";
-
-/** The policies isolating one pod, per direction. */
-class Isolation {
-  constructor(public ingress: StaticArray<Policy>, public egress: StaticArray<Policy>) {}
-  get any(): bool { return this.ingress.length > 0 || this.egress.length > 0; }
-}
-
-const NONE = new StaticArray<Policy>(0);
-const NOT_ISOLATED = new Isolation(NONE, NONE);
+import { Isolation, NOT_ISOLATED, PodEntry, PodTable } from "./podtable";
 
 // Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
 // up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
@@ -34,7 +26,7 @@ class NetworkPolicyEvaluator extends Evaluator {
   private bySerial: Map<u32, Policy> = new Map<u32, Policy>();
   private byNamespace: Map<string, Array<Policy>> = new Map<string, Array<Policy>>();
   private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
-  private isolation: PodCache<Isolation> = new PodCache<Isolation>();
+  private table: PodTable = new PodTable();
   private nextSerial: u32 = FIRST_SERIAL;
   /** Between RESET and SYNCED: recomputing per object would be quadratic, so it waits for SYNCED. */
   private snapshotting: bool = false;
@@ -50,11 +42,12 @@ class NetworkPolicyEvaluator extends Evaluator {
       this.podsByNamespace.set(pod.namespace, ids);
     }
     ids.add(pod.id);
-    this.computeIsolation(pod);
+    this.table.set(pod.id, new PodEntry(pod, this.isolationOf(pod)));
   }
 
   podDeleted(pod: PodInfo): void {
     this.forgetPod(pod.namespace, pod.id);
+    this.table.delete(pod.id);
   }
 
   private forgetPod(namespace: string, id: u32): void {
@@ -64,11 +57,8 @@ class NetworkPolicyEvaluator extends Evaluator {
     if (ids.size == 0) this.podsByNamespace.delete(namespace);
   }
 
-  private computeIsolation(pod: PodInfo): void {
-    if (pod.hostNetwork || !this.byNamespace.has(pod.namespace)) {
-      this.isolation.set(pod.id, NOT_ISOLATED);
-      return;
-    }
+  private isolationOf(pod: PodInfo): Isolation {
+    if (pod.hostNetwork || !this.byNamespace.has(pod.namespace)) return NOT_ISOLATED;
     const list = this.byNamespace.get(pod.namespace);
     const ingress = new Array<Policy>(0);
     const egress = new Array<Policy>(0);
@@ -78,22 +68,23 @@ class NetworkPolicyEvaluator extends Evaluator {
       if (p.isolatesIngress) ingress.push(p);
       if (p.isolatesEgress) egress.push(p);
     }
-    this.isolation.set(pod.id, ingress.length == 0 && egress.length == 0
-      ? NOT_ISOLATED : new Isolation(toStatic(ingress), toStatic(egress)));
+    return ingress.length == 0 && egress.length == 0 ? NOT_ISOLATED : new Isolation(toStatic(ingress), toStatic(egress));
+  }
+
+  private refresh(id: u32): void {
+    const e = this.table.get(id);
+    if (e != null) e.isolation = this.isolationOf(e.pod);
   }
 
   private recomputeNamespace(namespace: string): void {
     if (this.snapshotting || !this.podsByNamespace.has(namespace)) return;
     const ids = this.podsByNamespace.get(namespace).values();
-    for (let i = 0; i < ids.length; i++) {
-      const pod = pods.lookup(ids[i]);
-      if (pod != null) this.computeIsolation(pod);
-    }
+    for (let i = 0; i < ids.length; i++) this.refresh(ids[i]);
   }
 
   private recomputeAll(): void {
     const all = pods.all();
-    for (let i = 0; i < all.length; i++) this.computeIsolation(all[i]);
+    for (let i = 0; i < all.length; i++) this.refresh(all[i].id);
   }
 
   // --- policies ---
@@ -153,19 +144,21 @@ class NetworkPolicyEvaluator extends Evaluator {
   decide(d: Decision): Verdict {
     const ingress = d.isIngress;
     const subjectId = ingress ? d.dstPodId : d.srcPodId;
-    if (subjectId == 0 || !this.isolation.has(subjectId)) {
+    const entry = this.table.get(subjectId);
+    if (entry == null) {
       d.reason = REASON_NO_SUBJECT;
       return Verdict.Next;
     }
-    const iso = this.isolation.get(subjectId);
+    const iso = entry.isolation;
     const policies = ingress ? iso.ingress : iso.egress;
     const n = policies.length;
     if (n == 0) {
       d.reason = ingress ? REASON_NOT_ISOLATED_INGRESS : REASON_NOT_ISOLATED_EGRESS;
       return Verdict.Next;
     }
-    const subject = pods.lookup(subjectId);
-    const peer = pods.lookup(ingress ? d.srcPodId : d.dstPodId);
+    const subject = entry.pod;
+    const peerEntry = this.table.get(ingress ? d.srcPodId : d.dstPodId);
+    const peer = peerEntry != null ? peerEntry.pod : null;
     const dstPod = ingress ? subject : peer;
     const family = d.family;
     const peerAddr = ingress ? d.srcAddr : d.dstAddr;
@@ -193,9 +186,9 @@ class NetworkPolicyEvaluator extends Evaluator {
       const id = (reason & ~DENY_FLAG) >> 1;
       const ingress = (reason & 1) != 0;
       const dir = ingress ? "ingress" : "egress";
-      if (!this.isolation.has(id)) return "no " + dir + " rule matched (the pod is gone)";
-      const iso = this.isolation.get(id);
-      const list = ingress ? iso.ingress : iso.egress;
+      const entry = this.table.get(id);
+      if (entry == null) return "no " + dir + " rule matched (the pod is gone)";
+      const list = ingress ? entry.isolation.ingress : entry.isolation.egress;
       let names = "";
       for (let i = 0; i < list.length && i < EXPLAIN_MAX_POLICIES; i++) names += (i > 0 ? ", " : "") + list[i].key;
       if (list.length > EXPLAIN_MAX_POLICIES) names += " and " + (list.length - EXPLAIN_MAX_POLICIES).toString() + " more";
@@ -208,7 +201,8 @@ class NetworkPolicyEvaluator extends Evaluator {
   needsAllTraffic(): bool { return false; }
 
   isSubject(pod: PodInfo): bool {
-    return this.isolation.has(pod.id) && this.isolation.get(pod.id).any;
+    const entry = this.table.get(pod.id);
+    return entry != null && entry.isolation.any;
   }
 }
 

@@ -106,7 +106,9 @@ export function podsFromObjects(objects: KubeObject[]): HarnessPod[] {
 export class ModuleHarness {
   readonly logs: { level: number; text: string }[] = [];
   private readonly e: Exports;
-  private pods: HarnessPod[] = [];
+  private readonly pods = new Map<number, HarnessPod>();
+  private readonly byKey = new Map<string, HarnessPod>();
+  private readonly byIP = new Map<string, HarnessPod>();
   /** Counts rtrace allocation hooks when the module was built with rtrace. */
   allocations = 0;
 
@@ -116,7 +118,12 @@ export class ModuleHarness {
   }
 
   static async load(wasmFile: string, config: unknown = {}): Promise<ModuleHarness> {
-    const module = await WebAssembly.compile(readFileSync(wasmFile));
+    return ModuleHarness.fromBytes(readFileSync(wasmFile), wasmFile, config);
+  }
+
+  /** `bytes` may be a fuel-instrumented build: its tank is then kept full (`kwp_fuel`). */
+  static async fromBytes(bytes: Uint8Array, wasmFile: string, config: unknown = {}): Promise<ModuleHarness> {
+    const module = await WebAssembly.compile(bytes);
     const logs: { level: number; text: string }[] = [];
     let harness: ModuleHarness | undefined;
     const rtrace: Record<string, WebAssembly.ImportValue> = {};
@@ -137,6 +144,8 @@ export class ModuleHarness {
       rtrace,
     });
     harness = new ModuleHarness(instance, logs);
+    const fuel = instance.exports.kwp_fuel as WebAssembly.Global | undefined;
+    if (fuel) fuel.value = 0x7fffffff;
     const status = harness.call((p, n) => harness!.e.kwp_configure(p, n), JSON.stringify(config));
     if (status !== 0) throw new Error(`${wasmFile} refused its config: ${harness.resultBufferText()}`);
     return harness;
@@ -162,12 +171,23 @@ export class ModuleHarness {
   }
 
   upsertPod(pod: HarnessPod): void {
-    this.pods = this.pods.filter((p) => p.id !== pod.id).concat(pod);
+    this.deletePodIndexes(pod.id);
+    this.pods.set(pod.id, pod);
+    this.byKey.set(`${pod.namespace}/${pod.name}`, pod);
+    if (!pod.hostNetwork) for (const ip of pod.ips) this.byIP.set(ip, pod);
     this.call((p, n) => this.e.kwp_pod_upsert(p, n), encodePodInfo(pod));
   }
 
+  private deletePodIndexes(id: number): void {
+    const old = this.pods.get(id);
+    if (!old) return;
+    this.byKey.delete(`${old.namespace}/${old.name}`);
+    for (const ip of old.ips) if (this.byIP.get(ip) === old) this.byIP.delete(ip);
+  }
+
   deletePod(id: number): void {
-    this.pods = this.pods.filter((p) => p.id !== id);
+    this.deletePodIndexes(id);
+    this.pods.delete(id);
     this.e.kwp_pod_delete(id);
   }
 
@@ -199,8 +219,7 @@ export class ModuleHarness {
   }
 
   podByKey(key: string): HarnessPod | undefined {
-    const [ns, name] = key.split('/');
-    return this.pods.find((p) => p.namespace === ns && p.name === name);
+    return this.byKey.get(key);
   }
 
   private endpoint(text: string): { id: number; family: number; bytes: Uint8Array } {
@@ -208,7 +227,7 @@ export class ModuleHarness {
     let pod = text.includes('/') ? this.podByKey(text) : undefined;
     if (text.includes('/') && !pod) throw new Error(`unknown pod ${text}`);
     if (pod) ip = pod.ips[0];
-    else pod = this.pods.find((p) => !p.hostNetwork && p.ips.includes(ip));
+    else pod = this.byIP.get(ip);
     const parsed = parseIP(ip);
     if (!parsed) throw new Error(`bad address ${ip}`);
     const bytes = new Uint8Array(16);
