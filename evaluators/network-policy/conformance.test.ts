@@ -6,7 +6,7 @@ import { describe, it, expect } from 'vitest';
 import type { KubeObject } from '../../host/contract.js';
 import { evaluateFlows } from '../../host/eval.js';
 import {
-  ALL_PODS, xyzCluster, networkPolicy, podLabel, nsLabel, all, pod, namespace, podIP,
+  ALL_PODS, xyzCluster, networkPolicy, podLabel, nsLabel, all, pod, namespace, podIP, podIPv6,
   type ProtocolName, type PolicySpec,
 } from '../../test/netpol/cluster.js';
 import { Reachability } from '../../test/netpol/truth-table.js';
@@ -398,6 +398,25 @@ describe('NetworkPolicy conformance beyond the pod grid', () => {
       ],
     });
     expect(results.map((r) => r.verdict)).toEqual(['allow', 'deny', 'deny', 'allow']);
+  });
+
+  it('in a dual-stack cluster IPv6 traffic meets IPv6 ipBlocks and pod selectors alike', async () => {
+    const objects = [
+      ...xyzCluster({ dualStack: true }),
+      np('x', 'v6', { podSelector: podLabel('a'), ingress: [{ from: [{ ipBlock: { cidr: 'fd00:2::/64', except: [`${podIPv6('y/c')}/128`] } }, { podSelector: podLabel('b') }] }] }),
+    ];
+    const results = await evaluateFlows({
+      objects,
+      flows: [
+        { src: podIPv6('y/a'), dst: 'x/a', protocol: 'TCP', port: 80 },
+        { src: podIPv6('y/c'), dst: 'x/a', protocol: 'TCP', port: 80 },
+        { src: podIPv6('x/b'), dst: 'x/a', protocol: 'TCP', port: 80 },
+        { src: podIPv6('z/b'), dst: 'x/a', protocol: 'TCP', port: 80 },
+        { src: podIP('y/a'), dst: 'x/a', protocol: 'TCP', port: 80 },
+      ],
+    });
+    // y/a's IPv4 address is outside the IPv6 block: an ipBlock never matches across families.
+    expect(results.map((r) => r.verdict)).toEqual(['allow', 'deny', 'allow', 'deny', 'deny']);
   });
 
   it('a host-networked pod is never isolated and matches pod selectors of no policy', async () => {

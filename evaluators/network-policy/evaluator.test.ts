@@ -118,6 +118,32 @@ describe('the NetworkPolicy module', () => {
     expect(h.subjects()).toEqual([]);
   });
 
+  it('keeps every remaining pod right while thousands of pods come and go', async () => {
+    const h = await ModuleHarness.load(release);
+    h.snapshot([np('x', 'web', { podSelector: { matchLabels: { app: 'web' } }, policyTypes: ['Ingress'] })]);
+    const live = new Map<number, boolean>();
+    const add = (id: number) => {
+      const web = id % 3 !== 0;
+      h.upsertPod({ id, name: `p-${id}`, namespace: 'x', hostNetwork: false, labels: web ? { app: 'web' } : {}, namespaceLabels: { ns: 'x' }, ports: [], ips: [`10.1.${id >> 8}.${id & 0xff}`] });
+      live.set(id, web);
+    };
+    for (let id = 1; id <= 3000; id++) add(id);
+    // Delete in a scattered order so backward-shift deletion moves entries around.
+    for (let k = 0; k < 3000; k++) {
+      const id = 1 + ((k * 1237) % 3000);
+      if (k % 2 === 0) { h.deletePod(id); live.delete(id); }
+    }
+    for (let id = 3001; id <= 4000; id++) add(id);
+    const expected = [...live].filter(([, web]) => web).map(([id]) => id).sort((a, b) => a - b);
+    expect((h.subjects() as number[]).sort((a, b) => a - b)).toEqual(expected);
+    const sample = [...live.keys()].filter((_, i) => i % 97 === 0);
+    expect(sample.some((id) => live.get(id)) && sample.some((id) => !live.get(id))).toBe(true);
+    for (const id of sample) {
+      const verdict = h.probe({ src: '192.0.2.1', dst: `x/p-${id}`, protocol: 'TCP', port: 80 }).ingress.verdict;
+      expect(`${id}: ${verdict}`).toBe(`${id}: ${live.get(id) ? 'Deny' : 'Next'}`);
+    }
+  });
+
   it('keeps enforcing the previous policies during a relist and switches to the new snapshot when it is complete', async () => {
     const h = await moduleWith([np('x', 'old', { podSelector: all, policyTypes: ['Ingress'] })]);
     const probe: Probe = { src: 'y/a', dst: 'x/a', protocol: 'TCP', port: 80 };

@@ -17,6 +17,12 @@ export function podIP(key: string): string {
   return `10.0.${NAMESPACES.indexOf(ns as never) + 1}.${POD_NAMES.indexOf(pod as never) + 1}`;
 }
 
+/** The IPv6 address of a pod in a dual-stack cluster: x/a = fd00:1::1. */
+export function podIPv6(key: string): string {
+  const [ns, pod] = key.split('/');
+  return `fd00:${NAMESPACES.indexOf(ns as never) + 1}::${POD_NAMES.indexOf(pod as never) + 1}`;
+}
+
 export function namespace(name: string, labels: Record<string, string> = {}): KubeObject {
   return {
     apiVersion: 'v1',
@@ -28,6 +34,8 @@ export function namespace(name: string, labels: Record<string, string> = {}): Ku
 export interface PodOptions {
   labels?: Record<string, string>;
   ip: string;
+  /** A second, IPv6 address (dual stack). */
+  ipv6?: string;
   hostNetwork?: boolean;
   /** Container ports; the e2e set (serve-80-tcp, serve-81-udp, ...) when absent. */
   ports?: { name: string; containerPort: number; protocol: ProtocolName }[];
@@ -52,19 +60,19 @@ export function pod(ns: string, name: string, opts: PodOptions): KubeObject {
         ports: [{ name: p.name, containerPort: p.containerPort, protocol: p.protocol }],
       })),
     },
-    status: { phase: 'Running', podIP: opts.ip, podIPs: [{ ip: opts.ip }] },
+    status: { phase: 'Running', podIP: opts.ip, podIPs: [{ ip: opts.ip }, ...(opts.ipv6 ? [{ ip: opts.ipv6 }] : [])] },
   };
 }
 
-/** Namespaces x, y, z labelled `ns: <name>` and pods a, b, c labelled `pod: <name>` in each. */
-export function xyzCluster(): KubeObject[] {
+/** Namespaces x, y, z labelled `ns: <name>` and pods a, b, c labelled `pod: <name>` in each; `dualStack` adds IPv6 addresses. */
+export function xyzCluster(opts: { dualStack?: boolean } = {}): KubeObject[] {
   const objects: KubeObject[] = [
     { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-1', labels: { 'kubernetes.io/hostname': 'node-1' } } },
   ];
   for (const ns of NAMESPACES) objects.push(namespace(ns, { ns }));
   for (const key of ALL_PODS) {
     const [ns, name] = key.split('/');
-    objects.push(pod(ns, name, { ip: podIP(key) }));
+    objects.push(pod(ns, name, { ip: podIP(key), ipv6: opts.dualStack ? podIPv6(key) : undefined }));
   }
   return objects;
 }
