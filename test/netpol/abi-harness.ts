@@ -122,7 +122,7 @@ export class ModuleHarness {
   }
 
   /** `bytes` may be a fuel-instrumented build: its tank is then kept full (`kwp_fuel`). */
-  static async fromBytes(bytes: Uint8Array, wasmFile: string, config: unknown = {}): Promise<ModuleHarness> {
+  static async fromBytes(bytes: Uint8Array<ArrayBuffer>, wasmFile: string, config: unknown = {}): Promise<ModuleHarness> {
     const module = await WebAssembly.compile(bytes);
     const logs: { level: number; text: string }[] = [];
     let harness: ModuleHarness | undefined;
