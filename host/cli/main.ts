@@ -7,7 +7,9 @@ type Command = { summary: string; load: () => Promise<(argv: string[]) => Promis
 const commands: Record<string, Command> = {
   eval: { summary: 'evaluate flows against manifests with the WASM pipeline', load: async () => (await import('./eval.js')).runEval },
   agent: { summary: 'run the node agent (sources, pipeline, dataplane, admin API)', load: async () => (await import('./agent.js')).runAgent },
+  manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./manifests.js')).runManifestsCommand },
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
+  sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', load: async () => (await import('./sdk.js')).runSdk },
 };
 
 /** Lets a subcommand file add itself to the table without this file knowing its internals. */
