@@ -29,6 +29,34 @@ export interface StateListener {
 export interface ClusterStateOptions {
   /** Written into every PodInfo; "" for the local cluster. */
   clusterId?: string;
+  /**
+   * Multicluster mode: every PodInfo's namespace labels gain
+   * `cluster.clusterset.k8s.io: <cluster id>`, so ordinary namespace selectors
+   * can pick a cluster; remote pods (`upsertRemotePod`) get their own cluster's id.
+   */
+  multicluster?: boolean;
+}
+
+/** The namespace label naming a pod's cluster in multicluster mode (SIG-Multicluster's ClusterSet naming). */
+export const CLUSTER_LABEL = 'cluster.clusterset.k8s.io';
+
+/**
+ * A pod of another cluster of the set, as an IP tracker publishes it. Remote
+ * pods only answer address lookups the local cluster leaves open: a local pod
+ * always wins an address, whatever its phase.
+ */
+export interface RemotePod {
+  clusterId: string;
+  name: string;
+  namespace: string;
+  /** Changes the pod's host id when it changes (a new pod under an old name). */
+  uid?: string;
+  podLabels: Record<string, string>;
+  namespaceLabels: Record<string, string>;
+  nodeName: string;
+  nodeLabels: Record<string, string>;
+  containerPorts: ContainerPort[];
+  ips: string[];
 }
 
 /** Kubernetes puts this label on every namespace; policies select namespaces by name through it. */
@@ -46,6 +74,8 @@ interface PodRecord {
   running: boolean;
   /** Absent while the pod has no IP: such a pod cannot be the end of any packet. */
   info?: PodInfo;
+  /** A pod of another cluster (`upsertRemotePod`): loses every address to a local claimant. */
+  remote?: boolean;
 }
 
 /** `namespace/name`, or `name` for cluster-scoped objects. */
@@ -177,6 +207,9 @@ type PendingEvent =
 
 export class ClusterState implements ObjectSink {
   private readonly clusterId: string;
+  private readonly multicluster: boolean;
+  /** Remote pods by the caller's key; kept apart from `podRecords`, whose keys are local `namespace/name`. */
+  private readonly remoteRecords = new Map<string, PodRecord>();
   private readonly objectsByKind = new Map<KindKey, Map<string, KubeObject>>();
   private readonly podRecords = new Map<string, PodRecord>();
   private readonly podsById = new Map<number, PodInfo>();
@@ -195,6 +228,12 @@ export class ClusterState implements ObjectSink {
 
   constructor(options: ClusterStateOptions = {}) {
     this.clusterId = options.clusterId ?? '';
+    this.multicluster = options.multicluster === true;
+  }
+
+  /** The id written into local PodInfo records. */
+  get localClusterId(): string {
+    return this.clusterId;
   }
 
   /** Bumped on every change; equal versions mean an identical state. */
@@ -264,6 +303,98 @@ export class ClusterState implements ObjectSink {
     }
     this.changeCount++;
     this.flush();
+  }
+
+  // ---- Remote pods (multicluster) ----
+
+  /** Adds or changes a pod of another cluster under `key` (the caller's identity for it, e.g. `cluster/ns/name`). */
+  upsertRemotePod(key: string, pod: RemotePod): void {
+    this.putRemoteRecord(key, pod);
+    this.changeCount++;
+    this.flush();
+  }
+
+  deleteRemotePod(key: string): void {
+    if (!this.remoteRecords.has(key)) return;
+    this.dropRemoteRecord(key);
+    this.changeCount++;
+    this.flush();
+  }
+
+  /** A full snapshot of the remote pods (after a relist): keys absent from `pods` are deleted. */
+  replaceRemotePods(pods: ReadonlyMap<string, RemotePod>): void {
+    for (const key of [...this.remoteRecords.keys()]) if (!pods.has(key)) this.dropRemoteRecord(key);
+    for (const [key, pod] of pods) this.putRemoteRecord(key, pod);
+    this.changeCount++;
+    this.flush();
+  }
+
+  remotePodKeys(): string[] {
+    return [...this.remoteRecords.keys()];
+  }
+
+  private putRemoteRecord(key: string, pod: RemotePod): void {
+    const identity = `remote:${pod.clusterId}/${pod.namespace}/${pod.name}/${pod.uid ?? ''}`;
+    let record = this.remoteRecords.get(key);
+    if (record && record.identity !== identity) {
+      this.dropRemoteRecord(key);
+      record = undefined;
+    }
+    if (!record) {
+      record = {
+        objectKey: key,
+        identity,
+        id: this.nextPodId++,
+        object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: pod.name, namespace: pod.namespace } },
+        running: true,
+        remote: true,
+      };
+      this.remoteRecords.set(key, record);
+    }
+    const old = record.info;
+    const ips: string[] = [];
+    for (const ip of pod.ips) {
+      const parsed = parseIP(ip);
+      if (!parsed) continue;
+      const text = formatIP(parsed.bytes);
+      if (!ips.includes(text)) ips.push(text);
+    }
+    const next: PodInfo | undefined = ips.length === 0 ? undefined : Object.freeze({
+      id: record.id,
+      name: pod.name,
+      namespace: pod.namespace,
+      podLabels: Object.freeze({ ...pod.podLabels }),
+      namespaceLabels: Object.freeze({
+        ...pod.namespaceLabels,
+        [NAMESPACE_NAME_LABEL]: pod.namespace,
+        ...(this.multicluster ? { [CLUSTER_LABEL]: pod.clusterId } : {}),
+      }),
+      nodeName: pod.nodeName,
+      nodeLabels: Object.freeze({ ...pod.nodeLabels }),
+      clusterId: pod.clusterId,
+      containerPorts: Object.freeze(pod.containerPorts.map((p) => Object.freeze({ name: p.name, port: p.port, protocol: p.protocol }))) as ContainerPort[],
+      hostNetwork: false,
+      ips: Object.freeze(ips) as string[],
+    });
+    if (next && old && samePodInfo(old, next)) return;
+    record.info = next;
+    if (old) this.podsById.delete(old.id);
+    if (next) this.podsById.set(next.id, next);
+    this.updateIPClaims(record, old, next);
+    if (next) this.pending.push({ type: 'podUpserted', pod: next });
+    else if (old) this.pending.push({ type: 'podDeleted', pod: old });
+  }
+
+  private dropRemoteRecord(key: string): void {
+    const record = this.remoteRecords.get(key);
+    if (!record) return;
+    this.remoteRecords.delete(key);
+    const old = record.info;
+    if (!old) return;
+    record.info = undefined;
+    this.podsById.delete(old.id);
+    this.updateIPClaims(record, old, undefined);
+    this.pending.push({ type: 'podDeleted', pod: old });
   }
 
   // ---- Reading ----
@@ -468,7 +599,11 @@ export class ClusterState implements ObjectSink {
       name: obj.metadata.name,
       namespace,
       podLabels: Object.freeze({ ...labelsOf(obj) }),
-      namespaceLabels: Object.freeze({ ...labelsOf(namespaceObject), [NAMESPACE_NAME_LABEL]: namespace }),
+      namespaceLabels: Object.freeze({
+        ...labelsOf(namespaceObject),
+        [NAMESPACE_NAME_LABEL]: namespace,
+        ...(this.multicluster ? { [CLUSTER_LABEL]: this.clusterId } : {}),
+      }),
       nodeName,
       nodeLabels: Object.freeze({ ...labelsOf(nodeObject) }),
       clusterId: this.clusterId,
@@ -514,15 +649,22 @@ export class ClusterState implements ObjectSink {
     for (const ip of new Set([...oldIPs, ...newIPs])) this.electIPOwner(ip);
   }
 
-  /** A Running pod beats one that is not; among equals the newest pod (highest id) wins. */
+  /**
+   * A local pod beats a remote one (a remote entry never shadows a local pod);
+   * then a Running pod beats one that is not; among equals the newest pod
+   * (highest id) wins.
+   */
   private electIPOwner(ip: string): void {
     let winner: PodRecord | undefined;
     for (const candidate of this.ipClaims.get(ip) ?? []) {
       if (!candidate.info) continue;
+      const candidateLocal = candidate.remote !== true;
+      const winnerLocal = winner?.remote !== true;
       if (
         !winner ||
-        (candidate.running && !winner.running) ||
-        (candidate.running === winner.running && candidate.id > winner.id)
+        (candidateLocal && !winnerLocal) ||
+        (candidateLocal === winnerLocal &&
+          ((candidate.running && !winner.running) || (candidate.running === winner.running && candidate.id > winner.id)))
       ) {
         winner = candidate;
       }
