@@ -11,6 +11,11 @@ export class KindStore<T> {
   /** Whether changes land in the live map (and so must be applied now). */
   get applyingLive(): bool { return this.staging == null; }
 
+  /** The live object named `name`, or null. */
+  get(name: string): T | null {
+    return this.live.has(name) ? this.live.get(name) : null;
+  }
+
   reset(): void { this.staging = new Map<string, T>(); }
 
   upsert(name: string, value: T): void {

@@ -27,6 +27,30 @@ class PodPolicies {
   ingressTie: StaticArray<u8> = new StaticArray<u8>(0);
 }
 
+const NO_POLICIES = new PodPolicies();
+
+/** Selector matches (pods x policies) a full rebuild may spend filling every pod's list at once. */
+const EAGER_FILL_LIMIT: i64 = 1_000_000;
+
+function contains(list: StaticArray<Policy>, p: Policy): bool {
+  for (let i = 0; i < list.length; i++) if (list[i] == p) return true;
+  return false;
+}
+
+/** `list` without `remove`, with `insert` (if any) at its place in evaluation order. */
+function replaced(list: StaticArray<Policy>, remove: Policy | null, insert: Policy | null): StaticArray<Policy> {
+  const out = new Array<Policy>(0);
+  let inserted = insert == null;
+  for (let i = 0; i < list.length; i++) {
+    const p = list[i];
+    if (remove != null && p == remove) continue;
+    if (!inserted && comparePolicies(insert!, p) < 0) { out.push(insert!); inserted = true; }
+    out.push(p);
+  }
+  if (!inserted) out.push(insert!);
+  return StaticArray.fromArray<Policy>(out);
+}
+
 class RuleInfo {
   constructor(public text: string, public policy: string, public priority: i32) {}
 }
@@ -115,9 +139,10 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
       const store = this.policyStore(kind);
       const meta = obj.get("metadata");
       const name = meta != null ? meta.str("name") : "";
+      const previous = store.applyingLive ? store.get(name) : null;
       const p = this.compile(kind, obj);
       if (p == null) store.remove(name); else store.upsert(name, p);
-      if (store.applyingLive) this.rebuild();
+      if (store.applyingLive) this.policyChanged(previous, p);
     }
   }
 
@@ -133,8 +158,9 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
       if (this.names.applyingLive) this.refreshDomainPeers(r.name);
     } else if (this.isPolicyKind(kind)) {
       const store = this.policyStore(kind);
+      const previous = store.applyingLive ? store.get(name) : null;
       store.remove(name);
-      if (store.applyingLive) this.rebuild();
+      if (store.applyingLive) this.policyChanged(previous, null);
     }
   }
 
@@ -160,8 +186,53 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
 
   // ---- derived state ----
 
-  /** Recomputes everything derived from the set of policies. Off the packet path. */
+  /** Recomputes everything derived from the set of policies, every pod's list included. Off the packet path. */
   private rebuild(): void {
+    this.refreshActive();
+    const wasReady = this.ready;
+    this.ready = this.allSynced();
+    if (!this.ready) return;
+    if (!wasReady) log.info(this.instanceName() + ": " + this.active.length.toString() + " policies in effect");
+    this.cache.clear();
+    const all = pods.all();
+    // Filling every pod's list now keeps the first decision for each pod free
+    // of allocation, but costs pods x policies selector matches in one call.
+    // Past a bound that fuel would not cover, pods fill in on first use.
+    if (<i64>all.length * <i64>this.active.length > EAGER_FILL_LIMIT) {
+      log.info(this.instanceName() + ": " + all.length.toString() + " pods x " + this.active.length.toString()
+        + " policies: computing each pod's policy list at its first decision instead of now");
+      return;
+    }
+    for (let i = 0; i < all.length; i++) this.cache.set(all[i].id, this.policiesFor(all[i], true));
+  }
+
+  /**
+   * One policy was added, changed or removed while live: only the pods whose
+   * lists held the old version or are selected by the new one are touched,
+   * so a change costs one selector match per pod rather than one per pod and
+   * policy.
+   */
+  private policyChanged(previous: Policy | null, next: Policy | null): void {
+    if (previous == null && next == null) return;
+    if (!this.ready) { this.rebuild(); return; }
+    this.refreshActive();
+    const all = pods.all();
+    for (let i = 0; i < all.length; i++) {
+      const pod = all[i];
+      // A pod without a list computes it, from the new set, at its first decision.
+      if (!this.cache.has(pod.id)) continue;
+      const pp = this.cache.get(pod.id);
+      const held = previous != null && (contains(pp.egress, previous) || contains(pp.ingress, previous));
+      const selected = next != null && next.selects(pod);
+      if (!held && !selected) continue;
+      const egress = replaced(pp.egress, previous, selected && next!.egress.length > 0 ? next : null);
+      const ingress = replaced(pp.ingress, previous, selected && next!.ingress.length > 0 ? next : null);
+      this.cache.set(pod.id, this.podPolicies(pod, egress, ingress, true));
+    }
+  }
+
+  /** The sorted policy list and what hangs off it: rule texts, nodes/domainNames peers and their addresses. */
+  private refreshActive(): void {
     const list = new Array<Policy>(0);
     for (let k = 0; k < this.policyStores.length; k++) {
       if (!this.isPolicyKind(k)) continue;
@@ -181,14 +252,6 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     }
     this.refreshNodePeers();
     this.refreshDomainPeers(null);
-
-    const wasReady = this.ready;
-    this.ready = this.allSynced();
-    if (!this.ready) return;
-    if (!wasReady) log.info(this.instanceName() + ": " + list.length.toString() + " policies in effect");
-    this.cache.clear();
-    const all = pods.all();
-    for (let i = 0; i < all.length; i++) this.cache.set(all[i].id, this.policiesFor(all[i], true));
   }
 
   private collect(p: Policy, rules: StaticArray<Rule>): void {
@@ -248,14 +311,20 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
       if (p.egress.length > 0) eg.push(p);
       if (p.ingress.length > 0) ing.push(p);
     }
+    return this.podPolicies(pod, StaticArray.fromArray<Policy>(eg), StaticArray.fromArray<Policy>(ing), warnTies);
+  }
+
+  private podPolicies(pod: PodInfo, egress: StaticArray<Policy>, ingress: StaticArray<Policy>, warnTies: bool): PodPolicies {
+    // Most pods are selected by no cluster-wide policy: they share one empty entry.
+    if (egress.length == 0 && ingress.length == 0) return NO_POLICIES;
     const pp = new PodPolicies();
-    pp.egress = StaticArray.fromArray<Policy>(eg);
-    pp.ingress = StaticArray.fromArray<Policy>(ing);
-    pp.egressTie = tieFlags(pp.egress);
-    pp.ingressTie = tieFlags(pp.ingress);
+    pp.egress = egress;
+    pp.ingress = ingress;
+    pp.egressTie = tieFlags(egress);
+    pp.ingressTie = tieFlags(ingress);
     if (warnTies) {
-      this.warnTies(pod, pp.egress, "egress");
-      this.warnTies(pod, pp.ingress, "ingress");
+      this.warnTies(pod, egress, "egress");
+      this.warnTies(pod, ingress, "ingress");
     }
     return pp;
   }
