@@ -286,6 +286,8 @@ describe('PortMatcher', () => {
     { name: 'a named UDP port matches with protocol UDP', port: { protocol: 'UDP', port: 'serve-80-udp' }, proto: UDP, dport: 80, match: true },
     { name: 'a name shared by TCP and UDP container ports resolves per protocol (TCP)', port: { port: 'dns' }, proto: TCP, dport: 5353, match: true },
     { name: 'a name shared by TCP and UDP container ports resolves per protocol (UDP)', port: { protocol: 'UDP', port: 'dns' }, proto: UDP, dport: 53, match: true },
+    { name: 'a name shared by two TCP container ports matches either port (first)', port: { port: 'web' }, proto: TCP, dport: 8080, pod: [{ name: 'web', port: 8080, protocol: 'TCP' }, { name: 'web', port: 8443, protocol: 'TCP' }], match: true },
+    { name: 'a name shared by two TCP container ports matches either port (second)', port: { port: 'web' }, proto: TCP, dport: 8443, pod: [{ name: 'web', port: 8080, protocol: 'TCP' }, { name: 'web', port: 8443, protocol: 'TCP' }], match: true },
     { name: 'a name the pod does not expose matches nothing', port: { port: 'metrics' }, proto: TCP, dport: 80, match: false },
     { name: 'a named port never matches when the destination is not a known pod', port: { port: 'serve-80-tcp' }, proto: TCP, dport: 80, pod: null, match: false },
   ];

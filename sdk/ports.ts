@@ -111,7 +111,14 @@ export class PortMatcher {
     const name = this.name;
     if (name != null) {
       if (dst == null) return false;
-      return dst.namedPort(name, protocol) == <i32>port;
+      // Every container port of that name and protocol counts, not just the
+      // first: names are only unique per pod when the API server validated it.
+      const ports = dst.ports;
+      for (let i = 0, n = ports.length; i < n; i++) {
+        const c = unchecked(ports[i]);
+        if (c.port == port && c.protocol == protocol && c.name == name) return true;
+      }
+      return false;
     }
     const p = <i32>port;
     return p >= this.port && p <= this.endPort;
