@@ -185,6 +185,54 @@ const peers: TableCase[] = [
   },
 ];
 
+const cyclonus: TableCase[] = [
+  {
+    name: 'a podSelector {} peer in a policy of y means the pods of y, wherever the policy applies',
+    policies: [np('y', 'from-own-ns', { podSelector: all, ingress: [{ from: [{ podSelector: all }] }] })],
+    probes: [tcp80(open().expectIngress({ ns: 'y' }, false).expect({ ns: 'y' }, { ns: 'y' }, true))],
+  },
+  {
+    name: 'policies of the same name in two namespaces are independent',
+    policies: [
+      np('x', 'same', { podSelector: podLabel('a'), policyTypes: ['Ingress'] }),
+      np('y', 'same', { podSelector: podLabel('b'), ingress: [{ from: [{ namespaceSelector: nsLabel('x') }] }] }),
+    ],
+    probes: [tcp80(open().expectIngress('x/a', false).expectIngress('y/b', false).expect({ ns: 'x' }, 'y/b', true))],
+  },
+  {
+    name: 'a namespaceSelector with Exists on a key only some namespaces carry',
+    policies: [np('x', 'labelled-ns', { podSelector: all, ingress: [{ from: [{ namespaceSelector: { matchExpressions: [{ key: 'ns', operator: 'Exists' }, { key: 'ns', operator: 'NotIn', values: ['z'] }] } }] }] })],
+    probes: [udp80(open().expect({ ns: 'z' }, { ns: 'x' }, false))],
+  },
+  {
+    name: 'allow-all egress and deny-all ingress in one namespace isolate only ingress',
+    policies: [
+      np('x', 'allow-egress', { podSelector: all, policyTypes: ['Egress'], egress: [{}] }),
+      np('x', 'deny-ingress', { podSelector: all, policyTypes: ['Ingress'] }),
+    ],
+    probes: [tcp80(open().expectIngress({ ns: 'x' }, false))],
+  },
+  {
+    name: 'an egress rule to pods of z on a named port denies the other port and other namespaces',
+    policies: [np('y', 'to-z-named', { podSelector: podLabel('c'), policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: nsLabel('z') }], ports: [{ port: 'serve-80-tcp' }] }] })],
+    probes: [tcp80(open().expectEgress('y/c', false).expect('y/c', { ns: 'z' }, true)), tcp81(open().expectEgress('y/c', false))],
+  },
+  {
+    name: 'an ingress and an egress policy on the same pod each judge only their direction',
+    policies: [np('z', 'both', {
+      podSelector: podLabel('b'), policyTypes: ['Ingress', 'Egress'],
+      ingress: [{ from: [{ namespaceSelector: nsLabel('x') }] }],
+      egress: [{ to: [{ namespaceSelector: nsLabel('y') }] }],
+    })],
+    probes: [tcp80(open().expectIngress('z/b', false).expect({ ns: 'x' }, 'z/b', true).expectEgress('z/b', false).expect('z/b', { ns: 'y' }, true))],
+  },
+  {
+    name: 'a policy that selects every pod with a rule for one port leaves the other port closed in both protocols',
+    policies: [np('x', 'only-81-udp', { podSelector: all, ingress: [{ ports: [{ protocol: 'UDP', port: 81 }] }] })],
+    probes: [udp81(open()), udp80(open().expectIngress({ ns: 'x' }, false)), tcp81(open().expectIngress({ ns: 'x' }, false))],
+  },
+];
+
 const ports: TableCase[] = [
   {
     name: 'a numeric port allows TCP to that port only',
@@ -337,7 +385,7 @@ const policyTypes: TableCase[] = [
 ];
 
 describe('NetworkPolicy conformance (netpol e2e truth tables through the pipeline)', () => {
-  for (const [group, cases] of [['default deny', defaultDeny], ['peers', peers], ['ports', ports], ['ipBlock', ipBlocks], ['egress', egress], ['policyTypes', policyTypes]] as const) {
+  for (const [group, cases] of [['default deny', defaultDeny], ['peers', peers], ['ports', ports], ['ipBlock', ipBlocks], ['egress', egress], ['policyTypes', policyTypes], ['cyclonus corner cases', cyclonus]] as const) {
     describe(group, () => {
       for (const c of cases) it(c.name, () => check(c));
     });
