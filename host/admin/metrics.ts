@@ -1,0 +1,149 @@
+// Prometheus metrics for the agent, all prefixed `kwp_`, in a registry of
+// their own (an embedder's registry is left alone). Nothing here runs per
+// packet except the decision-time sampler, which times one decision in
+// `sampleEvery`: verdict and failure counts are read from Stage.counters when
+// Prometheus scrapes, and flushed once more just before a pipeline is disposed.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { performance } from 'node:perf_hooks';
+import type { Pipeline } from '../pipeline/pipeline.js';
+import type { Stage, StageCounters } from '../pipeline/stage.js';
+import type { PipelineController } from '../control/pipeline-controller.js';
+import type { ModuleStore } from '../control/module-store.js';
+import { readNfqueueStats, NFQUEUE_PROC_FILE } from './nfqueue-stats.js';
+
+export interface AdminMetricsOptions {
+  controller: PipelineController;
+  store?: ModuleStore;
+  /** Time one decision in this many per stage (default 64). */
+  sampleEvery?: number;
+  nfqueueStatsFile?: string;
+  /** Node's process metrics (CPU, memory, event loop lag); default true. */
+  processMetrics?: boolean;
+}
+
+type Snapshot = Pick<StageCounters, 'accept' | 'deny' | 'next' | 'traps' | 'fuelExhausted' | 'unavailable'>;
+const ZERO: Snapshot = { accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0 };
+
+export class AdminMetrics {
+  readonly registry = new Registry();
+  private readonly seen = new Map<Stage, Snapshot>();
+  private readonly verdicts: Counter<'stage' | 'module' | 'verdict'>;
+  private readonly traps: Counter<'module' | 'stage'>;
+  private readonly fuel: Counter<'module' | 'stage'>;
+  private readonly unavailable: Counter<'module' | 'stage'>;
+  private readonly decisionSeconds: Histogram<'stage'>;
+  private readonly swaps: Counter<'action'>;
+  private readonly uploads: Counter<'outcome'>;
+  private readonly uploadsSeen = new Map<string, number>();
+  private readonly sampleEvery: number;
+
+  constructor(private readonly options: AdminMetricsOptions) {
+    const registers = [this.registry];
+    const sync = () => this.sync();
+    this.sampleEvery = Math.max(1, options.sampleEvery ?? 64);
+    this.verdicts = new Counter({
+      name: 'kwp_stage_verdicts_total',
+      help: 'Verdicts returned by each stage (Pass counts as next); egress and ingress walks are counted together.',
+      labelNames: ['stage', 'module', 'verdict'], registers, collect: sync,
+    });
+    this.traps = new Counter({ name: 'kwp_module_traps_total', help: 'Calls that trapped, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
+    this.fuel = new Counter({ name: 'kwp_module_fuel_exhausted_total', help: 'Calls that ran out of fuel, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
+    this.unavailable = new Counter({ name: 'kwp_stage_unavailable_total', help: 'Decisions answered by the failure policy while the stage rebuilt its module.', labelNames: ['module', 'stage'], registers, collect: sync });
+    this.decisionSeconds = new Histogram({
+      name: 'kwp_stage_decision_seconds',
+      help: `Time one stage takes for one decision, sampled one decision in ${this.sampleEvery}.`,
+      labelNames: ['stage'], registers,
+      buckets: [0.25e-6, 0.5e-6, 1e-6, 2e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 1e-3, 10e-3],
+    });
+    const controller = options.controller;
+    new Gauge({
+      name: 'kwp_pipeline_revision', help: 'Revision of the active pipeline.', registers,
+      collect() { this.set(controller.livePipelines()[0]?.revision ?? 0); },
+    });
+    new Gauge({
+      name: 'kwp_pipeline_stages', help: 'Stages in the active pipeline.', registers,
+      collect() { this.set(controller.livePipelines()[0]?.stages.length ?? 0); },
+    });
+    this.swaps = new Counter({ name: 'kwp_pipeline_swaps_total', help: 'Pipeline activations, by action (startup, set, rollback, auto-rollback).', labelNames: ['action'], registers });
+    this.uploads = new Counter({
+      name: 'kwp_module_uploads_total', help: 'Module uploads by outcome: stored, unchanged, or the KWP_ERR code that refused them.',
+      labelNames: ['outcome'], registers, collect: () => this.syncUploads(),
+    });
+    const file = options.nfqueueStatsFile ?? NFQUEUE_PROC_FILE;
+    const queueGauge = (name: string, help: string, pick: (s: ReturnType<typeof readNfqueueStats>[number]) => number) =>
+      new Gauge({
+        name, help, labelNames: ['queue'], registers,
+        collect() {
+          this.reset();
+          for (const s of readNfqueueStats(file)) this.set({ queue: String(s.queue) }, pick(s));
+        },
+      });
+    queueGauge('kwp_nfqueue_waiting_packets', 'Packets waiting in each NFQUEUE for a verdict (kernel view).', (s) => s.waiting);
+    queueGauge('kwp_nfqueue_queue_dropped_packets', 'Packets the kernel dropped because the queue was full (since the queue was bound).', (s) => s.queueDropped);
+    queueGauge('kwp_nfqueue_user_dropped_packets', 'Packets the kernel could not deliver to the agent socket (since the queue was bound).', (s) => s.userDropped);
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'kwp_' });
+
+    controller.observe({
+      built: (p) => this.instrument(p),
+      activated: (_next, _previous, entry) => this.swaps.inc({ action: entry.action }),
+      retired: (p) => { for (const s of p.stages) this.flush(s); for (const s of p.stages) this.seen.delete(s); },
+    });
+    for (const p of controller.livePipelines()) this.instrument(p);
+  }
+
+  /** Times one decision in `sampleEvery` on each stage. */
+  private instrument(p: Pipeline): void {
+    for (const stage of p.stages) {
+      const decide = stage.decide.bind(stage);
+      const every = this.sampleEvery;
+      const hist = this.decisionSeconds.labels({ stage: stage.name });
+      let n = 0;
+      stage.decide = (record: Uint8Array): number => {
+        if (++n < every) return decide(record);
+        n = 0;
+        const t = performance.now();
+        const v = decide(record);
+        hist.observe((performance.now() - t) / 1000);
+        return v;
+      };
+    }
+  }
+
+  private sync(): void {
+    for (const p of this.options.controller.livePipelines()) for (const s of p.stages) this.flush(s);
+  }
+
+  private flush(stage: Stage): void {
+    const last = this.seen.get(stage) ?? ZERO;
+    const c = stage.counters;
+    const labels = { stage: stage.name, module: stage.compiled.meta.name };
+    const add = (counter: Counter<any>, extra: Record<string, string>, now: number, before: number) => {
+      if (now > before) counter.inc({ ...labels, ...extra }, now - before);
+    };
+    add(this.verdicts, { verdict: 'accept' }, c.accept, last.accept);
+    add(this.verdicts, { verdict: 'deny' }, c.deny, last.deny);
+    add(this.verdicts, { verdict: 'next' }, c.next, last.next);
+    add(this.traps, {}, c.traps, last.traps);
+    add(this.fuel, {}, c.fuelExhausted, last.fuelExhausted);
+    add(this.unavailable, {}, c.unavailable, last.unavailable);
+    this.seen.set(stage, { accept: c.accept, deny: c.deny, next: c.next, traps: c.traps, fuelExhausted: c.fuelExhausted, unavailable: c.unavailable });
+  }
+
+  private syncUploads(): void {
+    const store = this.options.store;
+    if (!store) return;
+    for (const [outcome, count] of store.uploadOutcomes) {
+      const before = this.uploadsSeen.get(outcome) ?? 0;
+      if (count > before) this.uploads.inc({ outcome }, count - before);
+      this.uploadsSeen.set(outcome, count);
+    }
+  }
+
+  async text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

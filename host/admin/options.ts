@@ -1,0 +1,41 @@
+// What the admin API needs from the agent: the services it fronts and its
+// safety settings. The CLI talks to the same routes through admin/client.ts.
+import type { ModuleStore } from '../control/module-store.js';
+import type { PipelineController } from '../control/pipeline-controller.js';
+import type { PolicyEngine } from '../pipeline/engine.js';
+import type { AdminMetrics } from './metrics.js';
+import type { Access } from './auth.js';
+import type { RouteErrorConfig } from './error-handler.js';
+
+export interface AdminApiOptions {
+  store: ModuleStore;
+  controller: PipelineController;
+  /** For explanations: the cluster state and the active pipeline. */
+  engine: PolicyEngine;
+  /** The admin bearer token (loadAdminToken). Without one every route that needs a token answers 401. */
+  token?: string;
+  /** Let GET routes, /metrics, /openapi.json and POST /v1/explain through without a token. Default false. */
+  readsOpen?: boolean;
+  /** True once every source finished its first sync; /readyz answers 503 until then. Default: always ready. */
+  ready?: () => boolean;
+  /** Metrics to serve on /metrics; the plugin builds its own when absent. */
+  metrics?: AdminMetrics;
+  /** Upload rate limit: a bucket of `uploadBurst` tokens refilled at `uploadsPerMinute`. Defaults 5 and 30. */
+  uploadBurst?: number;
+  uploadsPerMinute?: number;
+}
+
+/** Per-route settings read by the plugin's hooks. */
+export interface AdminRouteConfig extends RouteErrorConfig {
+  access: Access;
+}
+
+export const SIGNATURE_HEADER = 'x-kwp-signature';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call the route (admin/auth.ts). */
+    access?: Access;
+    bodyTooLargeCode?: RouteErrorConfig['bodyTooLargeCode'];
+  }
+}

@@ -1,0 +1,55 @@
+// The admin API as a Fastify plugin, so an embedder can mount it under any
+// prefix in its own server (`app.register(adminApi, {prefix: '/kwp', ...})`);
+// createAdminServer wraps it in a server of its own. The plugin keeps its
+// error handler, content-type parser, auth hook and OpenAPI document inside
+// its own encapsulation context, so it changes nothing of the host server.
+import type { FastifyPluginAsync } from 'fastify';
+import swagger from '@fastify/swagger';
+import { KwpError } from '../errors.js';
+import { TokenCheck } from './auth.js';
+import { TokenBucket } from './token-bucket.js';
+import { kwpErrorHandler } from './error-handler.js';
+import { AdminMetrics } from './metrics.js';
+import { errorResponses, errorSchema } from './schemas.js';
+import { moduleRoutes } from './routes/modules.js';
+import { pipelineRoutes } from './routes/pipeline.js';
+import { explainRoutes } from './routes/explain.js';
+import { healthRoutes } from './routes/health.js';
+import type { AdminApiOptions, AdminRouteConfig } from './options.js';
+
+export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
+  const tokens = new TokenCheck(options.token, options.readsOpen ?? false);
+  const bucket = new TokenBucket(options.uploadBurst ?? 5, (options.uploadsPerMinute ?? 30) / 60);
+  const metrics = options.metrics ?? new AdminMetrics({ controller: options.controller, store: options.store });
+
+  app.addSchema(errorSchema);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'kube-wasm-policies admin API', version: '1', description: 'Upload evaluators, change and roll back the pipeline, explain verdicts. See docs/admin-api.md.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+
+  app.setErrorHandler(kwpErrorHandler);
+  app.setNotFoundHandler((request, reply) => {
+    const err = new KwpError('KWP_ERR_ROUTE_NOT_FOUND', `${request.method} ${request.url}: no such admin API route; GET /openapi.json lists them`);
+    reply.status(err.status).send(err.toJSON());
+  });
+
+  app.addHook('onRequest', async (request) => {
+    const access = (request.routeOptions.config as Partial<AdminRouteConfig> | undefined)?.access ?? 'write';
+    tokens.check(access, request.headers.authorization, `${request.method} ${request.url}`);
+  });
+
+  moduleRoutes(app, options.store, bucket);
+  pipelineRoutes(app, options.controller);
+  explainRoutes(app, options.engine);
+  healthRoutes(app, options.ready ?? (() => true), metrics);
+
+  app.get('/openapi.json', {
+    config: { access: 'read' } satisfies AdminRouteConfig,
+    schema: { summary: 'This API as an OpenAPI 3 document', tags: ['health'], hide: true, response: errorResponses },
+  }, async () => app.swagger());
+};

@@ -1,0 +1,34 @@
+// Probes and metrics. /healthz and /readyz are always open (kubelet probes
+// carry no token); /metrics is a read.
+import type { FastifyInstance } from 'fastify';
+import { KwpError } from '../../errors.js';
+import type { AdminMetrics } from '../metrics.js';
+import { errorResponses } from '../schemas.js';
+import type { AdminRouteConfig } from '../options.js';
+
+export function healthRoutes(app: FastifyInstance, ready: () => boolean, metrics: AdminMetrics): void {
+  app.get('/healthz', {
+    config: { access: 'open' } satisfies AdminRouteConfig,
+    schema: { summary: 'Liveness: the API answers', tags: ['health'], response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } },
+  }, async () => ({ status: 'ok' }));
+
+  app.get('/readyz', {
+    config: { access: 'open' } satisfies AdminRouteConfig,
+    schema: {
+      summary: 'Readiness: every source finished its first sync', tags: ['health'],
+      response: { 200: { type: 'object', properties: { ready: { type: 'boolean' } } }, ...errorResponses },
+    },
+  }, async () => {
+    if (!ready()) throw new KwpError('KWP_ERR_NOT_READY', 'GET /readyz: not every source has finished its first sync yet');
+    return { ready: true };
+  });
+
+  app.get('/metrics', {
+    config: { access: 'read' } satisfies AdminRouteConfig,
+    schema: { summary: 'Prometheus metrics (kwp_ prefix)', tags: ['health'], produces: ['text/plain'], response: { 200: { type: 'string' }, ...errorResponses } },
+  }, async (_request, reply) => {
+    const text = await metrics.text();
+    reply.type(metrics.contentType);
+    return text;
+  });
+}
