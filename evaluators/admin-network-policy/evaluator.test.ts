@@ -45,6 +45,31 @@ const baselineDeny = banp(subjectNamespace('gryffindor'), {
   egress: [{ name: 'banp-deny', action: 'Deny', to: [toNamespace('ravenclaw')] }],
 });
 
+describe('the admin-network-policy module and pre-v0.1.7 shapes', () => {
+  // Before v0.1.7 peers wrapped their selectors: namespaces: {namespaceSelector: ...}.
+  // Read as a v0.1.7 selector that would select every namespace.
+  const oldShapePeer = { namespaces: { namespaceSelector: { matchLabels: { 'conformance-house': 'slytherin' } } } };
+
+  it('an Allow rule with a wrapped selector matches nothing, a Deny rule with one denies everything it reaches', async () => {
+    const h = await moduleWith('Admin', [
+      anp('old-allow', 1, subjectNamespace('gryffindor'), { egress: [{ name: 'old-allow', action: 'Allow', to: [oldShapePeer] }] }),
+      anp('old-deny', 2, subjectNamespace('gryffindor'), { egress: [{ name: 'old-deny', action: 'Deny', to: [oldShapePeer] }] }),
+    ], []);
+    const egress = h.probe({ src: harry0, dst: luna0, protocol: 'TCP', port: 80 }).egress;
+    expect(egress.verdict).toBe('Deny');
+    expect(egress.text).toBe('old-deny (fails closed: spec.egress[0].to[0].namespaces: unknown field "namespaceSelector" (expected matchLabels, matchExpressions))');
+    expect(warnings(h)).toContain('AdminNetworkPolicy "old-allow": spec.egress[0].to[0].namespaces: unknown field "namespaceSelector" (expected matchLabels, matchExpressions); the rule fails closed');
+  });
+
+  it('a subject with a field it does not know selects no pod', async () => {
+    const h = await moduleWith('Admin', [
+      anp('old-subject', 1, { namespaces: { namespaceSelector: {} } }, { egress: [{ name: 'deny-all', action: 'Deny', to: [{ namespaces: {} }] }] }),
+    ], []);
+    expect(h.probe({ src: harry0, dst: luna0, protocol: 'TCP', port: 80 }).egress.verdict).toBe('Next');
+    expect(warnings(h)).toContain('AdminNetworkPolicy "old-subject": spec.subject.namespaces: unknown field "namespaceSelector" (expected matchLabels, matchExpressions); the policy selects no pod');
+  });
+});
+
 describe('the admin-network-policy module', () => {
   it('evaluates AdminNetworkPolicies with {"tier": "Admin"} and the BaselineAdminNetworkPolicy with {"tier": "Baseline"}', async () => {
     const admin = await moduleWith('Admin', [denySlytherin], [baselineDeny]);
@@ -74,7 +99,8 @@ describe('the admin-network-policy module', () => {
       ],
     })], []);
     expect(admin.probe({ src: harry0, dst: draco0, protocol: 'TCP', port: 80 }).egress.text)
-      .toBe('accept-word (fails closed: spec.egress[0].action: "Accept" is not one of Allow, Deny, Pass; the rule fails closed (denies everything that reaches it))');
+      .toBe('accept-word (fails closed: spec.egress[0].action: "Accept" is not one of Allow, Deny, Pass)');
+    expect(warnings(admin)).toContain('AdminNetworkPolicy "mixed": spec.egress[0].action: "Accept" is not one of Allow, Deny, Pass; the rule fails closed');
     expect(warnings(admin)).toContain('AdminNetworkPolicy "mixed": spec.egress[1].protocols: is not a field of AdminNetworkPolicy (use ports); the rule fails closed');
 
     const baseline = await moduleWith('Baseline', [], [banp(subjectNamespace('gryffindor'), {

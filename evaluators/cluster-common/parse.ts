@@ -39,23 +39,44 @@ function isInteger(v: JValue | null): bool { return v != null && v.kind == JKind
 
 function portNumberValid(v: JValue | null): bool { return isInteger(v) && v!.n >= 1 && v!.n <= 65535; }
 
-/** Per-rule collector of the first problem; the rest of the rule is still read so every problem is logged. */
+/** Collects the first problem of a rule or subject; the rest is still read so every problem is logged. */
 class Problems {
   first: string = "";
   count: i32 = 0;
-  constructor(public where: string) {}
+  /** `consequence` ends every logged line: what the evaluator does about the problem. */
+  constructor(public where: string, public consequence: string = "the rule fails closed") {}
   add(field: string, msg: string): void {
-    log.warn(this.where + ": " + field + ": " + msg);
+    log.warn(this.where + ": " + field + ": " + msg + "; " + this.consequence);
     this.count++;
     if (this.first.length == 0) this.first = field + ": " + msg;
   }
   get any(): bool { return this.first.length > 0; }
 }
 
-/** A selector field of a peer; an invalid selector makes the peer unusable. */
+const SELECTOR_FIELDS: string[] = ["matchLabels", "matchExpressions"];
+const NAMESPACED_POD_FIELDS: string[] = ["namespaceSelector", "podSelector"];
+
+/**
+ * Logs every member of `v` outside `allowed`. A field this version does not
+ * know may narrow what the object selects (an older or newer API shape), so
+ * ignoring it could widen an Accept: the caller fails closed instead.
+ */
+function unknownFields(v: JValue, allowed: string[], field: string, p: Problems): bool {
+  const keys = v.objectKeys;
+  let found = false;
+  for (let i = 0; i < keys.length; i++) {
+    if (v.items![i].kind == JKind.Null || knownKey(keys[i], allowed)) continue;
+    p.add(field, "unknown field \"" + keys[i] + "\" (expected " + allowed.join(", ") + ")");
+    found = true;
+  }
+  return found;
+}
+
+/** A LabelSelector field; an invalid selector, or one with fields it does not know, is unusable. */
 function selector(v: JValue | null, field: string, p: Problems): LabelSelector {
+  if (v != null && v.kind == JKind.Object && unknownFields(v, SELECTOR_FIELDS, field, p)) return LabelSelector.nothing("unknown fields");
   const s = LabelSelector.compile(v);
-  if (!s.valid) p.add(field, s.error! + "; the rule fails closed");
+  if (!s.valid) p.add(field, s.error!);
   return s;
 }
 
@@ -72,25 +93,27 @@ function onlyMember(v: JValue, allowed: string[], field: string, p: Problems): s
   for (let i = 0; i < keys.length; i++) {
     if (v.items![i].kind == JKind.Null) continue;
     if (!knownKey(keys[i], allowed)) {
-      p.add(field, "unknown field \"" + keys[i] + "\" (expected exactly one of " + allowed.join(", ") + "); the rule fails closed");
+      p.add(field, "unknown field \"" + keys[i] + "\" (expected exactly one of " + allowed.join(", ") + ")");
       return "";
     }
     found = keys[i];
     count++;
   }
   if (count != 1) {
-    p.add(field, (count == 0 ? "sets none" : "sets more than one") + " of " + allowed.join(", ") + "; the rule fails closed");
+    p.add(field, (count == 0 ? "sets none" : "sets more than one") + " of " + allowed.join(", "));
     return "";
   }
   return found;
 }
 
+const INGRESS_RULE_FIELDS: string[] = ["name", "action", "from", "ports", "protocols"];
+const EGRESS_RULE_FIELDS: string[] = ["name", "action", "to", "ports", "protocols"];
 const INGRESS_PEERS: string[] = ["namespaces", "pods"];
 const EGRESS_PEERS: string[] = ["namespaces", "pods", "nodes", "networks", "domainNames"];
 const EGRESS_PEERS_NO_DOMAINS: string[] = ["namespaces", "pods", "nodes", "networks"];
 
 function parsePeer(v: JValue, egress: bool, d: Dialect, field: string, p: Problems): Peer | null {
-  if (v.kind != JKind.Object) { p.add(field, "a peer must be an object; the rule fails closed"); return null; }
+  if (v.kind != JKind.Object) { p.add(field, "a peer must be an object"); return null; }
   const allowed = !egress ? INGRESS_PEERS : d.domainNamesAllowed ? EGRESS_PEERS : EGRESS_PEERS_NO_DOMAINS;
   const which = onlyMember(v, allowed, field, p);
   if (which.length == 0) return null;
@@ -102,7 +125,8 @@ function parsePeer(v: JValue, egress: bool, d: Dialect, field: string, p: Proble
     peer.namespaceSelector = selector(body, field + ".namespaces", p);
   } else if (which == "pods") {
     peer.kind = PeerKind.Pods;
-    if (body.kind != JKind.Object) { p.add(field + ".pods", "must be an object with namespaceSelector and podSelector; the rule fails closed"); return null; }
+    if (body.kind != JKind.Object) { p.add(field + ".pods", "must be an object with namespaceSelector and podSelector"); return null; }
+    if (unknownFields(body, NAMESPACED_POD_FIELDS, field + ".pods", p)) return null;
     peer.namespaceSelector = selector(body.get("namespaceSelector"), field + ".pods.namespaceSelector", p);
     peer.podSelector = selector(body.get("podSelector"), field + ".pods.podSelector", p);
   } else if (which == "nodes") {
@@ -111,12 +135,12 @@ function parsePeer(v: JValue, egress: bool, d: Dialect, field: string, p: Proble
   } else if (which == "networks") {
     peer.kind = PeerKind.Networks;
     const list = body.array;
-    if (body.kind != JKind.Array || list.length == 0) { p.add(field + ".networks", "must be a non-empty list of CIDRs; the rule fails closed"); return null; }
+    if (body.kind != JKind.Array || list.length == 0) { p.add(field + ".networks", "must be a non-empty list of CIDRs"); return null; }
     const nets = new StaticArray<CIDR>(list.length);
     for (let i = 0; i < list.length; i++) {
       const c = list[i].kind == JKind.String ? CIDR.parse(list[i].s) : null;
       if (c == null) {
-        p.add(field + ".networks[" + i.toString() + "]", (list[i].kind == JKind.String ? cidrError : "must be a string") + "; the rule fails closed");
+        p.add(field + ".networks[" + i.toString() + "]", (list[i].kind == JKind.String ? cidrError : "must be a string"));
         return null;
       }
       nets[i] = c;
@@ -125,12 +149,12 @@ function parsePeer(v: JValue, egress: bool, d: Dialect, field: string, p: Proble
   } else {
     peer.kind = PeerKind.DomainNames;
     const list = body.array;
-    if (body.kind != JKind.Array || list.length == 0) { p.add(field + ".domainNames", "must be a non-empty list of domain names; the rule fails closed"); return null; }
+    if (body.kind != JKind.Array || list.length == 0) { p.add(field + ".domainNames", "must be a non-empty list of domain names"); return null; }
     const doms = new StaticArray<DomainPattern>(list.length);
     for (let i = 0; i < list.length; i++) {
       const dp = list[i].kind == JKind.String ? new DomainPattern(list[i].s) : null;
       if (dp == null || !dp.valid) {
-        p.add(field + ".domainNames[" + i.toString() + "]", "must be a domain name, optionally starting with \"*.\"; the rule fails closed");
+        p.add(field + ".domainNames[" + i.toString() + "]", "must be a domain name, optionally starting with \"*.\"");
         return null;
       }
       doms[i] = dp;
@@ -145,36 +169,38 @@ const ANP_PORTS: string[] = ["portNumber", "portRange", "namedPort"];
 
 /** v1alpha2 `protocols[]` entry. */
 function parseProtocol(v: JValue, field: string, p: Problems): PortMatcher | null {
-  if (v.kind != JKind.Object) { p.add(field, "must be an object; the rule fails closed"); return null; }
+  if (v.kind != JKind.Object) { p.add(field, "must be an object"); return null; }
   const which = onlyMember(v, CNP_PROTOCOLS, field, p);
   if (which.length == 0) return null;
   const body = v.get(which)!;
   if (which == "destinationNamedPort") {
-    if (body.kind != JKind.String || body.s.length == 0) { p.add(field + ".destinationNamedPort", "must be a container port name; the rule fails closed"); return null; }
+    if (body.kind != JKind.String || body.s.length == 0) { p.add(field + ".destinationNamedPort", "must be a container port name"); return null; }
     // The named container port carries its own protocol.
     return PortMatcher.named(PROTO_ANY, body.s);
   }
   const proto: u8 = which == "tcp" ? PROTO_TCP : which == "udp" ? PROTO_UDP : PROTO_SCTP;
   const at = field + "." + which;
-  if (body.kind != JKind.Object) { p.add(at, "must be an object; the rule fails closed"); return null; }
+  if (body.kind != JKind.Object) { p.add(at, "must be an object"); return null; }
+  if (unknownFields(body, ["destinationPort"], at, p)) return null;
   const dp = body.get("destinationPort");
   if (!isSet(dp)) return PortMatcher.anyPort(proto);
-  if (dp!.kind != JKind.Object) { p.add(at + ".destinationPort", "must be an object with number or range; the rule fails closed"); return null; }
+  if (dp!.kind != JKind.Object) { p.add(at + ".destinationPort", "must be an object with number or range"); return null; }
   const kind = onlyMember(dp!, ["number", "range"], at + ".destinationPort", p);
   if (kind.length == 0) return null;
   if (kind == "number") {
     const n = dp!.get("number");
-    if (!portNumberValid(n)) { p.add(at + ".destinationPort.number", "must be a port number 1-65535; the rule fails closed"); return null; }
+    if (!portNumberValid(n)) { p.add(at + ".destinationPort.number", "must be a port number 1-65535"); return null; }
     return PortMatcher.single(proto, <i32>n!.n);
   }
   return parseRange(dp!.get("range")!, proto, at + ".destinationPort.range", p);
 }
 
-function parseRange(r: JValue, proto: u8, field: string, p: Problems): PortMatcher | null {
+function parseRange(r: JValue, proto: u8, field: string, p: Problems, allowed: string[] = ["start", "end"]): PortMatcher | null {
+  if (r.kind == JKind.Object && unknownFields(r, allowed, field, p)) return null;
   const start = r.get("start");
   const end = r.get("end");
   if (!portNumberValid(start) || !portNumberValid(end) || end!.n < start!.n) {
-    p.add(field, "start and end must be port numbers 1-65535 with start <= end; the rule fails closed");
+    p.add(field, "start and end must be port numbers 1-65535 with start <= end");
     return null;
   }
   return PortMatcher.range(proto, <i32>start!.n, <i32>end!.n);
@@ -184,45 +210,46 @@ function parseProtocolName(v: JValue, field: string, p: Problems): u8 {
   const pv = v.get("protocol");
   if (!isSet(pv)) return PROTO_TCP;
   const n = pv!.kind == JKind.String ? protocolNumber(pv!.s) : <u8>0;
-  if (n == 0) p.add(field + ".protocol", "must be TCP, UDP or SCTP; the rule fails closed");
+  if (n == 0) p.add(field + ".protocol", "must be TCP, UDP or SCTP");
   return n;
 }
 
 /** v1alpha1 `ports[]` entry (also accepted on early v1alpha2 objects). */
 function parsePort(v: JValue, field: string, p: Problems): PortMatcher | null {
-  if (v.kind != JKind.Object) { p.add(field, "must be an object; the rule fails closed"); return null; }
+  if (v.kind != JKind.Object) { p.add(field, "must be an object"); return null; }
   const which = onlyMember(v, ANP_PORTS, field, p);
   if (which.length == 0) return null;
   const body = v.get(which)!;
   const at = field + "." + which;
   if (which == "namedPort") {
-    if (body.kind != JKind.String || body.s.length == 0) { p.add(at, "must be a container port name; the rule fails closed"); return null; }
+    if (body.kind != JKind.String || body.s.length == 0) { p.add(at, "must be a container port name"); return null; }
     return PortMatcher.named(PROTO_ANY, body.s);
   }
-  if (body.kind != JKind.Object) { p.add(at, "must be an object; the rule fails closed"); return null; }
+  if (body.kind != JKind.Object) { p.add(at, "must be an object"); return null; }
   const proto = parseProtocolName(body, at, p);
   if (proto == 0) return null;
   if (which == "portNumber") {
+    if (unknownFields(body, ["protocol", "port"], at, p)) return null;
     const n = body.get("port");
-    if (!portNumberValid(n)) { p.add(at + ".port", "must be a port number 1-65535; the rule fails closed"); return null; }
+    if (!portNumberValid(n)) { p.add(at + ".port", "must be a port number 1-65535"); return null; }
     return PortMatcher.single(proto, <i32>n!.n);
   }
-  return parseRange(body, proto, at, p);
+  return parseRange(body, proto, at, p, ["protocol", "start", "end"]);
 }
 
 function parsePorts(rule: JValue, d: Dialect, field: string, p: Problems): StaticArray<PortMatcher> {
   const protocols = rule.get("protocols");
   const ports = rule.get("ports");
   const none = new StaticArray<PortMatcher>(0);
-  if (isSet(protocols) && isSet(ports)) { p.add(field, "sets both protocols and ports; the rule fails closed"); return none; }
+  if (isSet(protocols) && isSet(ports)) { p.add(field, "sets both protocols and ports"); return none; }
   let list: JValue | null = null;
   let useProtocols = false;
   let name = "";
   if (isSet(protocols) && d.protocolsField) { list = protocols; useProtocols = true; name = "protocols"; }
   else if (isSet(ports)) { list = ports; name = "ports"; }
-  else if (isSet(protocols)) { p.add(field + ".protocols", "is not a field of " + d.kindName + " (use ports); the rule fails closed"); return none; }
+  else if (isSet(protocols)) { p.add(field + ".protocols", "is not a field of " + d.kindName + " (use ports)"); return none; }
   if (list == null) return none;
-  if (list.kind != JKind.Array || list.array.length == 0) { p.add(field + "." + name, "must be a non-empty list; the rule fails closed"); return none; }
+  if (list.kind != JKind.Array || list.array.length == 0) { p.add(field + "." + name, "must be a non-empty list"); return none; }
   const items = list.array;
   const out = new StaticArray<PortMatcher>(items.length);
   for (let i = 0; i < items.length; i++) {
@@ -243,26 +270,27 @@ function parseRule(v: JValue, egress: bool, index: i32, d: Dialect, policyName: 
   const name = v.kind == JKind.Object ? v.str("name") : "";
   rule.label = name.length > 0 ? name : policyName + "/" + dir + "[" + index.toString() + "]";
   if (v.kind != JKind.Object) {
-    p.add(field, "a rule must be an object; it fails closed");
+    p.add(field, "a rule must be an object");
     rule.failClosed = true;
     rule.problem = p.first;
     return rule;
   }
 
+  unknownFields(v, egress ? EGRESS_RULE_FIELDS : INGRESS_RULE_FIELDS, field, p);
   const action = v.str("action");
   if (action == d.acceptWord) rule.action = Action.Accept;
   else if (action == "Deny") rule.action = Action.Deny;
   else if (action == "Pass" && d.passAllowed) rule.action = Action.Pass;
   else {
     rule.action = Action.Deny;
-    p.add(field + ".action", "\"" + action + "\" is not one of " + d.acceptWord + ", Deny" + (d.passAllowed ? ", Pass" : "") + "; the rule fails closed (denies everything that reaches it)");
+    p.add(field + ".action", "\"" + action + "\" is not one of " + d.acceptWord + ", Deny" + (d.passAllowed ? ", Pass" : ""));
   }
 
   const peersField = egress ? "to" : "from";
   const list = v.get(peersField);
   const items = list != null ? list.array : new Array<JValue>(0);
   if (list == null || list.kind != JKind.Array || items.length == 0) {
-    p.add(field + "." + peersField, "must be a non-empty list of peers; the rule fails closed");
+    p.add(field + "." + peersField, "must be a non-empty list of peers");
   }
   const peers = new Array<Peer>(0);
   for (let i = 0; i < items.length; i++) {
@@ -302,28 +330,21 @@ function parseRules(spec: JValue, egress: bool, d: Dialect, policyName: string, 
 function parseSubject(spec: JValue, policy: Policy, where: string): void {
   const subject = spec.get("subject");
   policy.subjectValid = false;
-  if (subject == null || subject.kind != JKind.Object) {
-    log.warn(where + ": spec.subject is missing; the policy selects no pod");
-    return;
-  }
-  const p = new Problems(where);
+  const p = new Problems(where, "the policy selects no pod");
+  if (subject == null || subject.kind != JKind.Object) { p.add("spec.subject", "is missing"); return; }
   const which = onlyMember(subject, ["namespaces", "pods"], "spec.subject", p);
   if (which.length == 0) return;
   const body = subject.get(which)!;
   if (which == "namespaces") {
-    policy.subjectNamespaces = LabelSelector.compile(body);
+    policy.subjectNamespaces = selector(body, "spec.subject.namespaces", p);
     policy.subjectPods = null;
   } else {
-    if (body.kind != JKind.Object) { log.warn(where + ": spec.subject.pods must be an object; the policy selects no pod"); return; }
-    policy.subjectNamespaces = LabelSelector.compile(body.get("namespaceSelector"));
-    policy.subjectPods = LabelSelector.compile(body.get("podSelector"));
+    if (body.kind != JKind.Object) { p.add("spec.subject.pods", "must be an object with namespaceSelector and podSelector"); return; }
+    if (unknownFields(body, NAMESPACED_POD_FIELDS, "spec.subject.pods", p)) return;
+    policy.subjectNamespaces = selector(body.get("namespaceSelector"), "spec.subject.pods.namespaceSelector", p);
+    policy.subjectPods = selector(body.get("podSelector"), "spec.subject.pods.podSelector", p);
   }
-  const pods = policy.subjectPods;
-  let bad = "";
-  if (!policy.subjectNamespaces.valid) bad = policy.subjectNamespaces.error!;
-  else if (pods != null && !pods.valid) bad = pods.error!;
-  if (bad.length > 0) { log.warn(where + ": spec.subject: " + bad + "; the policy selects no pod"); return; }
-  policy.subjectValid = true;
+  policy.subjectValid = !p.any;
 }
 
 /** Compiles the spec shared by all three kinds; BaselineAdminNetworkPolicy has no priority field. */

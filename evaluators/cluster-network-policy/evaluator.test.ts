@@ -163,7 +163,7 @@ describe('the cluster-network-policy module', () => {
     expect(w.some((l) => l.startsWith('ClusterNetworkPolicy "broken": spec.egress[0].to[1].nodes: matchExpressions[0].operator "Sometimes"'))).toBe(true);
     expect(w).toContain('ClusterNetworkPolicy "broken": spec.egress[0].protocols[0]: sets more than one of tcp, udp, sctp, destinationNamedPort; the rule fails closed');
     expect(h.probe({ src: harry0, dst: '192.0.2.1', protocol: 'UDP', port: 53 }).egress.text)
-      .toBe('bad (fails closed: spec.egress[0].to[0].networks[0]: "10.0.0.0/33" is not a CIDR: the prefix length must be 0-32; the rule fails closed)');
+      .toBe('bad (fails closed: spec.egress[0].to[0].networks[0]: "10.0.0.0/33" is not a CIDR: the prefix length must be 0-32)');
   });
 
   it('explains a reason code whose rule has since been replaced', async () => {
