@@ -76,10 +76,21 @@ class NetworkPolicyEvaluator extends Evaluator {
     if (e != null) e.isolation = this.isolationOf(e.pod);
   }
 
-  private recomputeNamespace(namespace: string): void {
+  /**
+   * After `before` was replaced by `after` (either may be null) in their
+   * namespace: only pods one of them selects can have changed isolation, so a
+   * policy change costs one selector match per pod of the namespace plus a
+   * full recompute for the pods it touches.
+   */
+  private policyChanged(before: Policy | null, after: Policy | null): void {
+    const namespace = after != null ? after.namespace : before != null ? before.namespace : "";
     if (this.snapshotting || !this.podsByNamespace.has(namespace)) return;
     const ids = this.podsByNamespace.get(namespace).values();
-    for (let i = 0; i < ids.length; i++) this.refresh(ids[i]);
+    for (let i = 0; i < ids.length; i++) {
+      const e = this.table.get(ids[i]);
+      if (e == null) continue;
+      if ((before != null && before.selects(e.pod)) || (after != null && after.selects(e.pod))) e.isolation = this.isolationOf(e.pod);
+    }
   }
 
   private recomputeAll(): void {
@@ -93,7 +104,7 @@ class NetworkPolicyEvaluator extends Evaluator {
     const policy = compilePolicy(obj, this.nextSerial);
     if (policy == null) return;
     this.nextSerial = this.nextSerial >= DENY_FLAG - 1 ? FIRST_SERIAL : this.nextSerial + 1;
-    this.remove(policy.key);
+    const before = this.remove(policy.key);
     this.byKey.set(policy.key, policy);
     this.bySerial.set(policy.serial, policy);
     let list: Array<Policy>;
@@ -103,14 +114,14 @@ class NetworkPolicyEvaluator extends Evaluator {
       this.byNamespace.set(policy.namespace, list);
     }
     list.push(policy);
-    this.recomputeNamespace(policy.namespace);
+    this.policyChanged(before, policy);
   }
 
   objectDeleted(kind: i32, obj: JValue): void {
     const key = policyKey(obj);
     if (key == null) return;
     const removed = this.remove(key!);
-    if (removed != null) this.recomputeNamespace(removed.namespace);
+    if (removed != null) this.policyChanged(removed, null);
   }
 
   private remove(key: string): Policy | null {
