@@ -102,6 +102,20 @@ describe('the NetworkPolicy module', () => {
     expect(h.subjects()).toEqual([]);
   });
 
+  it('moves isolation to the newly selected pods when a policy changes its podSelector, keeping other policies in place', async () => {
+    const h = await moduleWith([
+      np('x', 'moving', { podSelector: podLabel('a'), policyTypes: ['Ingress'] }),
+      np('x', 'steady', { podSelector: { matchExpressions: [{ key: 'pod', operator: 'In', values: ['a', 'c'] }] }, ingress: [{ ports: [{ port: 81 }] }] }),
+    ]);
+    const verdict = (dst: string, port = 80) => h.probe({ src: 'y/a', dst, protocol: 'TCP', port }).ingress.verdict;
+    expect([verdict('x/a'), verdict('x/b'), verdict('x/c'), verdict('x/a', 81)]).toEqual(['Deny', 'Next', 'Deny', 'Accept']);
+    h.upsert(np('x', 'moving', { podSelector: podLabel('b'), policyTypes: ['Ingress'] }));
+    expect([verdict('x/a'), verdict('x/b'), verdict('x/c'), verdict('x/a', 81)]).toEqual(['Deny', 'Deny', 'Deny', 'Accept']);
+    expect(h.probe({ src: 'y/a', dst: 'x/a', protocol: 'TCP', port: 80 }).ingress.text).toBe('no ingress rule of x/steady matched');
+    h.delete(np('x', 'steady', { podSelector: all }));
+    expect([verdict('x/a'), verdict('x/b'), verdict('x/c')]).toEqual(['Next', 'Deny', 'Next']);
+  });
+
   it('isolates a pod that appears or is relabelled into a policy, and forgets a deleted one', async () => {
     const h = await moduleWith([np('x', 'deny-web', { podSelector: { matchLabels: { app: 'web' } }, policyTypes: ['Ingress'] })]);
     const xa = podsFromObjects(xyzCluster()).find((p) => p.namespace === 'x' && p.name === 'a')!;
