@@ -10,7 +10,6 @@ const commands: Record<string, Command> = {
   manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./manifests.js')).runManifestsCommand },
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
   sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', load: async () => (await import('./sdk.js')).runSdk },
-  sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', load: async () => (await import('./sdk.js')).runSdk },
 };
 
 /** Lets a subcommand file add itself to the table without this file knowing its internals. */
