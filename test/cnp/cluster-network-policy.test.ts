@@ -385,3 +385,73 @@ describe('ClusterNetworkPolicy rules that cannot be understood fail closed', () 
     });
   });
 });
+
+describe('ClusterNetworkPolicy directions and selectors (standard isolation cases)', () => {
+  it('a policy with only ingress rules leaves the subject\'s egress alone, and the other way round', async () => {
+    await runCase({
+      name: 'isolation',
+      objects: [
+        cnp('admin-ingress-isolation', 'Admin', 20, subjectNamespace('gryffindor'), {
+          ingress: [{ name: 'deny-from-slytherin', action: 'Deny', from: [toNamespace('slytherin')] }],
+        }),
+        cnp('admin-egress-isolation', 'Admin', 21, subjectNamespace('hufflepuff'), {
+          egress: [{ name: 'deny-to-slytherin', action: 'Deny', to: [toNamespace('slytherin')] }],
+        }),
+      ],
+      probes: [
+        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-from-slytherin)'] },
+        { src: harry0, dst: luna0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
+        { src: harry0, dst: draco0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
+        { src: cedric0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-slytherin)'] },
+        { src: draco0, dst: cedric0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
+      ],
+    });
+  });
+
+  it('a pods peer without namespaceSelector selects matching pods in every namespace', async () => {
+    await runCase({
+      name: 'omitted-namespace-selector',
+      objects: [cnp('gress-omitted-namespaceselector', 'Admin', 3, subjectNamespace('ravenclaw'), {
+        ingress: [{
+          name: 'deny-from-all-conformance-pods', action: 'Deny',
+          from: [{ pods: { podSelector: { matchExpressions: [{ key: 'conformance-house', operator: 'In', values: ['gryffindor', 'hufflepuff'] }] } } }],
+        }],
+      })],
+      probes: [
+        { src: harry1, dst: luna0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-from-all-conformance-pods)'] },
+        { src: cedric1, dst: luna0, protocol: 'UDP', port: 53, expect: 'deny' },
+        { src: draco1, dst: luna0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
+      ],
+    });
+  });
+});
+
+describe('ClusterNetworkPolicy in the Baseline tier', () => {
+  const baselineIngress = cnp('baseline-ingress-tcp', 'Baseline', 4, subjectNamespace('gryffindor'), {
+    ingress: [
+      { name: 'accept-from-ravenclaw-everything', action: 'Accept', from: [toNamespace('ravenclaw')] },
+      { name: 'deny-from-ravenclaw-everything', action: 'Deny', from: [toNamespace('ravenclaw')] },
+      { name: 'deny-from-slytherin-at-port-80', action: 'Deny', from: [toNamespace('slytherin')], protocols: [tcp(80)] },
+      { name: 'accept-from-hufflepuff-at-port-80', action: 'Accept', from: [toNamespace('hufflepuff')], protocols: [tcp(80)] },
+      { name: 'deny-from-hufflepuff-everything-else', action: 'Deny', from: [toNamespace('hufflepuff')] },
+    ],
+  });
+
+  it('decides ingress in rule order after the NetworkPolicy tier, and swaps apply live', () => {
+    live = new LiveCluster([baselineIngress]);
+    live.check(
+      { src: luna0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Baseline] Accept (accept-from-ravenclaw-everything)'], hides: ['[CNP:Admin]'] },
+      { src: draco0, dst: harry1, port: 80, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-from-slytherin-at-port-80)'] },
+      { src: draco0, dst: harry1, port: 8080, expect: 'allow', hides: ['[CNP:Baseline]'] },
+      { src: cedric0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Baseline] Accept (accept-from-hufflepuff-at-port-80)'] },
+      { src: cedric0, dst: harry0, port: 8080, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-from-hufflepuff-everything-else)'] },
+    );
+    live.apply(swapRules(baselineIngress, 'ingress', 0, 1));
+    live.check({ src: luna0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-from-ravenclaw-everything)'] });
+  });
+
+  it('a NetworkPolicy that selects the pod decides before the baseline gets a say', () => {
+    live = new LiveCluster([baselineIngress, networkPolicy(ns('gryffindor'), 'allow-all-ingress', { podSelector: {}, policyTypes: ['Ingress'], ingress: [{}] })]);
+    live.check({ src: cedric0, dst: harry0, port: 8080, expect: 'allow', ingress: ['[NP] Accept'], hides: ['[CNP:Baseline]'] });
+  });
+});
