@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { deleteArgs, entryPacket, listArgs, parseConntrackLine, parseConntrackListing } from './conntrack.js';
+import { clearMarkArgs, entryPacket, listArgs, parseConntrackLine, parseConntrackListing } from './conntrack.js';
 import { formatIP } from '../net/ip.js';
 
 describe('parseConntrackLine', () => {
@@ -18,7 +18,7 @@ describe('parseConntrackLine', () => {
   it('reads ICMP type, code and id', () => {
     const entry = parseConntrackLine('icmp     1 29 src=10.0.0.1 dst=10.0.0.2 type=8 code=0 id=77 src=10.0.0.2 dst=10.0.0.1 type=0 code=0 id=77 mark=1048576 use=1')!;
     expect([entry.icmpType, entry.icmpCode, entry.icmpId]).toEqual([8, 0, 77]);
-    expect(deleteArgs(entry)).toEqual(['-D', '-f', 'ipv4', '-s', '10.0.0.1', '-d', '10.0.0.2', '-p', 'icmp', '--icmp-type', '8', '--icmp-code', '0', '--icmp-id', '77']);
+    expect(clearMarkArgs(entry, 0x100000)).toEqual(['-U', '-f', 'ipv4', '-s', '10.0.0.1', '-d', '10.0.0.2', '-p', 'icmp', '--icmp-type', '8', '--icmp-code', '0', '--icmp-id', '77', '--mark', '0/0x100000']);
   });
 
   it('skips the summary line conntrack prints and blank lines', () => {

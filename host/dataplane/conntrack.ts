@@ -1,8 +1,10 @@
 // Strict mode's view of the connection table: the entries the agent once
 // accepted (conntrack mark bit set), read from `conntrack -L`, and the command
-// that deletes one. Deleting rather than clearing the mark is deliberate: the
-// connection's next packet creates a fresh, unmarked entry, which the classify
-// chain sends back through the queue, where the judge now drops it.
+// that clears the bit again. The entry itself stays, with its original tuple,
+// so whichever side speaks next, the classify chain queues the packet and
+// flags a reply-direction one; the agent judges the original direction and
+// drops it. (Deleting the entry instead would let the responder's next packet
+// open a new entry in the reverse direction, judged the wrong way round.)
 
 import { parseIP } from '../net/ip.js';
 import type { Packet } from '../contract.js';
@@ -89,9 +91,13 @@ export function listArgs(family: 4 | 6, acceptedBit: number): string[] {
 
 const PROTOCOL_NAMES: Record<number, string> = { [Protocol.TCP]: 'tcp', [Protocol.UDP]: 'udp', [Protocol.SCTP]: 'sctp', [Protocol.ICMP]: 'icmp', [Protocol.ICMPv6]: 'icmpv6' };
 
-/** `conntrack -D` arguments matching exactly this entry's original tuple. */
-export function deleteArgs(entry: ConntrackEntry): string[] {
-  const args = ['-D', '-f', entry.family === 4 ? 'ipv4' : 'ipv6', '-s', entry.src, '-d', entry.dst];
+/** `conntrack -U` arguments clearing `bit` from the mark of exactly this entry, other bits kept. */
+export function clearMarkArgs(entry: ConntrackEntry, bit: number): string[] {
+  return ['-U', ...tupleArgs(entry), '--mark', `0/0x${bit.toString(16)}`];
+}
+
+function tupleArgs(entry: ConntrackEntry): string[] {
+  const args = ['-f', entry.family === 4 ? 'ipv4' : 'ipv6', '-s', entry.src, '-d', entry.dst];
   const name = PROTOCOL_NAMES[entry.protocol];
   args.push('-p', name ?? String(entry.protocol));
   if (entry.protocol === Protocol.TCP || entry.protocol === Protocol.UDP || entry.protocol === Protocol.SCTP) {

@@ -131,11 +131,25 @@ describe('the dataplane on real traffic', () => {
     expect((await conn.send()).ok).toBe(true);
     runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: allIps() } } }));
     const refreshed = JSON.parse(await runner!.waitForLine((l) => l.includes('"refreshed"')));
-    expect(refreshed.strictDeleted).toBeGreaterThanOrEqual(1);
+    expect(refreshed.strictCut).toBeGreaterThanOrEqual(1);
     expect((await conn.send(1500)).ok).toBe(false);
     // A new connection is refused the same way, while the other direction still works.
     expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(false);
     expect((await lab.tcp('y/c', 'x/a', 80, 700)).ok).toBe(true);
+    await conn.close();
+  });
+
+  it('cuts an accepted connection in strict mode even when its responder speaks first', async () => {
+    const b = lab.pod('x/b');
+    const c = lab.pod('y/c');
+    await startRunner({ strict: true });
+    const conn = await lab.hold('x/b', 'y/c', 80);
+    // The server will write on its own 1.5 s from now; by then the policy has changed.
+    expect((await conn.requestLateReply()).ok).toBe(true);
+    runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: b.ip, dst: c.ip }], interest: { all: false, ips: allIps() } } }));
+    expect(JSON.parse(await runner!.waitForLine((l) => l.includes('"refreshed"'))).strictCut).toBeGreaterThanOrEqual(1);
+    // Its packet travels the reply direction: judged as b -> c, denied.
+    expect(await conn.lateReplyArrived()).toBe(false);
     await conn.close();
   });
 
@@ -144,8 +158,10 @@ describe('the dataplane on real traffic', () => {
     const c = lab.pod('y/c');
     await startRunner({ strict: false });
     const conn = await lab.hold('x/a', 'y/c', 80);
+    expect((await conn.requestLateReply()).ok).toBe(true);
     runner!.send(JSON.stringify({ op: 'judge', config: { deny: [{ src: a.ip, dst: c.ip }], interest: { all: false, ips: allIps() } } }));
     await runner!.waitForLine((l) => l.includes('"refreshed"'));
+    expect(await conn.lateReplyArrived()).toBe(true);
     expect((await conn.send()).ok).toBe(true);
     expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(false);
     await conn.close();

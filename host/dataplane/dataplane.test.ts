@@ -145,10 +145,10 @@ describe('Dataplane', () => {
     expect(kernel.commands.at(-1)?.stdin).toContain('add element inet kwptest interest4 { 10.244.0.2, 10.244.0.7 }');
   });
 
-  it('in strict mode deletes accepted connections the judge now denies, and only those', async () => {
+  it('in strict mode clears the accepted bit of connections the judge now denies, and only those', async () => {
     const listing = [
       'tcp      6 431999 ESTABLISHED src=10.244.0.2 dst=10.244.0.3 sport=41000 dport=80 src=10.244.0.3 dst=10.244.0.2 sport=80 dport=41000 [ASSURED] mark=1048576 use=1',
-      'tcp      6 431999 ESTABLISHED src=10.244.0.3 dst=10.244.0.2 sport=42000 dport=80 src=10.244.0.2 dst=10.244.0.3 sport=80 dport=42000 [ASSURED] mark=1048576 use=1',
+      'tcp      6 431999 ESTABLISHED src=10.244.0.3 dst=10.244.0.2 sport=42000 dport=80 src=10.244.0.2 dst=10.244.0.3 sport=80 dport=42000 [ASSURED] mark=1048577 use=1',
       'udp      17 25 src=10.244.0.3 dst=10.244.0.2 sport=5000 dport=53 src=10.244.0.2 dst=10.244.0.3 sport=53 dport=5000 mark=0 use=1',
     ].join('\n');
     const judge = new DenySourceJudge('none');
@@ -156,9 +156,29 @@ describe('Dataplane', () => {
     await dataplane.start(judge);
     judge.deniedSrc = '10.244.0.3';
     await dataplane.refresh();
-    const deletions = kernel.commands.filter((c) => c.command === 'conntrack' && c.args[0] === '-D');
-    expect(deletions.map((d) => d.args)).toEqual([['-D', '-f', 'ipv4', '-s', '10.244.0.3', '-d', '10.244.0.2', '-p', 'tcp', '--sport', '42000', '--dport', '80']]);
-    expect(dataplane.counters.strictDeleted).toBe(1);
+    const updates = kernel.commands.filter((c) => c.command === 'conntrack' && c.args[0] === '-U');
+    expect(updates.map((d) => d.args)).toEqual([
+      ['-U', '-f', 'ipv4', '-s', '10.244.0.3', '-d', '10.244.0.2', '-p', 'tcp', '--sport', '42000', '--dport', '80', '--mark', '0/0x100000'],
+    ]);
+    expect(dataplane.counters.strictCut).toBe(1);
+  });
+
+  it('judges a packet flagged as reply direction as the connection it answers', async () => {
+    const judge = new DenySourceJudge('10.244.0.2');
+    const { dataplane, queues } = setup();
+    await dataplane.start(judge);
+    // 10.244.0.3:80 answering 10.244.0.2:40000: the connection was opened by the denied source.
+    const reply = buildPacket({ src: '10.244.0.3', dst: '10.244.0.2', protocol: 6, srcPort: 80, dstPort: 40000 });
+    queues.deliver(10, 9, reply, DEFAULT_MARKS.queue | DEFAULT_MARKS.reply);
+    expect(queues.verdicts).toEqual([{ queue: 10, id: 9, verdict: NF_DROP, mark: undefined }]);
+    expect([formatIP(judge.seen[0].src), judge.seen[0].srcPort, judge.seen[0].dstPort]).toEqual(['10.244.0.2', 40000, 80]);
+  });
+
+  it('clears the reply flag along with the queue bit on an accepted packet', async () => {
+    const { dataplane, queues } = setup();
+    await dataplane.start(new DenySourceJudge('none'));
+    queues.deliver(10, 4, tcpSyn('10.244.0.3', '10.244.0.2'), DEFAULT_MARKS.queue | DEFAULT_MARKS.reply);
+    expect(queues.verdicts[0].mark).toBe(DEFAULT_MARKS.accepted);
   });
 
   it('removes its nft table and xtables chains on stop', async () => {

@@ -10,7 +10,7 @@
 
 import type { Packet } from '../contract.js';
 import { runCommand, describeFailure, type CommandRunner } from './command-runner.js';
-import { deleteArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
+import { clearMarkArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
 import { parseDnsResponse } from './dns.js';
 import type { PacketJudge } from './judge.js';
 import { KernelRules, type ModeChoice } from './kernel-rules.js';
@@ -34,7 +34,7 @@ export interface DataplaneOptions {
   dnsQueueId: number;
   /** Packets pass when nobody listens on the queue (crash, restart). Default true. */
   failOpen: boolean;
-  /** After each refresh, delete conntrack entries of accepted connections the judge now denies. Default true. */
+  /** After each refresh, send accepted connections the judge now denies back through the queue. Default true. */
   strict: boolean;
   mode?: ModeChoice;
   logger: DataplaneLogger;
@@ -55,7 +55,8 @@ export interface DataplaneCounters {
   dnsPackets: number;
   dnsAnswers: number;
   strictSweeps: number;
-  strictDeleted: number;
+  /** Accepted connections strict mode sent back to the queue. */
+  strictCut: number;
 }
 
 const UDP_HEADER_LENGTH = 8;
@@ -70,7 +71,7 @@ export class Dataplane {
     dnsPackets: 0,
     dnsAnswers: 0,
     strictSweeps: 0,
-    strictDeleted: 0,
+    strictCut: 0,
   };
   readonly decisionMicros = new LatencyHistogram();
 
@@ -95,7 +96,7 @@ export class Dataplane {
       this.run,
       options.logger,
     );
-    this.clearQueueBits = ~(this.marks.queue | this.marks.dns) >>> 0;
+    this.clearQueueBits = ~(this.marks.queue | this.marks.dns | this.marks.reply) >>> 0;
   }
 
   get queueMode(): QueueMode | undefined {
@@ -162,12 +163,12 @@ export class Dataplane {
     if (this.options.strict) await this.sweepConntrack();
   }
 
-  /** Delete accepted connections the judge would now deny; returns how many. */
+  /** Clear the accepted bit of connections the judge would now deny; returns how many. */
   async sweepConntrack(): Promise<number> {
     const judge = this.judge;
     if (!judge) return 0;
     this.counters.strictSweeps++;
-    let deleted = 0;
+    let cut = 0;
     for (const family of [4, 6] as const) {
       const args = listArgs(family, this.marks.accepted);
       const listing = await this.run('conntrack', args);
@@ -184,16 +185,16 @@ export class Dataplane {
           allowed = this.options.failOpen;
         }
         if (allowed) continue;
-        const del = deleteArgs(entry);
-        const result = await this.run('conntrack', del);
+        const update = clearMarkArgs(entry, this.marks.accepted);
+        const result = await this.run('conntrack', update);
         // Exit 1 with "0 flow entries" means the connection ended meanwhile: nothing to cut.
-        if (result.code === 0) deleted++;
-        else if (!/0 flow entries/.test(result.stderr)) this.options.logger.warn({ error: describeFailure('conntrack', del, result) }, 'strict mode could not delete a connection');
+        if (result.code === 0) cut++;
+        else if (!/0 flow entries/.test(result.stderr)) this.options.logger.warn({ error: describeFailure('conntrack', update, result) }, 'strict mode could not cut a connection');
       }
     }
-    this.counters.strictDeleted += deleted;
-    if (deleted > 0) this.options.logger.info({ deleted }, 'strict mode cut connections the policy now denies');
-    return deleted;
+    this.counters.strictCut += cut;
+    if (cut > 0) this.options.logger.info({ connections: cut }, 'strict mode cut connections the policy now denies');
+    return cut;
   }
 
   /** Remove every rule the dataplane added. The queues stay bound until the process exits (see nfqueue.ts). */
@@ -214,6 +215,7 @@ export class Dataplane {
     this.counters.packets++;
     const started = performance.now();
     const packet: Packet | undefined = parsePacket(payload);
+    if (packet !== undefined && (nfmark & this.marks.reply) !== 0) reverse(packet);
     let allowed: boolean;
     if (packet === undefined) {
       this.counters.parseErrors++;
@@ -262,6 +264,16 @@ export class Dataplane {
     const c = this.counters;
     return `mode=${this.queueMode ?? 'none'} packets=${c.packets} accepted=${c.accepted} dropped=${c.dropped} parseErrors=${c.parseErrors} dns=${c.dnsPackets} p50=${this.decisionMicros.p50().toFixed(1)}µs p99=${this.decisionMicros.p99().toFixed(1)}µs`;
   }
+}
+
+/** Turn a reply-direction packet into the original direction it answers. */
+function reverse(packet: Packet): void {
+  const src = packet.src;
+  packet.src = packet.dst;
+  packet.dst = src;
+  const srcPort = packet.srcPort;
+  packet.srcPort = packet.dstPort;
+  packet.dstPort = srcPort;
 }
 
 function interestKey(interest: Interest): string {

@@ -63,7 +63,7 @@ describe('nftRuleset', () => {
     const rules = chain(nftRuleset(base, 'xtables', someIps), 'commit_postrouting');
     expect(rules[0]).toBe('type filter hook postrouting priority mangle + 10; policy accept;');
     expect(rules).toContain('meta mark & 0x00100000 == 0x00100000 ct mark set ct mark | 0x00100000');
-    expect(rules).toContain('meta mark & 0x00700000 != 0 meta mark set meta mark & 0xff8fffff');
+    expect(rules).toContain('meta mark & 0x00f00000 != 0 meta mark set meta mark & 0xff0fffff');
   });
 
   it('splits interest IPs into the IPv4 and IPv6 sets', () => {
@@ -76,6 +76,13 @@ describe('nftRuleset', () => {
     const rules = chain(nftRuleset(base, 'nft', { all: true, ips: [] }), 'classify_postrouting');
     expect(rules.some((r) => r.includes('@interest'))).toBe(false);
     expect(rules.at(-1)).toBe('queue num 100 bypass');
+  });
+
+  it('flags packets of the reply direction before queueing them', () => {
+    const rules = chain(nftRuleset(base, 'nft', someIps), 'classify_postrouting');
+    const flag = rules.indexOf('ct direction reply meta mark set meta mark | 0x00800000');
+    expect(flag).toBeGreaterThan(rules.indexOf('ct mark & 0x00100000 == 0x00100000 return'));
+    expect(flag).toBeLessThan(rules.findIndex((r) => r.includes('@interest4')));
   });
 
   it('skips loopback and neighbour discovery', () => {
@@ -147,7 +154,7 @@ describe('probes and options', () => {
     [{ queueId: 70000 }, 'queueId'],
     [{ dnsQueueId: 100 }, 'must differ'],
     [{ marks: { ...DEFAULT_MARKS, queue: 3 } }, 'single bit'],
-    [{ marks: { ...DEFAULT_MARKS, dns: DEFAULT_MARKS.accepted } }, 'three different bits'],
+    [{ marks: { ...DEFAULT_MARKS, dns: DEFAULT_MARKS.accepted } }, 'four different bits'],
   ] as const)('rejects %j naming %s', (override, word) => {
     expect(ruleOptionProblems({ ...base, ...override } as RuleOptions).join('; ')).toContain(word);
   });

@@ -24,9 +24,11 @@ export interface MarkBits {
   queue: number;
   /** xtables mode: the packet is a DNS answer for the DNS queue. */
   dns: number;
+  /** The packet travels in the reply direction of its connection: judge it as the original direction. */
+  reply: number;
 }
 
-export const DEFAULT_MARKS: MarkBits = { accepted: 0x00100000, queue: 0x00200000, dns: 0x00400000 };
+export const DEFAULT_MARKS: MarkBits = { accepted: 0x00100000, queue: 0x00200000, dns: 0x00400000, reply: 0x00800000 };
 
 export interface RuleOptions {
   /** nftables table (family inet); xtables chains are named after it. */
@@ -55,18 +57,18 @@ export function ruleOptionProblems(options: RuleOptions): string[] {
     if (!Number.isInteger(value) || value < 0 || value > 65535) problems.push(`${field} ${value} must be an integer in 0..65535`);
   }
   if (options.queueId === options.dnsQueueId) problems.push(`queueId and dnsQueueId must differ (both ${options.queueId})`);
-  const { accepted, queue, dns } = options.marks;
+  const bits = Object.values(options.marks);
   for (const [field, bit] of Object.entries(options.marks)) {
     if (!Number.isInteger(bit) || bit <= 0 || bit > 0xffffffff || (bit & (bit - 1)) !== 0) problems.push(`marks.${field} must be a single bit`);
   }
-  if (accepted === queue || accepted === dns || queue === dns) problems.push('marks.accepted, marks.queue and marks.dns must be three different bits');
+  if (new Set(bits).size !== bits.length) problems.push('marks.accepted, marks.queue, marks.dns and marks.reply must be four different bits');
   return problems;
 }
 
 const hex = (n: number) => `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
 
 function ownBits(marks: MarkBits): number {
-  return (marks.accepted | marks.queue | marks.dns) >>> 0;
+  return (marks.accepted | marks.queue | marks.dns | marks.reply) >>> 0;
 }
 
 const ND_TYPES = 'nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, nd-redirect';
@@ -88,6 +90,9 @@ function classifyChain(options: RuleOptions, mode: QueueMode, hook: Hook, intere
     // In xtables mode a DNS answer must not also pick up the policy bit.
     ...(mode === 'xtables' ? [`meta mark & ${hex(marks.dns)} == ${hex(marks.dns)} return`] : []),
     `ct mark & ${hex(marks.accepted)} == ${hex(marks.accepted)} return`,
+    // A connection not (or no longer) accepted may speak first from its responder's side:
+    // tell the agent, so it judges the connection's original direction, not this packet's.
+    `ct direction reply meta mark set meta mark | ${hex(marks.reply)}`,
   ];
   if (interest.all) lines.push(toPolicy);
   else {

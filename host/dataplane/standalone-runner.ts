@@ -78,9 +78,9 @@ async function main(): Promise<void> {
     const command = JSON.parse(line) as RunnerCommand;
     if (command.op === 'judge') {
       judge.update(command.config);
-      const deletedBefore = dataplane.counters.strictDeleted;
+      const cutBefore = dataplane.counters.strictCut;
       dataplane.refresh().then(
-        () => emit({ event: 'refreshed', strictDeleted: dataplane.counters.strictDeleted - deletedBefore }),
+        () => emit({ event: 'refreshed', strictCut: dataplane.counters.strictCut - cutBefore }),
         (err) => emit({ event: 'error', message: String(err) }),
       );
     } else if (command.op === 'stats') {

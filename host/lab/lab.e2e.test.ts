@@ -62,6 +62,8 @@ describe('the netns lab', () => {
     const conn = await lab.hold('shop/web', 'shop/db', 80);
     expect((await conn.send()).ok).toBe(true);
     expect((await conn.send()).ok).toBe(true);
+    expect((await conn.requestLateReply()).ok).toBe(true);
+    expect(await conn.lateReplyArrived()).toBe(true);
     await conn.close();
   });
 

@@ -107,6 +107,10 @@ export interface MatrixOptions {
 export interface HeldConnection {
   /** Send a line on the open connection and wait for its echo. */
   send(timeoutMs?: number): Promise<ProbeResult>;
+  /** Ask the server to speak on its own 1.5 s from now (after echoing this request). */
+  requestLateReply(timeoutMs?: number): Promise<ProbeResult>;
+  /** Whether that late line from the server arrived (waits for it up to 4 s after the request). */
+  lateReplyArrived(): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -352,6 +356,8 @@ export class Lab {
     if (!opened.ok) throw new Error(`lab: could not open a connection ${from} → ${to}:${port}: ${opened.error}`);
     return {
       send: async (sendTimeoutMs = 1000) => strip(await agent.request({ op: 'send', conn, timeoutMs: sendTimeoutMs })),
+      requestLateReply: async (sendTimeoutMs = 1000) => strip(await agent.request({ op: 'later', conn, timeoutMs: sendTimeoutMs })),
+      lateReplyArrived: async () => (await agent.request({ op: 'late', conn })).ok,
       close: async () => {
         await agent.request({ op: 'close', conn });
       },

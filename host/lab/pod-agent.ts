@@ -15,6 +15,7 @@ import { buildDnsResponse, queryName } from '../dataplane/dns-builder.js';
 import type { PodAgentCommand, PodAgentConfig, PodAgentReply } from './pod-protocol.js';
 
 const held = new Map<number, Socket>();
+const LATE_REPLY_MS = 1500;
 
 function reply(message: PodAgentReply | { ready: true } | { fatal: string }): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
@@ -24,7 +25,11 @@ function serveTcp(port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const server = createServer((socket) => {
       socket.on('error', () => socket.destroy());
-      socket.pipe(socket);
+      socket.on('data', (chunk) => {
+        socket.write(chunk);
+        // "later": the server speaks again on its own, to test connections whose responder talks first.
+        if (chunk.includes('later\n')) setTimeout(() => socket.writable && socket.write('late\n'), LATE_REPLY_MS);
+      });
     });
     server.on('error', reject);
     // '::' is dual-stack on Linux: one listener serves IPv4 and IPv6 clients.
@@ -94,23 +99,42 @@ function tcpEcho(host: string, port: number, timeoutMs: number, keep?: number) {
   });
 }
 
-function sendOnHeld(conn: number, timeoutMs: number) {
+function sendOnHeld(conn: number, timeoutMs: number, line = 'again\n') {
   const socket = held.get(conn);
   if (!socket) return Promise.resolve({ ok: false, ms: 0, error: `no held connection ${conn}` });
   return withTimeout(timeoutMs, (done) => {
     let received = '';
     const onData = (chunk: Buffer) => {
       received += chunk.toString();
-      if (received.includes('again\n')) done();
+      if (received.includes(line)) done();
     };
     const onClose = () => done('closed');
     socket.on('data', onData);
     socket.on('close', onClose);
-    socket.write('again\n');
+    socket.write(line);
     return () => {
       socket.off('data', onData);
       socket.off('close', onClose);
     };
+  });
+}
+
+/** Resolves true when `line` arrives on the socket within the server's delay plus a margin, else false. */
+const lateReplies = new Map<number, Promise<boolean>>();
+function awaitLine(socket: Socket, line: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    let received = '';
+    const finish = (arrived: boolean) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      resolve(arrived);
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.toString();
+      if (received.includes(line)) finish(true);
+    };
+    const timer = setTimeout(() => finish(false), LATE_REPLY_MS + 2500);
+    socket.on('data', onData);
   });
 }
 
@@ -140,6 +164,15 @@ async function run(command: PodAgentCommand): Promise<void> {
       break;
     case 'send':
       result = await sendOnHeld(command.conn, command.timeoutMs);
+      break;
+    case 'later':
+      result = await sendOnHeld(command.conn, command.timeoutMs, 'later\n');
+      if (result.ok) lateReplies.set(command.conn, awaitLine(held.get(command.conn)!, 'late\n'));
+      break;
+    case 'late':
+      result = await (lateReplies.get(command.conn) ?? Promise.resolve(false)).then((arrived) =>
+        arrived ? { ok: true, ms: 0 } : { ok: false, ms: 0, error: 'no late reply' },
+      );
       break;
     case 'close':
       held.get(command.conn)?.destroy();
