@@ -45,7 +45,15 @@ export async function createAdminServer(options: AdminServerOptions): Promise<Ad
       return app.listen({ host, port });
     },
     async close() {
-      await app.close();
+      const closing = app.close();
+      // Connections that finish their last request after close() began would
+      // otherwise idle until keep-alive times out; close them as they go idle.
+      const sweep = setInterval(() => app.server.closeIdleConnections?.(), 50);
+      try {
+        await closing;
+      } finally {
+        clearInterval(sweep);
+      }
     },
   };
 }

@@ -9,6 +9,11 @@ const commands: Record<string, Command> = {
   agent: { summary: 'run the node agent (sources, pipeline, dataplane, admin API)', load: async () => (await import('./agent.js')).runAgent },
   manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./manifests.js')).runManifestsCommand },
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
+  module: { summary: 'push, list and remove evaluator modules of a running agent', load: async () => (await import('./module.js')).runModule },
+  pipeline: { summary: "get, set, roll back and list the history of a running agent's pipeline", load: async () => (await import('./pipeline.js')).runPipeline },
+  explain: { summary: 'ask a running agent why it allows or denies one flow', load: async () => (await import('./explain.js')).runExplain },
+  keygen: { summary: 'write an ed25519 key pair for signed module uploads', load: async () => (await import('./keys.js')).runKeygen },
+  sign: { summary: 'sign a module for an upload under a name and version', load: async () => (await import('./keys.js')).runSign },
   sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', load: async () => (await import('./sdk.js')).runSdk },
 };
 

@@ -1,0 +1,67 @@
+// `kwp pipeline get|set|rollback|history`: the pipeline of a running agent.
+import { readFileSync } from 'node:fs';
+import { KwpError } from '../errors.js';
+import { formatPipelineYAML, parsePipelineText } from '../pipeline/spec.js';
+import type { PipelineAnswer } from '../admin/client.js';
+import { parseFlags } from './args.js';
+import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
+
+const HELP = `usage: kwp pipeline get
+       kwp pipeline set FILE [--force]
+       kwp pipeline rollback
+       kwp pipeline history
+
+get       prints the active pipeline as YAML, with its revision
+set       replaces it with FILE (YAML or JSON). The change is based on the
+          revision read just before: if someone changed the pipeline in
+          between, it is refused (412) unless --force.
+rollback  swaps back to the previous pipeline (kept warm, so instant)
+history   lists the changes
+
+${ADMIN_FLAGS_HELP}
+`;
+
+function show(p: PipelineAnswer, json: boolean): void {
+  if (json) { print(JSON.stringify(p, null, 2)); return; }
+  const previous = p.previousRevision !== undefined ? ` (rollback goes to revision ${p.previousRevision})` : '';
+  print(`# revision ${p.revision}${previous}\n${formatPipelineYAML({ stages: p.stages })}`);
+}
+
+export async function runPipeline(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  const { values, positionals } = parseFlags('pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' } }, true);
+  if (values.help || !sub || sub === 'help') { print(HELP); return sub ? 0 : 2; }
+  const client = adminClient(values);
+  const json = values.output === 'json';
+
+  switch (sub) {
+    case 'get':
+      show(await client.getPipeline(), json);
+      return 0;
+    case 'set': {
+      if (positionals.length !== 1) throw new KwpError('KWP_ERR_USAGE', 'kwp pipeline set: give exactly one pipeline FILE');
+      const file = positionals[0];
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new KwpError('KWP_ERR_PIPELINE_INVALID', `${file}: cannot read the pipeline file: ${(err as Error).message}`);
+      }
+      const spec = parsePipelineText(text, file);
+      const base = values.force ? undefined : (await client.getPipeline()).revision;
+      show(await client.setPipeline(spec, base), json);
+      return 0;
+    }
+    case 'rollback':
+      show(await client.rollback(), json);
+      return 0;
+    case 'history': {
+      const history = await client.history();
+      if (json) { print(JSON.stringify(history, null, 2)); return 0; }
+      print(table(['TIME', 'ACTION', 'REVISION', 'FROM', 'REASON'],
+        history.map((h) => [h.time, h.action, String(h.revision), h.from === undefined ? '-' : String(h.from), h.reason ?? ''])));
+      return 0;
+    }
+  }
+  throw new KwpError('KWP_ERR_USAGE', `kwp pipeline: unknown subcommand "${sub}"; use get, set, rollback or history`);
+}
