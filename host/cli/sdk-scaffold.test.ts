@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { runSdk } from './sdk.js';
 import { loadModule, namespace, pod, startPluginCluster } from '../testing/index.js';
+import { adminHarness, auth } from '../admin/admin-harness.js';
 
 const run = promisify(execFile);
 const repo = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -71,6 +72,26 @@ describe('a project from kwp sdk new', () => {
       cluster.expectWalkthrough({ src: 'prod/a', dst: 'prod/b', port: 80 }, 'ingress: [quarantine] Deny (prod/b is quarantined (quarantine=true))');
     } finally {
       cluster.dispose();
+    }
+
+    // And as `kwp module push` + `kwp pipeline set` + `kwp explain` would do it, against an in-process admin API.
+    const h = await adminHarness();
+    try {
+      const push = await h.server.app.inject({
+        method: 'POST', url: '/v1/modules?name=quarantine&version=0.1.0',
+        headers: { ...auth, 'content-type': 'application/wasm' }, payload: readFileSync(wasm),
+      });
+      expect(push.statusCode, push.body).toBe(201);
+      expect(push.json()).toMatchObject({ created: true, module: { name: 'quarantine', version: '0.1.0', abi: '1.0' } });
+      h.engine.state.apply('v1/Pod', { type: 'upsert', object: pod('default/b', '10.0.0.2', { labels: { app: 'b', quarantine: 'true' } }) });
+      const put = await h.server.app.inject({ method: 'PUT', url: '/v1/pipeline', headers: auth, payload: { stages: [{ name: 'quarantine', module: 'quarantine@0.1.0' }] } });
+      expect(put.statusCode, put.body).toBe(200);
+      const explain = await h.server.app.inject({ method: 'POST', url: '/v1/explain', headers: auth, payload: { src: 'default/a', dst: 'default/b', port: 80 } });
+      expect(explain.statusCode, explain.body).toBe(200);
+      expect(explain.json().walkthrough).toContain('DENY  egress: no stage decided  ingress: [quarantine] Deny (default/b is quarantined (quarantine=true))');
+    } finally {
+      await h.server.close();
+      h.controller.stop();
     }
   }, 900_000);
 });
