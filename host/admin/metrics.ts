@@ -91,12 +91,16 @@ export class AdminMetrics {
     for (const p of controller.livePipelines()) this.instrument(p);
   }
 
-  /** Times one decision in `sampleEvery` on each stage. */
+  /**
+   * Times one decision in `sampleEvery` on each stage: single decisions, and
+   * (when the stage has a batched path) one batch in `sampleEvery`, observed
+   * as its time per record.
+   */
   private instrument(p: Pipeline): void {
+    const every = this.sampleEvery;
     for (const stage of p.stages) {
-      const decide = stage.decide.bind(stage);
-      const every = this.sampleEvery;
       const hist = this.decisionSeconds.labels({ stage: stage.name });
+      const decide = stage.decide.bind(stage);
       let n = 0;
       stage.decide = (record: Uint8Array): number => {
         if (++n < every) return decide(record);
@@ -106,6 +110,18 @@ export class AdminMetrics {
         hist.observe((performance.now() - t) / 1000);
         return v;
       };
+      const batched = stage as unknown as { decideVerdicts?: (records: Uint8Array, count: number, verdicts: Uint8Array) => void };
+      const decideVerdicts = batched.decideVerdicts?.bind(stage);
+      if (decideVerdicts) {
+        let b = 0;
+        batched.decideVerdicts = (records, count, verdicts) => {
+          if (++b < every || count === 0) return decideVerdicts(records, count, verdicts);
+          b = 0;
+          const t = performance.now();
+          decideVerdicts(records, count, verdicts);
+          hist.observe((performance.now() - t) / 1000 / count);
+        };
+      }
     }
   }
 
