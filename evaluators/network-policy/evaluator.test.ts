@@ -269,4 +269,14 @@ describe('host-networked pods', () => {
     expect(h.probe({ src: 'y/a', dst: 'x/h', protocol: 'TCP', port: 80 }).ingress.verdict).toBe('Next');
     expect(h.probe({ src: 'x/h', dst: 'y/a', protocol: 'TCP', port: 80 }).egress.verdict).toBe('Next');
   });
+
+  it('do not resolve named ports as egress destinations, even when a record names them', async () => {
+    const objects = [...xyzCluster(), pod('y', 'h', { labels: { pod: 'h' }, ip: '192.168.0.10', hostNetwork: true })];
+    const h = await ModuleHarness.load(release);
+    h.sendHostNetworkIds = true;
+    for (const p of podsFromObjects(objects)) h.upsertPod(p);
+    h.snapshot([np('x', 'named-out', { podSelector: podLabel('a'), policyTypes: ['Egress'], egress: [{ ports: [{ port: 'serve-80-tcp' }] }] })]);
+    expect(h.probe({ src: 'x/a', dst: 'y/a', protocol: 'TCP', port: 80 }).egress.verdict).toBe('Accept');
+    expect(h.probe({ src: 'x/a', dst: 'y/h', protocol: 'TCP', port: 80 }).egress.verdict).toBe('Deny');
+  });
 });

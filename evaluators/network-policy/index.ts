@@ -169,7 +169,9 @@ class NetworkPolicyEvaluator extends Evaluator {
     }
     const subject = entry.pod;
     const peerEntry = this.table.get(ingress ? d.srcPodId : d.dstPodId);
-    const peer = peerEntry != null ? peerEntry.pod : null;
+    // A host-networked peer is the node as far as NetworkPolicy goes: no pod
+    // selector matches it and its container ports do not name ports.
+    const peer = peerEntry != null && !peerEntry.pod.hostNetwork ? peerEntry.pod : null;
     const dstPod = ingress ? subject : peer;
     const family = d.family;
     const peerAddr = ingress ? d.srcAddr : d.dstAddr;

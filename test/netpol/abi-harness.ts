@@ -109,6 +109,8 @@ export class ModuleHarness {
   private readonly pods = new Map<number, HarnessPod>();
   private readonly byKey = new Map<string, HarnessPod>();
   private readonly byIP = new Map<string, HarnessPod>();
+  /** The host never names host-networked pods in records; set to test a module's defence against it. */
+  sendHostNetworkIds = false;
   /** Counts rtrace allocation hooks when the module was built with rtrace. */
   allocations = 0;
 
@@ -232,7 +234,7 @@ export class ModuleHarness {
     if (!parsed) throw new Error(`bad address ${ip}`);
     const bytes = new Uint8Array(16);
     bytes.set(parsed.bytes);
-    return { id: pod && !pod.hostNetwork ? pod.id : 0, family: parsed.family, bytes };
+    return { id: pod && (this.sendHostNetworkIds || !pod.hostNetwork) ? pod.id : 0, family: parsed.family, bytes };
   }
 
   /** Writes two records per probe (its egress, then its ingress decision) into the batch area; returns the record count. */
