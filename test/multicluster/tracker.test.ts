@@ -1,0 +1,104 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Kinds } from '../../host/contract.js';
+import { pollUntil } from '../apiserver/poll.js';
+import { namespace, node, pod, PREFIX, startClusterSet, type ClusterSet } from './cluster-set.js';
+
+describe('kwp ip-tracker against two clusters and a real etcd', () => {
+  let set: ClusterSet;
+  beforeEach(async () => {
+    set = await startClusterSet();
+    set.b.create(namespace('frontend', { team: 'web' }));
+    set.b.create(node('node-b1', { zone: 'b-1' }));
+    set.b.create(pod('frontend', 'web', '10.2.0.5', { app: 'web' }, { node: 'node-b1' }));
+    set.a.create(namespace('backend'));
+    set.a.create(pod('backend', 'db', '10.1.0.7', { app: 'db' }));
+    await set.writeKubeconfig('a');
+    await set.writeKubeconfig('b');
+  });
+  afterEach(async () => {
+    await set.stop();
+  });
+
+  it('publishes one record per pod IP with the pod, namespace and node labels and the cluster id', async () => {
+    await set.tracker();
+    const records = await pollUntil(async () => {
+      const r = await set.records();
+      return r.size === 2 ? r : undefined;
+    }, 'records of both clusters', 10_000);
+    expect(records.get(`${PREFIX}10.2.0.5`)).toMatchObject({
+      v: 1,
+      clusterId: 'b',
+      name: 'web',
+      namespace: 'frontend',
+      podLabels: { app: 'web' },
+      namespaceLabels: { team: 'web', 'kubernetes.io/metadata.name': 'frontend' },
+      nodeName: 'node-b1',
+      nodeLabels: { zone: 'b-1' },
+      containerPorts: [{ name: 'http', port: 80, protocol: 6 }],
+      ips: ['10.2.0.5'],
+    });
+    expect(records.get(`${PREFIX}10.1.0.7`)).toMatchObject({ clusterId: 'a', name: 'db' });
+  });
+
+  it('leaves host-networked pods out and removes a record when its pod goes away', async () => {
+    set.b.create(pod('frontend', 'node-agent', '192.168.0.2', {}, { hostNetwork: true }));
+    await set.tracker();
+    await pollUntil(async () => (await set.records()).has(`${PREFIX}10.2.0.5`), 'the web record', 10_000);
+    expect((await set.records()).has(`${PREFIX}192.168.0.2`)).toBe(false);
+    set.b.remove(Kinds.Pod, 'web', 'frontend');
+    await pollUntil(async () => !(await set.records()).has(`${PREFIX}10.2.0.5`), 'the web record to go', 10_000);
+    expect((await set.records()).has(`${PREFIX}10.1.0.7`)).toBe(true);
+  });
+
+  it('names a cluster by its kube-system namespace uid when no --cluster-id is given for its context', async () => {
+    const kubeSystem = set.b.create(namespace('kube-system'));
+    await set.tracker({ clusterIds: new Map([['cluster-a', 'a']]) });
+    const record = await pollUntil(async () => (await set.records()).get(`${PREFIX}10.2.0.5`), 'the web record', 10_000);
+    expect(record.clusterId).toBe(kubeSystem.metadata.uid);
+    expect(record.clusterId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('picks up a kubeconfig added to the directory and drops the records of one removed from it', async () => {
+    await set.removeKubeconfig('b');
+    const tracker = await set.tracker();
+    await pollUntil(async () => (await set.records()).has(`${PREFIX}10.1.0.7`), 'cluster A records', 10_000);
+    expect((await set.records()).has(`${PREFIX}10.2.0.5`)).toBe(false);
+
+    await set.writeKubeconfig('b');
+    await pollUntil(async () => (await set.records()).has(`${PREFIX}10.2.0.5`), 'cluster B records after its kubeconfig appeared', 10_000);
+    expect(tracker.status().clusters.map((c) => c.clusterId).sort()).toEqual(['a', 'b']);
+
+    await set.removeKubeconfig('b');
+    await pollUntil(async () => !(await set.records()).has(`${PREFIX}10.2.0.5`), 'cluster B records to be deleted', 10_000);
+    expect((await set.records()).has(`${PREFIX}10.1.0.7`)).toBe(true);
+  });
+
+  it('lets two replicas publish the same keys, and the survivor keeps them when the other stops', async () => {
+    const first = await set.tracker();
+    const second = await set.tracker();
+    await first.flushed();
+    await second.flushed();
+    const before = await set.records();
+    expect([...before.keys()].sort()).toEqual([`${PREFIX}10.1.0.7`, `${PREFIX}10.2.0.5`]);
+    await first.stop();
+    // Past the stopped replica's lease TTL (3 s): whatever it wrote last has expired by now.
+    const deadline = Date.now() + 4500;
+    let missing = 0;
+    while (Date.now() < deadline) {
+      const now = await set.records();
+      if (now.size !== 2) missing++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await set.records()).toEqual(before);
+    // A key may blink while the survivor writes it back, never for long.
+    expect(missing).toBeLessThanOrEqual(3);
+  });
+
+  it('deletes records of a dead tracker once its lease runs out', async () => {
+    const tracker = await set.tracker();
+    await tracker.flushed();
+    expect((await set.records()).size).toBe(2);
+    await tracker.stop();
+    await pollUntil(async () => (await set.records()).size === 0, 'the records to expire with the lease', 10_000, 100);
+  });
+});
