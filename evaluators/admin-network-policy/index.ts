@@ -31,7 +31,7 @@ class AdminNetworkPolicyEvaluator extends TieredPolicyEvaluator {
   protected nodeKind(): i32 { return KIND_NODE; }
   protected resolvedNameKind(): i32 { return KIND_RESOLVED_NAME; }
   protected instanceName(): string {
-    return this.tier == "Admin" ? "AdminNetworkPolicy" : "BaselineAdminNetworkPolicy";
+    return this.tier == "Admin" ? "AdminNetworkPolicy tier" : "BaselineAdminNetworkPolicy tier";
   }
 
   protected compile(kind: i32, obj: JValue): Policy | null {
