@@ -31,6 +31,18 @@ export interface RemotePodSourceOptions {
   backoff?: BackoffOptions;
 }
 
+/** A list or watch that takes longer than this is taken as a dead connection. */
+const CALL_DEADLINE_MS = 5000;
+
+function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+    timer.unref?.();
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
 const silentLogger: SourceLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 interface Entry {
@@ -77,7 +89,8 @@ export class RemotePodSource implements ObjectSource {
     this.stopped = true;
     this.wake?.();
     this.closeClient();
-    await this.loop;
+    // A call stuck on a dead connection ends at its deadline; stop need not wait that long.
+    await Promise.race([this.loop, new Promise((r) => setTimeout(r, 1000).unref?.())]);
   }
 
   /** True once the prefix has been listed once; stays true while etcd is away (the last entries are kept). */
@@ -115,13 +128,14 @@ export class RemotePodSource implements ObjectSource {
   private async listAndWatch(onHealthy: () => void): Promise<void> {
     const client = openEtcd(this.opts.endpoints);
     this.client = client;
-    const listing = await client.getAll().prefix(this.prefix).exec();
+    const listing = await withDeadline(client.getAll().prefix(this.prefix).exec(), CALL_DEADLINE_MS, 'listing the prefix');
     if (this.stopped) return;
     this.replaceAll(listing.kvs);
     this.relists++;
     this.synced = true;
     const revision = BigInt(listing.header.revision);
-    const watcher = await client.watch().prefix(this.prefix).startRevision(String(revision + 1n)).create();
+    const watcher = await withDeadline(client.watch().prefix(this.prefix).startRevision(String(revision + 1n)).create(), CALL_DEADLINE_MS, 'opening the watch');
+    if (this.stopped) return;
     this.watcher = watcher;
     this.connectedNow = true;
     onHealthy();
