@@ -14,23 +14,41 @@ const ruleOptions = (failOpen: boolean): RuleOptions => ({ tableName: TABLE, que
 
 let lab: Lab;
 let runner: LabProcess | undefined;
+let secondRunner: LabProcess | undefined;
 const modesSeen = new Set<string>();
 
-async function startRunner(options: { failOpen?: boolean; strict?: boolean; deny?: StaticDenyRule[] } = {}): Promise<LabProcess> {
+interface RunnerChoice {
+  failOpen?: boolean;
+  strict?: boolean;
+  deny?: StaticDenyRule[];
+  /** A second dataplane beside the first: its own table, queues and mark bits. */
+  second?: boolean;
+}
+
+async function startRunner(options: RunnerChoice = {}): Promise<LabProcess> {
   const config: RunnerConfig = {
-    tableName: TABLE,
-    queueId: QUEUE,
-    dnsQueueId: DNS_QUEUE,
+    tableName: options.second ? `${TABLE}2` : TABLE,
+    queueId: options.second ? QUEUE + 10 : QUEUE,
+    dnsQueueId: options.second ? DNS_QUEUE + 10 : DNS_QUEUE,
+    markBase: options.second ? 24 : 20,
     failOpen: options.failOpen ?? true,
     strict: options.strict ?? true,
     judge: { deny: options.deny ?? [], interest: { all: false, ips: allIps() } },
   };
-  runner = lab.spawnInNode(process.execPath, [...Lab.nodeScript(import.meta.url, './standalone-runner.js'), JSON.stringify(config)]);
-  const started = JSON.parse(await runner.waitForLine((l) => l.includes('"started"') || l.includes('"error"'), 60_000));
+  const proc = lab.spawnInNode(process.execPath, [...Lab.nodeScript(import.meta.url, './standalone-runner.js'), JSON.stringify(config)]);
+  if (options.second) secondRunner = proc;
+  else runner = proc;
+  const started = JSON.parse(await proc.waitForLine((l) => l.includes('"started"') || l.includes('"error"'), 60_000));
   if (started.event !== 'started') throw new Error(`the dataplane did not start: ${started.message}`);
   if (!modesSeen.has(started.mode)) console.log(`dataplane queue mode: ${started.mode}`);
   modesSeen.add(started.mode);
-  return runner;
+  return proc;
+}
+
+async function stopRunner(proc: LabProcess): Promise<void> {
+  proc.send(JSON.stringify({ op: 'stop' }));
+  await Promise.race([proc.kill('SIGTERM'), new Promise((r) => setTimeout(r, 5000))]);
+  await proc.kill();
 }
 
 /** Leave the node namespace as if no dataplane had ever run (after a SIGKILL left rules behind). */
@@ -63,12 +81,9 @@ beforeAll(async () => {
 });
 
 afterEach(async () => {
-  if (runner) {
-    runner.send(JSON.stringify({ op: 'stop' }));
-    await Promise.race([runner.kill('SIGTERM'), new Promise((r) => setTimeout(r, 5000))]);
-    await runner.kill();
-    runner = undefined;
-  }
+  for (const proc of [runner, secondRunner]) if (proc) await stopRunner(proc);
+  runner = undefined;
+  secondRunner = undefined;
   await removeLeftoverRules();
 });
 
@@ -165,6 +180,29 @@ describe('the dataplane on real traffic', () => {
     expect((await conn.send()).ok).toBe(true);
     expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(false);
     await conn.close();
+  });
+
+  it('runs beside a second dataplane with its own table, queues and mark bits, each enforcing its own judge', async () => {
+    const [a, b, c] = ['x/a', 'x/b', 'y/c'].map((ref) => lab.pod(ref));
+    await startRunner({ deny: [{ src: a.ip, dst: b.ip }] });
+    await startRunner({ second: true, deny: [{ src: b.ip, dst: c.ip }] });
+    expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
+    expect((await lab.tcp('x/b', 'y/c', 80, 700)).ok).toBe(false);
+    expect((await lab.tcp('x/a', 'y/c', 80, 1000)).ok).toBe(true);
+    // Each saw the opening packets itself: had the second skipped the first's rules
+    // (xtables mode shares iptables' mangle table), the first would only have met
+    // the replies, judged in reverse.
+    for (const proc of [runner!, secondRunner!]) {
+      proc.send(JSON.stringify({ op: 'stats' }));
+      const stats = JSON.parse(await proc.waitForLine((l) => l.includes('"stats"')));
+      expect(stats.replyDirection).toBe(0);
+      expect(stats.packets).toBeGreaterThanOrEqual(2);
+    }
+    await stopRunner(secondRunner!);
+    secondRunner = undefined;
+    // The first one's rules are untouched by the second one's removal.
+    expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
+    expect((await lab.tcp('x/b', 'y/c', 80, 1000)).ok).toBe(true);
   });
 
   it('removes every rule it added on a clean stop', async () => {

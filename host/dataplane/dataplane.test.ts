@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { Dataplane, type DataplaneOptions } from './dataplane.js';
 import type { CommandResult, CommandRunner } from './command-runner.js';
 import type { PacketJudge } from './judge.js';
-import { NF_ACCEPT, NF_DROP, loadNfqueue, type QueueOpener } from './nfqueue.js';
+import { NF_ACCEPT, NF_DROP, NF_REPEAT, loadNfqueue, type QueueOpener } from './nfqueue.js';
 import { buildPacket } from './packet-builder.js';
 import { buildDnsResponse } from './dns-builder.js';
 import { DEFAULT_MARKS } from './rules.js';
@@ -17,12 +17,12 @@ interface Recorded {
 }
 
 /** A kernel without the nft queue statement, like this machine's; conntrack answers from `conntrackListing`. */
-function fakeKernel(conntrackListing = '') {
+function fakeKernel(conntrackListing = '', hasNftQueue = false) {
   const commands: Recorded[] = [];
   const runner: CommandRunner = async (command, args, stdin) => {
     commands.push({ command, args, stdin });
     const ok: CommandResult = { code: 0, stdout: '', stderr: '' };
-    if (command === 'nft' && stdin?.includes('queue num') && stdin.includes('_probe')) return { code: 1, stdout: '', stderr: 'Error: No such file or directory' };
+    if (!hasNftQueue && command === 'nft' && stdin?.includes('queue num') && stdin.includes('_probe')) return { code: 1, stdout: '', stderr: 'Error: No such file or directory' };
     if (command === 'conntrack' && args[0] === '-L') return args.includes('ipv4') ? { ...ok, stdout: conntrackListing } : ok;
     return ok;
   };
@@ -58,8 +58,8 @@ class DenySourceJudge implements PacketJudge {
   }
 }
 
-function setup(overrides: Partial<DataplaneOptions> = {}, conntrackListing = '') {
-  const kernel = fakeKernel(conntrackListing);
+function setup(overrides: Partial<DataplaneOptions> = {}, conntrackListing = '', hasNftQueue = false) {
+  const kernel = fakeKernel(conntrackListing, hasNftQueue);
   const queues = fakeQueues();
   const dataplane = new Dataplane({
     tableName: 'kwptest',
@@ -88,8 +88,9 @@ describe('Dataplane', () => {
   });
 
   it('accepts an allowed packet with the accepted bit and drops a denied one', async () => {
-    const { dataplane, queues } = setup();
+    const { dataplane, queues } = setup({}, '', true);
     await dataplane.start(new DenySourceJudge('10.244.0.3'));
+    expect(dataplane.queueMode).toBe('nft');
     queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'), DEFAULT_MARKS.queue | 0x1);
     queues.deliver(10, 2, tcpSyn('10.244.0.3', '10.244.0.2'));
     expect(queues.verdicts).toEqual([
@@ -101,8 +102,16 @@ describe('Dataplane', () => {
     expect(dataplane.decisionMicros.count).toBe(2);
   });
 
+  it('in xtables mode repeats the mangle hook instead of accepting, so agents queued after it still see the packet', async () => {
+    const { dataplane, queues } = setup();
+    await dataplane.start(new DenySourceJudge('none'));
+    // Another agent's queue bit (0x02000000) must survive for its own iptables rule.
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'), DEFAULT_MARKS.queue | 0x02000000);
+    expect(queues.verdicts).toEqual([{ queue: 10, id: 1, verdict: NF_REPEAT, mark: DEFAULT_MARKS.accepted | 0x02000000 }]);
+  });
+
   it.each([
-    [true, NF_ACCEPT],
+    [true, NF_REPEAT],
     [false, NF_DROP],
   ])('answers an unparsable packet by the failure policy (failOpen %s)', async (failOpen, expected) => {
     const { dataplane, queues } = setup({ failOpen });
@@ -128,8 +137,9 @@ describe('Dataplane', () => {
       question: { name: 'db.prod.svc', type: 'A' },
       answers: [{ name: 'db.prod.svc', type: 'A', address: '10.96.0.20', ttl: 30 }],
     });
-    queues.deliver(11, 5, buildPacket({ src: '10.244.0.53', dst: '10.244.0.2', protocol: 17, srcPort: 53, dstPort: 33333, payload: dns }));
-    expect(queues.verdicts).toEqual([{ queue: 11, id: 5, verdict: NF_ACCEPT, mark: undefined }]);
+    queues.deliver(11, 5, buildPacket({ src: '10.244.0.53', dst: '10.244.0.2', protocol: 17, srcPort: 53, dstPort: 33333, payload: dns }), DEFAULT_MARKS.dns);
+    // Our DNS bit is cleared, or repeating the hook would queue the answer again.
+    expect(queues.verdicts).toEqual([{ queue: 11, id: 5, verdict: NF_REPEAT, mark: 0 }]);
     expect(answers).toEqual([['db.prod.svc', '10.96.0.20', 30]]);
   });
 
@@ -172,13 +182,14 @@ describe('Dataplane', () => {
     queues.deliver(10, 9, reply, DEFAULT_MARKS.queue | DEFAULT_MARKS.reply);
     expect(queues.verdicts).toEqual([{ queue: 10, id: 9, verdict: NF_DROP, mark: undefined }]);
     expect([formatIP(judge.seen[0].src), judge.seen[0].srcPort, judge.seen[0].dstPort]).toEqual(['10.244.0.2', 40000, 80]);
+    expect(dataplane.counters.replyDirection).toBe(1);
   });
 
   it('clears the reply flag along with the queue bit on an accepted packet', async () => {
     const { dataplane, queues } = setup();
     await dataplane.start(new DenySourceJudge('none'));
     queues.deliver(10, 4, tcpSyn('10.244.0.3', '10.244.0.2'), DEFAULT_MARKS.queue | DEFAULT_MARKS.reply);
-    expect(queues.verdicts[0].mark).toBe(DEFAULT_MARKS.accepted);
+    expect(queues.verdicts[0]).toMatchObject({ verdict: NF_REPEAT, mark: DEFAULT_MARKS.accepted });
   });
 
   it('removes its nft table and xtables chains on stop', async () => {

@@ -15,7 +15,7 @@ import { parseDnsResponse } from './dns.js';
 import type { PacketJudge } from './judge.js';
 import { KernelRules, type ModeChoice } from './kernel-rules.js';
 import { LatencyHistogram } from './latency-histogram.js';
-import { NF_ACCEPT, NF_DROP, nfqueueOpener, type PacketQueue, type QueueOpener } from './nfqueue.js';
+import { NF_ACCEPT, NF_DROP, NF_REPEAT, nfqueueOpener, type PacketQueue, type QueueOpener } from './nfqueue.js';
 import { parsePacket, transportPayload } from './packet-parser.js';
 import { DEFAULT_MARKS, type Interest, type MarkBits, type QueueMode } from './rules.js';
 
@@ -52,6 +52,8 @@ export interface DataplaneCounters {
   dropped: number;
   parseErrors: number;
   judgeErrors: number;
+  /** Packets judged as the reply of their connection (it predates the agent, or strict mode cut it). */
+  replyDirection: number;
   dnsPackets: number;
   dnsAnswers: number;
   strictSweeps: number;
@@ -68,6 +70,7 @@ export class Dataplane {
     dropped: 0,
     parseErrors: 0,
     judgeErrors: 0,
+    replyDirection: 0,
     dnsPackets: 0,
     dnsAnswers: 0,
     strictSweeps: 0,
@@ -87,6 +90,7 @@ export class Dataplane {
   private started = false;
   /** Cleared bits ORed with the accepted bit: the mark an accepted packet returns with. */
   private readonly clearQueueBits: number;
+  private acceptVerdict = NF_ACCEPT;
 
   constructor(private readonly options: DataplaneOptions) {
     this.marks = options.marks ?? DEFAULT_MARKS;
@@ -112,8 +116,16 @@ export class Dataplane {
     this.judge = judge;
     const open = this.options.queueOpener ?? nfqueueOpener();
     this.policyQueue = open(this.options.queueId, (id, mark, payload) => this.onPolicyPacket(id, mark, payload));
-    this.dnsQueue = open(this.options.dnsQueueId, (id, _mark, payload) => this.onDnsPacket(id, payload));
+    this.dnsQueue = open(this.options.dnsQueueId, (id, mark, payload) => this.onDnsPacket(id, mark, payload));
     const mode = await this.rules.probe(this.options.mode ?? 'auto');
+    // An accepted packet continues at the next hook function. In nft mode that is
+    // the next base chain, so another agent's table still sees it. In xtables mode
+    // the queue rule sits in iptables' mangle table, which every agent on the node
+    // shares: accepting would skip the other agents' rules after ours. NF_REPEAT
+    // runs mangle again instead; our own bits are cleared by then, so only the
+    // other agents' rules still match. (Other mangle rules run twice for first
+    // packets; they are normally idempotent marks.)
+    this.acceptVerdict = mode === 'xtables' ? NF_REPEAT : NF_ACCEPT;
     const interest = this.currentInterest();
     try {
       await this.rules.install(interest);
@@ -215,7 +227,10 @@ export class Dataplane {
     this.counters.packets++;
     const started = performance.now();
     const packet: Packet | undefined = parsePacket(payload);
-    if (packet !== undefined && (nfmark & this.marks.reply) !== 0) reverse(packet);
+    if (packet !== undefined && (nfmark & this.marks.reply) !== 0) {
+      this.counters.replyDirection++;
+      reverse(packet);
+    }
     let allowed: boolean;
     if (packet === undefined) {
       this.counters.parseErrors++;
@@ -231,7 +246,7 @@ export class Dataplane {
     if (allowed) {
       this.counters.accepted++;
       // The commit chain copies this bit to the conntrack mark, then clears it.
-      queue.verdict(id, NF_ACCEPT, ((nfmark & this.clearQueueBits) | this.marks.accepted) >>> 0);
+      queue.verdict(id, this.acceptVerdict, ((nfmark & this.clearQueueBits) | this.marks.accepted) >>> 0);
     } else {
       this.counters.dropped++;
       queue.verdict(id, NF_DROP);
@@ -239,9 +254,9 @@ export class Dataplane {
     this.decisionMicros.record((performance.now() - started) * 1000);
   }
 
-  private onDnsPacket(id: number, payload: Buffer): void {
+  private onDnsPacket(id: number, nfmark: number, payload: Buffer): void {
     // Verdict first: a DNS answer is never held up by what we do with it.
-    this.dnsQueue!.verdict(id, NF_ACCEPT);
+    this.dnsQueue!.verdict(id, this.acceptVerdict, (nfmark & this.clearQueueBits) >>> 0);
     this.counters.dnsPackets++;
     const callback = this.options.onDnsAnswer;
     if (!callback) return;

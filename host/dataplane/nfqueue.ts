@@ -8,6 +8,8 @@ import { KwpError } from '../errors.js';
 
 export const NF_DROP = 0;
 export const NF_ACCEPT = 1;
+/** Run the hook function that queued the packet again (xtables mode, see dataplane.ts). */
+export const NF_REPEAT = 4;
 
 /** One open queue: packets arrive on the callback, verdicts go back by packet id. */
 export interface PacketQueue {

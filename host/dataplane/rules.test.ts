@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import {
   DEFAULT_MARKS,
+  marksAt,
   nftClassifyReplacement,
   nftInterestUpdate,
   nftQueueProbe,
@@ -157,6 +158,13 @@ describe('probes and options', () => {
     [{ marks: { ...DEFAULT_MARKS, dns: DEFAULT_MARKS.accepted } }, 'four different bits'],
   ] as const)('rejects %j naming %s', (override, word) => {
     expect(ruleOptionProblems({ ...base, ...override } as RuleOptions).join('; ')).toContain(word);
+  });
+
+  it('lays out four consecutive mark bits from a starting bit, the defaults at bit 20', () => {
+    expect(marksAt(20)).toEqual({ accepted: 0x00100000, queue: 0x00200000, dns: 0x00400000, reply: 0x00800000 });
+    expect(marksAt(28)).toEqual({ accepted: 0x10000000, queue: 0x20000000, dns: 0x40000000, reply: 0x80000000 });
+    expect(ruleOptionProblems({ ...base, marks: marksAt(28) })).toEqual([]);
+    expect(() => marksAt(29)).toThrow(RangeError);
   });
 
   it('accepts the defaults and the agent\'s hyphenated table name', () => {

@@ -28,7 +28,14 @@ export interface MarkBits {
   reply: number;
 }
 
-export const DEFAULT_MARKS: MarkBits = { accepted: 0x00100000, queue: 0x00200000, dns: 0x00400000, reply: 0x00800000 };
+/** Four consecutive bits starting at bit `first` (0..28): one knob for a second agent on the node. */
+export function marksAt(first: number): MarkBits {
+  if (!Number.isInteger(first) || first < 0 || first > 28) throw new RangeError(`mark bits must start at 0..28, not ${first}`);
+  const bit = (n: number) => (2 ** (first + n)) >>> 0;
+  return { accepted: bit(0), queue: bit(1), dns: bit(2), reply: bit(3) };
+}
+
+export const DEFAULT_MARKS: MarkBits = marksAt(20);
 
 export interface RuleOptions {
   /** nftables table (family inet); xtables chains are named after it. */

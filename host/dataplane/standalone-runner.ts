@@ -18,6 +18,7 @@ import { createInterface } from 'node:readline';
 import { isKwpError } from '../errors.js';
 import { Dataplane, type DataplaneLogger } from './dataplane.js';
 import type { ModeChoice } from './kernel-rules.js';
+import { marksAt } from './rules.js';
 import { StaticJudge, type StaticJudgeConfig } from './static-judge.js';
 
 export interface RunnerConfig {
@@ -27,6 +28,8 @@ export interface RunnerConfig {
   failOpen: boolean;
   strict: boolean;
   mode?: ModeChoice;
+  /** First of the four mark bits (see marksAt); default 20. */
+  markBase?: number;
   judge: StaticJudgeConfig;
 }
 
@@ -53,6 +56,7 @@ async function main(): Promise<void> {
     failOpen: config.failOpen,
     strict: config.strict,
     mode: config.mode,
+    marks: marksAt(config.markBase ?? 20),
     logger,
     onDnsAnswer: (name, address, ttl) => emit({ event: 'dns', name, address, ttl }),
   });
