@@ -7,7 +7,7 @@ import Fastify from 'fastify';
 import { builtinWasmDir } from '../pipeline/modules.js';
 import { sandboxModule, INFINITE_LOOP, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
 import { signModule } from '../control/signature.js';
-import { adminHarness, auth, ADMIN_TOKEN, ALLOW_FIRST, DENY_FIRST, type AdminHarness, type HarnessOptions } from './admin-harness.js';
+import { adminHarness, auth, ADMIN_TOKEN, ALLOW_FIRST, DENY_FIRST, type AdminHarness, type HarnessOptions } from '../../test/fixtures/admin-harness.js';
 import { adminApi } from './plugin.js';
 
 const scripted = () => readFileSync(join(builtinWasmDir(), 'fixtures', 'scripted.wasm'));

@@ -14,7 +14,7 @@ import { runKeygen, runSign } from '../cli/keys.js';
 import { KwpError } from '../errors.js';
 import { AdminClient } from './client.js';
 import { DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from './server.js';
-import { adminHarness, ADMIN_TOKEN, DENY_FIRST, type AdminHarness, type HarnessOptions } from './admin-harness.js';
+import { adminHarness, ADMIN_TOKEN, DENY_FIRST, type AdminHarness, type HarnessOptions } from '../../test/fixtures/admin-harness.js';
 
 const scriptedFile = join(builtinWasmDir(), 'fixtures', 'scripted.wasm');
 const open: AdminHarness[] = [];
