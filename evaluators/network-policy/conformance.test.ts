@@ -467,6 +467,20 @@ describe('NetworkPolicy conformance beyond the pod grid', () => {
     expect(results.map((r) => r.verdict)).toEqual(['allow', 'deny', 'allow', 'deny', 'deny']);
   });
 
+  it('egress to 0.0.0.0/0 except the pod network reaches the internet but no pod', async () => {
+    const objects = [...xyzCluster(), np('x', 'internet-only', { podSelector: podLabel('a'), policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/16'] } }] }] })];
+    const results = await evaluateFlows({
+      objects,
+      flows: [
+        { src: 'x/a', dst: '203.0.113.10', protocol: 'TCP', port: 443 },
+        { src: 'x/a', dst: 'y/a', protocol: 'TCP', port: 80 },
+        { src: 'x/a', dst: 'x/b', protocol: 'UDP', port: 80 },
+        { src: 'x/b', dst: 'y/a', protocol: 'TCP', port: 80 },
+      ],
+    });
+    expect(results.map((r) => r.verdict)).toEqual(['allow', 'deny', 'deny', 'allow']);
+  });
+
   it('a host-networked pod is never isolated and matches pod selectors of no policy', async () => {
     const objects = [
       ...xyzCluster(),
