@@ -68,7 +68,7 @@ function tieFlags(list: StaticArray<Policy>): StaticArray<u8> {
 export abstract class TieredPolicyEvaluator extends Evaluator {
   /** "Admin" or "Baseline" once configured. */
   tier: string = "";
-  /** Stores for the policy kinds, indexed by kind; other kinds' slots stay empty. */
+  /** Stores for the policy kinds, indexed by kind; the slots of the other kinds are never used. */
   protected policyStores: KindStore<Policy>[] = [];
   protected nodes: KindStore<NodeEntry> = new KindStore<NodeEntry>();
   protected names: KindStore<ResolvedName> = new KindStore<ResolvedName>();
@@ -87,12 +87,8 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   protected abstract resolvedNameKind(): i32;
   /** Compiles a policy object of `kind`; null when this instance's tier does not evaluate it. */
   protected abstract compile(kind: i32, obj: JValue): Policy | null;
-  /** How log lines name this instance: "cluster-network-policy (Admin tier)". */
+  /** How log lines name this instance: "ClusterNetworkPolicy Admin tier". */
   protected abstract instanceName(): string;
-
-  constructor() {
-    super();
-  }
 
   private isPolicyKind(kind: i32): bool {
     return kind >= 0 && kind < this.kindCount() && kind != this.nodeKind() && kind != this.resolvedNameKind();
