@@ -2,11 +2,7 @@
 // that no pod may use, in either direction, anywhere in the cluster:
 //   config: {"ports": [23, 3389], "protocols": ["TCP"]}
 // Everything else is left to the later stages (Verdict.Next).
-//
-// In a project of your own (kwp sdk new), import from the package instead:
-//   import { ... } from "kube-wasm-policies/sdk";
-//   export * from "kube-wasm-policies/sdk/exports";
-import { Evaluator, Decision, Verdict, JValue, JKind, register, protocolNumber, protocolName } from "../../../index";
+import { Evaluator, Decision, Verdict, JValue, JKind, register, protocolNumber, protocolName } from "../../../index"; // your project: "kube-wasm-policies/sdk"
 
 class DenyPorts extends Evaluator {
   // protocol << 16 | port, so one lookup answers a packet without allocating.
@@ -55,4 +51,4 @@ class DenyPorts extends Evaluator {
 }
 
 register(new DenyPorts());
-export * from "../../../exports";
+export * from "../../../exports"; // your project: "kube-wasm-policies/sdk/exports"

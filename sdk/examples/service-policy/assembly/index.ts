@@ -19,13 +19,10 @@
 // lists: which policies a pod is a `from` or a `to` member of is computed
 // once per pod (PodCache) and recomputed only when that pod, a Service or a
 // ServicePolicy changes.
-//
-// In a project of your own, import from "kube-wasm-policies/sdk" and re-export
-// "kube-wasm-policies/sdk/exports" instead of the relative paths below.
 import {
   Evaluator, Decision, Verdict, PodInfo, PodCache, JValue, JKind, LabelSelector,
   PortMatcher, portsMatch, portError, log, register,
-} from "../../../index";
+} from "../../../index"; // your project: "kube-wasm-policies/sdk"
 
 const KIND_SERVICE: i32 = 0;
 const KIND_POLICY: i32 = 1;
@@ -231,4 +228,4 @@ class ServicePolicyEvaluator extends Evaluator {
 }
 
 register(new ServicePolicyEvaluator());
-export * from "../../../exports";
+export * from "../../../exports"; // your project: "kube-wasm-policies/sdk/exports"
