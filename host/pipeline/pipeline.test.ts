@@ -38,7 +38,29 @@ describe('the pipeline walks stages in order and the first Accept or Deny wins',
     const engine = engineWith(stages);
     expect(engine.allows(packet())).toBe(allowed);
     expect(engine.evaluate(packet()).allowed).toBe(allowed);
+    const out = new Uint8Array(3).fill(7);
+    engine.active.allowsBatch([packet(), packet(81), packet(82)], out);
+    expect([...out]).toEqual([1, 1, 1].map(() => (allowed ? 1 : 0)));
     engine.active.dispose();
+  });
+
+  it('a batch longer than one module call is decided in chunks, each packet in its own slot', () => {
+    const engine = engineWith([stage('a', 'Next', 'Next'), stage('b', 'Accept', 'Deny')]);
+    const packets = Array.from({ length: 150 }, (_, i) => packet(1000 + i));
+    const out = new Uint8Array(150).fill(7);
+    engine.active.allowsBatch(packets, out);
+    expect(out.every((v) => v === 0)).toBe(true);
+    expect(engine.active.stages[1].counters.decisions).toBe(300);
+    engine.active.dispose();
+  });
+
+  it('a trap inside a batch costs every record of that call the stage failure policy', () => {
+    const open = engineWith([stage('a', 'Deny', 'Deny', { failurePolicy: 'fail-open', config: { egress: 'Deny', ingress: 'Deny', trapPort: 666 } })]);
+    const out = new Uint8Array(4);
+    open.active.allowsBatch([packet(80), packet(666), packet(81), packet(82)], out);
+    expect([...out]).toEqual([1, 1, 1, 1]);
+    expect(open.active.stages[0].counters.traps).toBe(1);
+    open.active.dispose();
   });
 
   it('the trace names each stage, its verdict and its reason, and stops at the deciding stage', () => {

@@ -10,6 +10,12 @@ import { encodeRecord, RECORD_SIZE } from './record.js';
 
 export const EGRESS = 0;
 export const INGRESS = 1;
+/** Packets per module call on the batched path: the ABI's largest batch (kwp_batch_capacity is at most 64). */
+export const BATCH_RECORDS = 64;
+
+function setDirection(records: Uint8Array, count: number, dir: number): void {
+  for (let i = 0, p = 0; i < count; i++, p += RECORD_SIZE) records[p] = dir;
+}
 
 export class Pipeline {
   readonly stages: readonly Stage[];
@@ -18,6 +24,14 @@ export class Pipeline {
   private readonly enforcing: readonly Stage[];
   private readonly auditing: readonly Stage[];
   private readonly record = new Uint8Array(RECORD_SIZE);
+  // Scratch for allowsBatch: the chunk's records, packed records for later stages, indices and verdicts.
+  private readonly encoded = new Uint8Array(RECORD_SIZE * BATCH_RECORDS);
+  private readonly encoded32 = new Uint32Array(this.encoded.buffer);
+  private readonly work = new Uint8Array(RECORD_SIZE * BATCH_RECORDS);
+  private readonly work32 = new Uint32Array(this.work.buffer);
+  private readonly pending = new Int32Array(BATCH_RECORDS);
+  private readonly allowedIdx = new Int32Array(BATCH_RECORDS);
+  private readonly verdicts = new Uint8Array(BATCH_RECORDS);
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -41,6 +55,98 @@ export class Pipeline {
     if (!this.walk(rec)) return false;
     rec[0] = INGRESS;
     return this.walk(rec);
+  }
+
+  /**
+   * The batched packet path: `out[i]` becomes 1 when `packets[i]` is allowed,
+   * 0 when denied; the same walk as `allows`, one module call per stage per
+   * direction for up to BATCH_RECORDS packets. Stages see only the records no
+   * earlier stage decided, so each verdict equals the one `allows` gives.
+   */
+  allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
+    for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
+      this.decideChunk(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out);
+    }
+  }
+
+  private decideChunk(packets: readonly Packet[], start: number, count: number, out: Uint8Array): void {
+    const enc = this.encoded;
+    const state = this.state;
+    for (let i = 0; i < count; i++) {
+      const packet = packets[start + i];
+      const src = state.podByIP(packet.src);
+      const dst = state.podByIP(packet.dst);
+      encodeRecord(enc, i * RECORD_SIZE, packet, src ? src.id : 0, dst ? dst.id : 0);
+    }
+    if (this.auditing.length) {
+      for (const dir of [EGRESS, INGRESS]) {
+        setDirection(enc, count, dir);
+        for (const s of this.auditing) s.decideVerdicts(enc, count, this.verdicts);
+      }
+    }
+    const pending = this.pending;
+    for (let i = 0; i < count; i++) pending[i] = i;
+    const egressAllowed = this.walkBatch(EGRESS, count, count);
+    // Only what egress allowed walks ingress; the rest is denied.
+    out.fill(0, start, start + count);
+    const allowed = this.walkBatch(INGRESS, egressAllowed, count);
+    for (let k = 0; k < allowed; k++) out[start + pending[k]] = 1;
+  }
+
+  /**
+   * Walks the records whose indices are `pending[0..count)` through the
+   * enforcing stages in direction `dir` (`chunk` records are encoded); returns how many were allowed, and
+   * leaves their indices in `pending[0..n)`.
+   */
+  private walkBatch(dir: number, count: number, chunk: number): number {
+    const enc = this.encoded;
+    const pending = this.pending;
+    const allowed = this.allowedIdx;
+    const verdicts = this.verdicts;
+    setDirection(enc, chunk, dir);
+    let n = count;
+    let nAllowed = 0;
+    // `enc` serves as the batch while pending is 0, 1, 2, ...; otherwise the pending records are packed into `work`.
+    let identity = true;
+    for (let k = 0; k < n; k++) if (pending[k] !== k) { identity = false; break; }
+    let packed = false;
+    const stages = this.enforcing;
+    for (let s = 0; s < stages.length && n > 0; s++) {
+      let batch = enc;
+      if (!identity) {
+        if (!packed) this.pack(n);
+        packed = true;
+        batch = this.work;
+      }
+      stages[s].decideVerdicts(batch, n, verdicts);
+      let kept = 0;
+      for (let k = 0; k < n; k++) {
+        const v = verdicts[k];
+        if (v === Verdict.Accept) allowed[nAllowed++] = pending[k];
+        else if (v !== Verdict.Deny) pending[kept++] = pending[k];
+      }
+      if (kept !== n) {
+        n = kept;
+        identity = false;
+        packed = false;
+      }
+    }
+    for (let k = 0; k < n; k++) allowed[nAllowed++] = pending[k];
+    pending.set(allowed.subarray(0, nAllowed));
+    return nAllowed;
+  }
+
+  /** Copies the records `pending[0..n)` of `encoded` to the front of `work`, in that order. */
+  private pack(n: number): void {
+    const from = this.encoded32;
+    const to = this.work32;
+    const pending = this.pending;
+    const words = RECORD_SIZE >> 2;
+    for (let k = 0; k < n; k++) {
+      const src = pending[k] * words;
+      const dst = k * words;
+      for (let w = 0; w < words; w++) to[dst + w] = from[src + w];
+    }
   }
 
   private walk(rec: Uint8Array): boolean {

@@ -180,6 +180,39 @@ export class Stage implements StateListener {
     for (let i = 0; i < count; i++) records[i * 64 + 52] = this.failureVerdict;
   }
 
+  /**
+   * The batched packet path: decides the first `count` records of `records`
+   * (direction already set, any count) and writes one verdict byte each to
+   * `verdicts`. Never throws; counts verdicts like `decide`.
+   */
+  decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array): void {
+    this.counters.decisions += count;
+    let first = 0;
+    const inst = this.instance;
+    if (inst !== undefined) {
+      try {
+        const capacity = inst.batchCapacity;
+        for (; first < count; first += capacity) inst.decideInto(records, first, Math.min(capacity, count - first), verdicts);
+        this.lastFailure = undefined;
+      } catch (err) {
+        this.failed(err);
+      }
+    } else {
+      this.counters.unavailable += count;
+      this.lastFailure = 'unavailable';
+    }
+    // Records a failure left undecided get the failure policy's verdict.
+    for (let i = first; i < count; i++) verdicts[i] = this.failureVerdict;
+    const c = this.counters;
+    for (let i = 0; i < count; i++) {
+      let v = verdicts[i];
+      if (v > Verdict.Pass) v = verdicts[i] = this.badVerdict(v);
+      if (v === Verdict.Accept) c.accept++;
+      else if (v === Verdict.Deny) c.deny++;
+      else c.next++;
+    }
+  }
+
   get batchCapacity(): number { return this.instance?.batchCapacity ?? 64; }
 
   /** The reason text for the last decision, for traces. */

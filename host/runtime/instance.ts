@@ -44,6 +44,7 @@ export class EvaluatorInstance {
   private readonly exports: Exports;
   private readonly memory: WebAssembly.Memory;
   private readonly fuel: WebAssembly.Global;
+  private readonly decide: (count: number) => number;
   private u8: Uint8Array;
   readonly batchPtr: number;
   readonly batchCapacity: number;
@@ -83,6 +84,7 @@ export class EvaluatorInstance {
     this.exports = instance.exports as unknown as Exports;
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
+    this.decide = this.exports.kwp_decide;
     this.u8 = new Uint8Array(this.memory.buffer);
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
@@ -105,12 +107,17 @@ export class EvaluatorInstance {
     try {
       return call();
     } catch (err) {
-      const exhausted = (this.fuel.value as number) < 0;
-      const code = exhausted ? 'KWP_ERR_FUEL_EXHAUSTED' : 'KWP_ERR_TRAP';
-      const text = exhausted ? `ran out of fuel (${fuel} units) in ${what}` : `trapped in ${what}: ${describe(err)}`;
-      this.broken = new KwpError(code, `module ${this.name}: ${text}`, { cause: err });
-      throw this.broken;
+      throw this.trapped(err, fuel, what);
     }
+  }
+
+  /** Marks the instance broken by `err` and returns the typed error to throw. */
+  private trapped(err: unknown, fuel: number, what: string): KwpError {
+    const exhausted = (this.fuel.value as number) < 0;
+    const code = exhausted ? 'KWP_ERR_FUEL_EXHAUSTED' : 'KWP_ERR_TRAP';
+    const text = exhausted ? `ran out of fuel (${fuel} units) in ${what}` : `trapped in ${what}: ${describe(err)}`;
+    this.broken = new KwpError(code, `module ${this.name}: ${text}`, { cause: err });
+    return this.broken;
   }
 
   private readAsString(ptr: number): string {
@@ -187,9 +194,8 @@ export class EvaluatorInstance {
    * area for `lastReason()`.
    */
   decideOne(record: Uint8Array): number {
-    const mem = this.bytes();
-    mem.set(record, this.batchPtr);
-    this.guarded(() => this.exports.kwp_decide(1), this.decideFuel, 'kwp_decide');
+    this.bytes().set(record, this.batchPtr);
+    this.runDecide(1);
     return this.bytes()[this.batchPtr + OFF_VERDICT];
   }
 
@@ -200,6 +206,35 @@ export class EvaluatorInstance {
   }
 
   /**
+   * The packet path's call into the module: no closure, one fuel refill.
+   * Same failure semantics as `guarded`.
+   */
+  private runDecide(n: number): void {
+    if (this.broken) throw this.broken;
+    const fuel = this.decideFuel * n;
+    this.fuel.value = fuel;
+    try {
+      this.decide(n);
+    } catch (err) {
+      throw this.trapped(err, fuel, 'kwp_decide');
+    }
+  }
+
+  /**
+   * Decides records `first .. first+n` of `records` (n ≤ batchCapacity) and
+   * writes their verdict bytes to `verdicts[first .. first+n]`. The records
+   * are not written back: the batched pipeline needs only the verdicts.
+   */
+  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void {
+    const base = this.batchPtr;
+    const from = first * RECORD_SIZE;
+    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
+    this.runDecide(n);
+    const mem = this.bytes();
+    for (let i = 0, p = base + OFF_VERDICT; i < n; i++, p += RECORD_SIZE) verdicts[first + i] = mem[p];
+  }
+
+  /**
    * Decides `count` records laid out back to back in `records` (count ≤
    * batchCapacity); verdicts and reasons are written back into `records`.
    */
@@ -207,7 +242,7 @@ export class EvaluatorInstance {
     const n = Math.min(count, this.batchCapacity);
     const size = n * RECORD_SIZE;
     this.bytes().set(records.subarray(0, size), this.batchPtr);
-    this.guarded(() => this.exports.kwp_decide(n), this.decideFuel * n, 'kwp_decide');
+    this.runDecide(n);
     records.set(this.bytes().subarray(this.batchPtr, this.batchPtr + size));
   }
 

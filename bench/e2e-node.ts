@@ -1,0 +1,92 @@
+// The e2e bench's agent side, run in the lab's node namespace: the real
+// Dataplane (NFQUEUE) judging with a PolicyEngine over the lab's objects, plus
+// (for the default pipeline) the default-scale synthetic cluster, so the
+// packets are decided against 10,000 pods and 1,100 policies.
+//   node e2e-node.js '<E2ENodeConfig JSON>'
+//   stdout: {"event":"started","mode":...}, {"event":"stats",...}, {"event":"error",...}
+//   stdin: {"op":"stats"}, {"op":"stop"}
+import { createInterface } from 'node:readline';
+import { kindKeyOf, Kinds, type KubeObject } from '../host/contract.js';
+import { Dataplane, type DataplaneLogger } from '../host/dataplane/dataplane.js';
+import { defaultPipeline } from '../host/pipeline/spec.js';
+import { ClusterState } from '../host/state/cluster-state.js';
+import { SCALES, clusterObjects, generateCluster, generateFlows } from './generator.js';
+import { allowAllSpec, engineFor } from './harness.js';
+
+export interface E2ENodeConfig {
+  pipeline: 'default' | 'allow-all';
+  /** Add the default-scale synthetic cluster to the lab's objects. */
+  synthetic: boolean;
+  objects: KubeObject[];
+  tableName: string;
+  queueId: number;
+  dnsQueueId: number;
+}
+
+const emit = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
+const quiet = () => undefined;
+const logger: DataplaneLogger = {
+  debug: quiet,
+  info: quiet,
+  warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', msg, ...obj })}\n`),
+  error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', msg, ...obj })}\n`),
+};
+
+async function main(): Promise<void> {
+  const config = JSON.parse(process.argv[2] ?? '') as E2ENodeConfig;
+  const byKind = new Map<string, KubeObject[]>();
+  if (config.synthetic) for (const [kind, list] of clusterObjects(generateCluster(SCALES.default))) byKind.set(kind, [...list]);
+  for (const obj of config.objects) {
+    const kind = kindKeyOf(obj);
+    byKind.set(kind, [...(byKind.get(kind) ?? []), obj]);
+  }
+  const state = new ClusterState();
+  const order = [Kinds.Namespace, Kinds.Node, Kinds.Pod];
+  for (const kind of order) if (byKind.has(kind)) state.replace(kind, byKind.get(kind)!);
+  for (const [kind, list] of byKind) if (!order.includes(kind as never)) state.replace(kind, list);
+  const engine = engineFor(state);
+  engine.activate(engine.build(config.pipeline === 'default' ? defaultPipeline() : allowAllSpec()));
+
+  // Warm the JIT on the decision path before the first real packet, so the
+  // histogram measures a running agent rather than its first thousand packets.
+  if (config.synthetic) {
+    const warm = generateFlows(generateCluster(SCALES.small), 2048).packets;
+    for (let i = 0; i < 20; i++) for (const p of warm) engine.allows(p);
+  }
+
+  const dataplane = new Dataplane({
+    tableName: config.tableName,
+    queueId: config.queueId,
+    dnsQueueId: config.dnsQueueId,
+    failOpen: true,
+    strict: false,
+    logger,
+  });
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    await dataplane.stop().catch(() => undefined);
+    emit({ event: 'stopped' });
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop());
+  await dataplane.start(engine);
+  emit({ event: 'started', mode: dataplane.queueMode, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
+
+  const lines = createInterface({ input: process.stdin });
+  lines.on('line', (line) => {
+    const command = JSON.parse(line) as { op: string };
+    if (command.op === 'stats') {
+      const h = dataplane.decisionMicros;
+      emit({ event: 'stats', ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros });
+    } else if (command.op === 'stop') void stop();
+  });
+  lines.on('close', () => void stop());
+}
+
+main().catch((err) => {
+  emit({ event: 'error', code: err?.code, message: err instanceof Error ? err.message : String(err) });
+  process.exit(1);
+});

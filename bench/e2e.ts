@@ -1,0 +1,147 @@
+// The packet path end to end: a netns lab with a client and a server pod, the
+// client opening many short TCP connections through the node namespace, with
+// (kernelOnly) no queue, (acceptAll) the Dataplane and an allow-all pipeline,
+// (enforced) the Dataplane and the default pipeline over the lab plus the
+// default-scale synthetic cluster. Needs root and the nfqueue binding;
+// otherwise it reports why it did not run.
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { KubeObject } from '../host/contract.js';
+import { loadNfqueue } from '../host/dataplane/nfqueue.js';
+import { Lab, sweepStaleLabs, type LabProcess } from '../host/lab/lab.js';
+import { round } from './harness.js';
+import type { E2ENodeConfig } from './e2e-node.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const PORT = 80;
+const CONCURRENCY = 8;
+const RUNS_PER_MODE = 3;
+
+export type E2EResult =
+  | { reason: string }
+  | {
+      mode: string;
+      connPerSec: { enforced: number; acceptAll: number; kernelOnly: number };
+      packetProcessP50Micros: number;
+      packetProcessP99Micros: number;
+      acceptAllPacketProcessP50Micros: number;
+      acceptAllPacketProcessP99Micros: number;
+      queuedPackets: number;
+      failedConnections: { enforced: number; acceptAll: number; kernelOnly: number };
+      connectionsPerRun: number;
+      concurrency: number;
+      runsPerMode: number;
+      enforcedObjects: string;
+    };
+
+interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number }
+
+function runClient(lab: Lab, count: number): Promise<ClientResult> {
+  const client = lab.pod('bench/client');
+  const server = lab.pod('bench/server');
+  return new Promise((resolve, reject) => {
+    const child = spawn('ip', ['netns', 'exec', client.netns, process.execPath, join(here, 'e2e-client.js'), server.ip, String(PORT), String(count), String(CONCURRENCY), '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c) => { out += c; });
+    child.stderr.on('data', (c) => { err += c; });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim())) : reject(new Error(`e2e client exited with ${code}: ${err}`))));
+  });
+}
+
+async function bestOf(lab: Lab, count: number): Promise<ClientResult> {
+  let best: ClientResult | undefined;
+  for (let i = 0; i < RUNS_PER_MODE; i++) {
+    const r = await runClient(lab, count);
+    if (!best || r.connPerSec > best.connPerSec) best = r;
+  }
+  return best!;
+}
+
+async function startNode(lab: Lab, config: E2ENodeConfig): Promise<LabProcess> {
+  const proc = lab.spawnInNode(process.execPath, [join(here, 'e2e-node.js'), JSON.stringify(config)]);
+  const line = await proc.waitForLine((l) => l.includes('"event":"started"') || l.includes('"event":"error"'), 120_000);
+  const event = JSON.parse(line);
+  if (event.event !== 'started') throw new Error(`the e2e dataplane did not start: ${event.message}`);
+  return proc;
+}
+
+async function stats(proc: LabProcess): Promise<Record<string, number>> {
+  const waiting = proc.waitForLine((l) => l.includes('"event":"stats"') && !seen.has(l), 10_000);
+  proc.send(JSON.stringify({ op: 'stats' }));
+  const line = await waiting;
+  seen.add(line);
+  return JSON.parse(line);
+}
+const seen = new Set<string>();
+
+async function stopNode(proc: LabProcess): Promise<void> {
+  proc.send(JSON.stringify({ op: 'stop' }));
+  await Promise.race([proc.waitForLine((l) => l.includes('"event":"stopped"'), 10_000).catch(() => undefined), new Promise((r) => setTimeout(r, 10_000))]);
+  await proc.kill();
+}
+
+export async function runE2E(options: { connections: number; log: (m: string) => void }): Promise<E2EResult> {
+  if (typeof process.getuid === 'function' && process.getuid() !== 0) return { reason: 'not root: the netns lab and NFQUEUE need root' };
+  try {
+    loadNfqueue();
+  } catch (err) {
+    return { reason: (err as Error).message };
+  }
+  sweepStaleLabs();
+  const lab = await Lab.create({
+    pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
+    namespaceLabels: { bench: { team: 'bench-lab' } },
+    tcpPorts: [PORT],
+  });
+  try {
+    const allowClient: KubeObject = {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name: 'server-from-client', namespace: 'bench' },
+      spec: {
+        podSelector: { matchLabels: { app: 'server' } },
+        policyTypes: ['Ingress'],
+        ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }], ports: [{ protocol: 'TCP', port: PORT }] }],
+      },
+    };
+    const objects = [...lab.manifests(), allowClient];
+    const base = { objects, tableName: 'kwpbench', queueId: 4200, dnsQueueId: 4201 };
+    await runClient(lab, 200); // warm the pods' stacks and the client's JIT
+    options.log('e2e: kernelOnly');
+    const kernelOnly = await bestOf(lab, options.connections);
+
+    options.log('e2e: acceptAll');
+    const acceptAllNode = await startNode(lab, { ...base, pipeline: 'allow-all', synthetic: false });
+    await runClient(lab, 200);
+    const acceptAll = await bestOf(lab, options.connections);
+    const acceptAllStats = await stats(acceptAllNode);
+    await stopNode(acceptAllNode);
+
+    options.log('e2e: enforced (default pipeline, default-scale objects)');
+    const enforcedNode = await startNode(lab, { ...base, pipeline: 'default', synthetic: true });
+    await runClient(lab, 200);
+    const enforced = await bestOf(lab, options.connections);
+    const enforcedStats = await stats(enforcedNode);
+    await stopNode(enforcedNode);
+
+    return {
+      mode: String(JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!).mode),
+      connPerSec: { enforced: Math.round(enforced.connPerSec), acceptAll: Math.round(acceptAll.connPerSec), kernelOnly: Math.round(kernelOnly.connPerSec) },
+      packetProcessP50Micros: round(enforcedStats.p50Micros, 2),
+      packetProcessP99Micros: round(enforcedStats.p99Micros, 2),
+      acceptAllPacketProcessP50Micros: round(acceptAllStats.p50Micros, 2),
+      acceptAllPacketProcessP99Micros: round(acceptAllStats.p99Micros, 2),
+      queuedPackets: enforcedStats.count,
+      failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed },
+      connectionsPerRun: options.connections,
+      concurrency: CONCURRENCY,
+      runsPerMode: RUNS_PER_MODE,
+      enforcedObjects: 'lab (2 pods, 1 NetworkPolicy) + default scale (10,000 pods, 1,000 NetworkPolicies, 100 ClusterNetworkPolicies)',
+    };
+  } finally {
+    await lab.destroy();
+  }
+}

@@ -1,0 +1,120 @@
+// The bench's building blocks: load a synthetic cluster into a ClusterState,
+// build pipelines from the shipped evaluators (or the `next` fixture), and time
+// decisions through the same entry points the dataplane uses.
+import { join } from 'node:path';
+import type { Packet } from '../host/contract.js';
+import { ClusterState } from '../host/state/cluster-state.js';
+import { PolicyEngine } from '../host/pipeline/engine.js';
+import { BuiltinModules, builtinWasmDir, ChainedModules } from '../host/pipeline/modules.js';
+import { defaultPipeline, type PipelineSpec } from '../host/pipeline/spec.js';
+import type { Pipeline } from '../host/pipeline/pipeline.js';
+import { clusterObjects, type SyntheticCluster } from './generator.js';
+
+export const BATCH = 64;
+
+let modules: ChainedModules | undefined;
+/** Built-in evaluators, then the test fixtures (where the `next` module lives). */
+export function benchModules(): ChainedModules {
+  if (!modules) {
+    const resolvers = [new BuiltinModules(), new BuiltinModules(undefined, join(builtinWasmDir(), 'fixtures'))];
+    // For profiling: modules built with names (asc --debug) shadow the shipped ones.
+    const named = process.env.KWP_BENCH_WASM_DIR;
+    if (named) resolvers.unshift(new BuiltinModules(undefined, named));
+    modules = new ChainedModules(resolvers);
+  }
+  return modules;
+}
+
+export function loadState(cluster: SyntheticCluster): ClusterState {
+  const state = new ClusterState();
+  for (const [kind, objects] of clusterObjects(cluster)) state.replace(kind, objects);
+  return state;
+}
+
+export function engineFor(state: ClusterState): PolicyEngine {
+  return new PolicyEngine({ state, modules: benchModules() });
+}
+
+/** As many stages as the default pipeline, each answering Next at once. */
+export function emptyPipelineSpec(): PipelineSpec {
+  return { stages: defaultPipeline().stages.map((s) => ({ name: s.name, label: s.label, module: 'next' })) };
+}
+
+export function allowAllSpec(): PipelineSpec {
+  return { stages: [{ name: 'allow-all', module: 'allow-all' }] };
+}
+
+/** Decides the packets round-robin for about `ms` milliseconds, one `allows` call each. */
+export function singleThroughput(pipeline: Pipeline, packets: Packet[], ms: number): number {
+  const n = packets.length;
+  let decided = 0;
+  let sink = 0;
+  const start = performance.now();
+  let now = start;
+  while (now - start < ms) {
+    for (let i = 0; i < n; i++) if (pipeline.allows(packets[i])) sink++;
+    decided += n;
+    now = performance.now();
+  }
+  if (sink < 0) console.log(sink);
+  return decided / ((now - start) / 1000);
+}
+
+/** The same through `allowsBatch`, BATCH packets per call. */
+export function batchThroughput(pipeline: Pipeline, packets: Packet[], ms: number): number {
+  const n = packets.length - (packets.length % BATCH);
+  const out = new Uint8Array(BATCH);
+  const batches: Packet[][] = [];
+  for (let i = 0; i < n; i += BATCH) batches.push(packets.slice(i, i + BATCH));
+  let decided = 0;
+  let sink = 0;
+  const start = performance.now();
+  let now = start;
+  while (now - start < ms) {
+    for (const batch of batches) {
+      pipeline.allowsBatch(batch, out);
+      sink += out[0];
+    }
+    decided += n;
+    now = performance.now();
+  }
+  if (sink < 0) console.log(sink);
+  return decided / ((now - start) / 1000);
+}
+
+export interface Latency {
+  p50Micros: number;
+  p99Micros: number;
+  samples: number;
+}
+
+/** Per-decision latency: process.hrtime.bigint() around each of `samples` single `allows` calls. */
+export function singleLatency(pipeline: Pipeline, packets: Packet[], samples: number): Latency {
+  const times = new Float64Array(samples);
+  const n = packets.length;
+  for (let i = 0; i < samples; i++) {
+    const p = packets[i % n];
+    const t0 = process.hrtime.bigint();
+    pipeline.allows(p);
+    times[i] = Number(process.hrtime.bigint() - t0) / 1000;
+  }
+  return { ...percentiles(times), samples };
+}
+
+export function percentiles(values: Float64Array | number[]): { p50Micros: number; p99Micros: number } {
+  const sorted = Float64Array.from(values).sort();
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+  return { p50Micros: round(at(0.5), 3), p99Micros: round(at(0.99), 3) };
+}
+
+export function round(v: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(v * f) / f;
+}
+
+/** The fraction of packets the pipeline allows, by the explained path (a cross-check of the fast paths). */
+export function allowedFraction(pipeline: Pipeline, packets: Packet[]): number {
+  let allowed = 0;
+  for (const p of packets) if (pipeline.allows(p)) allowed++;
+  return allowed / packets.length;
+}

@@ -1,0 +1,97 @@
+// The reference figures the bench is compared with, the targets it is held
+// to, and the printed table.
+
+/** kube-network-policies' published figures, as quoted in the issue this bench answers. */
+export const REFERENCE = {
+  project: 'kube-network-policies (Go, nfqueue)',
+  packetProcessP50Micros: '50-120',
+  packetProcessP99Micros: 625,
+  packetsPerSec: 8000,
+  note: 'figures quoted in the issue; not measured on this machine',
+};
+
+export const TARGETS = {
+  'pipeline.decisionsPerSec': '>= 1000000',
+  'pipeline.ratioToEmpty': '>= 0.33',
+  'scaling.ratio': '>= 0.5',
+  'update.p99Millis': '<= 100',
+  'memory.rssMiB': '<= 256',
+  'hotSwap.errors': '= 0',
+  'e2e.connPerSec.enforced': '>= 0.9 x acceptAll',
+  'e2e.packetProcessP50Micros': '<= 10',
+  'e2e.packetProcessP99Micros': '<= 100',
+};
+
+type Json = Record<string, any>;
+
+function get(result: Json, path: string): unknown {
+  return path.split('.').reduce<any>((v, k) => (v == null ? undefined : v[k]), result);
+}
+
+function fmt(v: unknown): string {
+  if (v === undefined) return '-';
+  if (typeof v === 'number') return Number.isInteger(v) ? v.toLocaleString('en-US') : String(v);
+  return String(v);
+}
+
+function verdict(result: Json, key: string): string {
+  const v = get(result, key);
+  if (typeof v !== 'number') return '';
+  switch (key) {
+    case 'pipeline.decisionsPerSec': return v >= 1_000_000 ? 'met' : 'MISSED';
+    case 'pipeline.ratioToEmpty': return v >= 0.33 ? 'met' : 'MISSED';
+    case 'scaling.ratio': return v >= 0.5 ? 'met' : 'MISSED';
+    case 'update.p99Millis': return v <= 100 ? 'met' : 'MISSED';
+    case 'memory.rssMiB': return v <= 256 ? 'met' : 'MISSED';
+    case 'hotSwap.errors': return v === 0 ? 'met' : 'MISSED';
+    case 'e2e.connPerSec.enforced': {
+      const base = get(result, 'e2e.connPerSec.acceptAll');
+      return typeof base === 'number' ? (v >= 0.9 * base ? 'met' : 'MISSED') : '';
+    }
+    case 'e2e.packetProcessP50Micros': return v <= 10 ? 'met' : 'MISSED';
+    case 'e2e.packetProcessP99Micros': return v <= 100 ? 'met' : 'MISSED';
+    default: return '';
+  }
+}
+
+const ROWS: Array<[string, string]> = [
+  ['pipeline.decisionsPerSec', 'decisions/s, default scale, batched (allowsBatch)'],
+  ['pipeline.singleDecisionsPerSec', 'decisions/s, default scale, one packet per call (allows)'],
+  ['pipeline.p50Micros', 'decision p50 µs (allows, hrtime per call)'],
+  ['pipeline.p99Micros', 'decision p99 µs (allows, hrtime per call)'],
+  ['pipeline.emptyDecisionsPerSec', 'decisions/s, 5 Next stages, batched'],
+  ['pipeline.ratioToEmpty', 'default / empty (batched)'],
+  ['pipeline.singleRatioToEmpty', 'default / empty (one per call)'],
+  ['pipeline.allowedFraction', 'share of the flow mix allowed'],
+  ['scaling.small.decisionsPerSec', 'decisions/s, small (100 pods, 10 policies)'],
+  ['scaling.large.decisionsPerSec', 'decisions/s, large (10k pods, 10k NPs)'],
+  ['scaling.ratio', 'large / small'],
+  ['update.p50Millis', 'policy change → deciding with it, p50 ms (large)'],
+  ['update.p99Millis', 'policy change → deciding with it, p99 ms (large)'],
+  ['memory.rssMiB', 'agent RSS MiB, large scale, fresh process'],
+  ['hotSwap.swaps', 'pipeline swaps under decision load (default)'],
+  ['hotSwap.errors', 'swap errors'],
+  ['hotSwap.buildMaxMillis', 'longest build (packet path held), ms'],
+  ['e2e.mode', 'e2e queue mode'],
+  ['e2e.connPerSec.enforced', 'TCP conn/s, default pipeline'],
+  ['e2e.connPerSec.acceptAll', 'TCP conn/s, allow-all pipeline'],
+  ['e2e.connPerSec.kernelOnly', 'TCP conn/s, no queue'],
+  ['e2e.packetProcessP50Micros', 'packet process p50 µs (dataplane histogram)'],
+  ['e2e.packetProcessP99Micros', 'packet process p99 µs (dataplane histogram)'],
+  ['e2e.reason', 'e2e skipped because'],
+];
+
+export function formatTable(result: Json): string {
+  const lines: string[] = [];
+  const m = result.machine ?? {};
+  lines.push(`kube-wasm-policies bench (${result.mode}) — ${m.cores} cores, ${m.cpuModel}, node ${m.node}, load ${m.loadAverage1m} → ${m.loadAverage1mAtEnd}`);
+  const w1 = Math.max(...ROWS.map(([, d]) => d.length));
+  for (const [key, description] of ROWS) {
+    const v = get(result, key);
+    if (v === undefined) continue;
+    const target = (TARGETS as Record<string, string>)[key] ?? '';
+    lines.push(`${description.padEnd(w1)}  ${fmt(v).padStart(12)}  ${target.padEnd(20)} ${verdict(result, key)}`);
+  }
+  lines.push(`reference (${REFERENCE.project}): p50 ${REFERENCE.packetProcessP50Micros} µs, p99 ${REFERENCE.packetProcessP99Micros} µs, ~${REFERENCE.packetsPerSec} packets/s`);
+  return lines.join('\n');
+}

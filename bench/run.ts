@@ -1,0 +1,255 @@
+// `npm run bench [-- --quick] [-- --no-e2e] [-- --only=pipeline,scaling,...]`:
+// measures the decision path (in process, WASM pipeline over synthetic
+// clusters) and the packet path (NFQUEUE through a netns lab), writes
+// bench/results/latest.json and prints a table. docs/performance.md says
+// what every figure means and how it is measured.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Kinds, type Packet } from '../host/contract.js';
+import { defaultPipeline } from '../host/pipeline/spec.js';
+import type { Pipeline } from '../host/pipeline/pipeline.js';
+import type { PolicyEngine } from '../host/pipeline/engine.js';
+import { SCALES, generateCluster, generateFlows, policyChange, type Scale } from './generator.js';
+import {
+  allowedFraction, batchThroughput, emptyPipelineSpec, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
+} from './harness.js';
+import { runE2E, type E2EResult } from './e2e.js';
+import { REFERENCE, TARGETS, formatTable } from './report.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** The repository root: dist/bench/run.js → ../.. */
+const root = join(here, '..', '..');
+
+const argv = process.argv.slice(2);
+const quick = argv.includes('--quick');
+const noE2E = argv.includes('--no-e2e');
+const onlyArg = argv.find((a) => a.startsWith('--only='));
+const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined;
+const wanted = (section: string) => !only || only.has(section);
+
+const settings = quick
+  ? { flows: 4096, measureMs: 600, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 600 }
+  : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 3000 };
+
+function log(message: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}
+
+function timed<T>(what: string, fn: () => T): T {
+  const t0 = performance.now();
+  const value = fn();
+  log(`${what}: ${Math.round(performance.now() - t0)} ms`);
+  return value;
+}
+
+interface Setup {
+  scale: Scale;
+  engine: PolicyEngine;
+  pipeline: Pipeline;
+  packets: Packet[];
+  cluster: ReturnType<typeof generateCluster>;
+}
+
+function setUp(scale: Scale): Setup {
+  const cluster = timed(`${scale.name}: generate`, () => generateCluster(scale));
+  const flows = generateFlows(cluster, settings.flows);
+  const state = timed(`${scale.name}: load state`, () => loadState(cluster));
+  const engine = engineFor(state);
+  const pipeline = timed(`${scale.name}: build default pipeline`, () => engine.build(defaultPipeline()));
+  engine.activate(pipeline);
+  return { scale, engine, pipeline, packets: flows.packets, cluster };
+}
+
+/** Throughput after a warm-up, best of two measurements (the machine is shared; the best is the least disturbed). */
+function throughput(fn: (ms: number) => number): number {
+  fn(Math.min(500, settings.measureMs));
+  return Math.max(fn(settings.measureMs), fn(settings.measureMs));
+}
+
+function pipelineSection(setup: Setup) {
+  const { engine, pipeline, packets } = setup;
+  const empty = timed('default: build empty pipeline', () => engine.build(emptyPipelineSpec()));
+  const fraction = allowedFraction(pipeline, packets);
+  // The batched path must agree with the one-packet path on every packet.
+  const out = new Uint8Array(packets.length);
+  pipeline.allowsBatch(packets, out);
+  let mismatches = 0;
+  for (let i = 0; i < packets.length; i++) if ((out[i] === 1) !== pipeline.allows(packets[i])) mismatches++;
+  if (mismatches) throw new Error(`allowsBatch disagrees with allows on ${mismatches} of ${packets.length} packets`);
+
+  const decisionsPerSec = throughput((ms) => batchThroughput(pipeline, packets, ms));
+  const emptyDecisionsPerSec = throughput((ms) => batchThroughput(empty, packets, ms));
+  const singleDecisionsPerSec = throughput((ms) => singleThroughput(pipeline, packets, ms));
+  const singleEmptyDecisionsPerSec = throughput((ms) => singleThroughput(empty, packets, ms));
+  singleLatency(pipeline, packets, Math.min(10_000, settings.latencySamples));
+  const latency = singleLatency(pipeline, packets, settings.latencySamples);
+  empty.dispose();
+  return {
+    decisionsPerSec: Math.round(decisionsPerSec),
+    p50Micros: latency.p50Micros,
+    p99Micros: latency.p99Micros,
+    emptyDecisionsPerSec: Math.round(emptyDecisionsPerSec),
+    ratioToEmpty: round(decisionsPerSec / emptyDecisionsPerSec, 3),
+    singleDecisionsPerSec: Math.round(singleDecisionsPerSec),
+    singleEmptyDecisionsPerSec: Math.round(singleEmptyDecisionsPerSec),
+    singleRatioToEmpty: round(singleDecisionsPerSec / singleEmptyDecisionsPerSec, 3),
+    latencySamples: latency.samples,
+    allowedFraction: round(fraction, 3),
+    packets: packets.length,
+    stages: pipeline.stages.length,
+  };
+}
+
+function scalingThroughput(setup: Setup): number {
+  return Math.round(throughput((ms) => batchThroughput(setup.pipeline, setup.packets, ms)));
+}
+
+/**
+ * One NetworkPolicy upsert through ClusterState.apply, then a decision:
+ * delivery to every stage is synchronous, so when `apply` returns every
+ * stage has the new object and the next decision uses it.
+ */
+function updateSection(setup: Setup) {
+  const { engine, pipeline, packets, cluster } = setup;
+  const times: number[] = [];
+  for (let round = 0; round < settings.updateRounds; round++) {
+    const change = policyChange(cluster, round);
+    const t0 = performance.now();
+    engine.state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: change });
+    pipeline.allows(packets[round % packets.length]);
+    times.push(performance.now() - t0);
+  }
+  const p = percentiles(times);
+  return { p50Millis: round(p.p50Micros, 2), p99Millis: round(p.p99Micros, 2), rounds: times.length, maxMillis: round(Math.max(...times), 2) };
+}
+
+/**
+ * Pipeline swaps between decision batches: the agent is single-threaded, so a
+ * swap holds the packet path for as long as the build takes. An error is a
+ * build that throws, an unhealthy stage after activation, or a verdict that
+ * differs from the one the first pipeline gave (the objects do not change).
+ */
+function hotSwapSection(setup: Setup) {
+  const { engine, packets } = setup;
+  const reference = new Uint8Array(packets.length);
+  engine.active.allowsBatch(packets, reference);
+  const out = new Uint8Array(packets.length);
+  let swaps = 0;
+  let errors = 0;
+  let decisions = 0;
+  const builds: number[] = [];
+  for (let i = 0; i < settings.swaps; i++) {
+    // Decision load before the swap...
+    const until = performance.now() + 200;
+    while (performance.now() < until) { engine.active.allowsBatch(packets, out); decisions += packets.length; }
+    try {
+      const t0 = performance.now();
+      const next = engine.build(defaultPipeline());
+      const previous = engine.activate(next);
+      builds.push(performance.now() - t0);
+      previous?.dispose();
+      swaps++;
+      if (!next.stages.every((s) => s.healthy)) errors++;
+    } catch (err) {
+      errors++;
+      log(`hot swap failed: ${(err as Error).message}`);
+    }
+    // ...and right after it, checked against the reference.
+    engine.active.allowsBatch(packets, out);
+    decisions += packets.length;
+    for (let k = 0; k < packets.length; k++) if (out[k] !== reference[k]) { errors++; break; }
+  }
+  return { swaps, errors, decisions, buildP50Millis: round(percentiles(builds).p50Micros, 0), buildMaxMillis: round(Math.max(...builds), 0) };
+}
+
+/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts). */
+function memorySection(scale: Scale): Promise<Record<string, number>> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--expose-gc', join(here, 'memory-child.js'), scale.name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk) => { stdout += chunk; });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`memory child exited with ${code}`));
+      resolve(JSON.parse(stdout.trim().split('\n').pop()!));
+    });
+  });
+}
+
+function machine() {
+  let commit = '';
+  try { commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim(); } catch { /* not a checkout */ }
+  return {
+    cores: availableParallelism(),
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGiB: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    loadAverage1m: round(loadavg()[0], 2),
+    commit,
+  };
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const result: Record<string, unknown> = {
+    startedAt: new Date().toISOString(),
+    mode: quick ? 'quick' : 'full',
+    machine: machine(),
+    settings,
+  };
+
+  if (wanted('pipeline') || wanted('hotSwap')) {
+    const def = setUp(SCALES.default);
+    if (wanted('pipeline')) result.pipeline = timed('pipeline section', () => pipelineSection(def));
+    if (wanted('hotSwap')) result.hotSwap = timed('hot swap section', () => hotSwapSection(def));
+    def.engine.active.dispose();
+  }
+
+  if (wanted('scaling') || wanted('update')) {
+    const small = setUp(SCALES.small);
+    const smallRate = scalingThroughput(small);
+    small.engine.active.dispose();
+    const large = setUp(SCALES.large);
+    const largeRate = scalingThroughput(large);
+    if (wanted('scaling')) {
+      result.scaling = {
+        small: { decisionsPerSec: smallRate, ...SCALES.small },
+        large: { decisionsPerSec: largeRate, ...SCALES.large },
+        ratio: round(largeRate / smallRate, 3),
+      };
+    }
+    if (wanted('update')) result.update = timed('update section', () => updateSection(large));
+    large.engine.active.dispose();
+  }
+
+  if (wanted('memory')) result.memory = await memorySection(SCALES.large);
+
+  if (wanted('e2e') && !noE2E) {
+    const e2e: E2EResult = await runE2E({ connections: settings.e2eConnections, log });
+    result.e2e = e2e;
+  }
+
+  result.reference = REFERENCE;
+  result.targets = TARGETS;
+  result.durationSec = round((performance.now() - started) / 1000, 1);
+  result.machine = { ...(result.machine as object), loadAverage1mAtEnd: round(loadavg()[0], 2) };
+
+  const dir = join(root, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, quick ? 'latest-quick.json' : 'latest.json');
+  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  process.stdout.write(formatTable(result) + '\n');
+  log(`wrote ${file}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    process.stderr.write(`bench failed: ${(err as Error).stack ?? err}\n`);
+    process.exit(1);
+  },
+);
