@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,5 +62,20 @@ describe('kwp sdk new', () => {
     await expect(runSdk(['new', 'a', 'b', 'c'])).rejects.toThrow(/got 3 argument/);
     await expect(runSdk(['build'])).rejects.toThrow(/unknown subcommand "build"/);
     await expect(runSdk(['new', 'p', join(dir, 'p'), '--sdk-version', '1'])).rejects.toMatchObject({ code: 'KWP_ERR_USAGE' });
+  });
+
+  it('pins the running kwp\'s version without --sdk and says how to use a checkout instead', async () => {
+    const out: string[] = [];
+    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => { out.push(String(chunk)); return true; });
+    try {
+      expect(await runSdk(['new', 'pinned', join(dir, 'pinned')])).toBe(0);
+    } finally {
+      spy.mockRestore();
+    }
+    const version = JSON.parse(readFileSync(join(templateDir(), '..', '..', 'package.json'), 'utf8')).version;
+    expect(JSON.parse(readFileSync(join(dir, 'pinned', 'package.json'), 'utf8')).devDependencies['kube-wasm-policies']).toBe(version);
+    const text = out.join('');
+    expect(text).toContain('npm test        # builds build/pinned.wasm and runs test/pinned.test.ts');
+    expect(text).toContain('run again with --sdk /path/to/kube-wasm-policies');
   });
 });
