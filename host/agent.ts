@@ -30,9 +30,17 @@ export interface AgentConfig {
   tableName?: string;
   queueId?: number;
   dnsQueueId?: number;
+  /** Lowest mark bit of the four the dataplane uses; distinct per agent on a node. */
+  markBits?: number;
   logger?: Logger;
   /** Extra module resolvers tried before the built-ins (the admin API's store). */
   modules?: ModuleResolver[];
+  /** Multicluster (flat network): etcd endpoints of the IP tracker; remote pods resolve through them. */
+  ipTrackerEtcd?: string[];
+  /** The tracker's key prefix; `/kwp/ips/` when absent. */
+  ipTrackerPrefix?: string;
+  /** This cluster's id in the cluster set; required with `ipTrackerEtcd` (the CLI derives it when not given). */
+  clusterId?: string;
 }
 
 export function loadPipelineFile(file: string | undefined, verbose: boolean): PipelineSpec {
@@ -59,7 +67,10 @@ export class Agent {
 
   constructor(readonly config: AgentConfig) {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
-    this.state = new ClusterState();
+    if (config.ipTrackerEtcd?.length && !config.clusterId) {
+      throw new KwpError('KWP_ERR_USAGE', 'kwp agent: --ip-tracker-etcd needs the local cluster id; pass --cluster-id');
+    }
+    this.state = new ClusterState(config.ipTrackerEtcd?.length ? { clusterId: config.clusterId, multicluster: true } : {});
     const builtins = new BuiltinModules();
     const resolvers = [...(config.modules ?? []), builtins];
     this.engine = new PolicyEngine({
@@ -90,7 +101,14 @@ export class Agent {
     if (this.sources.length === 0) {
       throw new KwpError('KWP_ERR_USAGE', 'kwp agent: no source of objects; pass --manifests DIR, --kubeconfig FILE, or run in a cluster');
     }
-    const spec = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
+    let spec = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
+    if (this.config.ipTrackerEtcd?.length) {
+      const { RemotePodSource } = await import('./multicluster/remote-pod-source.js');
+      const { toMulticlusterPipeline } = await import('./multicluster/pipeline.js');
+      this.sources.push(new RemotePodSource({ endpoints: this.config.ipTrackerEtcd, prefix: this.config.ipTrackerPrefix, localClusterId: this.config.clusterId!, logger: this.log.child({ source: 'ip-tracker' }) }));
+      // A pipeline file is taken as written; the default one gets the multicluster NetworkPolicy stage.
+      if (!pipeline && !this.config.pipelineFile) spec = toMulticlusterPipeline(spec, this.config.clusterId!);
+    }
     this.engine.activate(this.engine.build(spec, this.config.pipelineFile ?? 'default pipeline'));
     for (const s of this.sources) await s.start(this.state);
     if (this.config.dataplane) await this.startDataplane();
@@ -99,6 +117,7 @@ export class Agent {
 
   private async startDataplane(): Promise<void> {
     const { Dataplane } = await import('./dataplane/dataplane.js');
+    const { marksAt } = await import('./dataplane/rules.js');
     const dp = new Dataplane({
       tableName: this.config.tableName ?? 'kube-wasm-policies',
       queueId: this.config.queueId ?? 100,
@@ -107,6 +126,7 @@ export class Agent {
       strict: this.config.strict ?? true,
       logger: this.log.child({ part: 'dataplane' }),
       onDnsAnswer: (name, address, ttl) => this.state.recordResolvedName(name, address, ttl),
+      ...(this.config.markBits !== undefined ? { marks: marksAt(this.config.markBits) } : {}),
     });
     await dp.start(this.engine);
     this.dataplane = dp;

@@ -24,6 +24,10 @@ export const agentFlags: AgentFlag[] = [
   { name: 'table-name', type: 'string', default: 'kube-wasm-policies', description: 'nftables table (and iptables chain prefix) this agent owns; give each agent on a node its own.' },
   { name: 'queue-id', type: 'number', default: 100, description: 'NFQUEUE number for new connections.' },
   { name: 'dns-queue-id', type: 'number', default: 101, description: 'NFQUEUE number for observed DNS answers (domainNames peers).' },
+  { name: 'ip-tracker-etcd', type: 'string', description: 'Multicluster (flat network): etcd URL(s), comma-separated, where kwp ip-tracker publishes the pods of every cluster.' },
+  { name: 'ip-tracker-prefix', type: 'string', default: '/kwp/ips/', description: 'Key prefix of the IP tracker records in etcd.' },
+  { name: 'cluster-id', type: 'string', description: "This cluster's id in the cluster set (multicluster); the kube-system namespace uid when absent." },
+  { name: 'mark-bits', type: 'number', default: 20, description: 'Lowest of the packet/conntrack mark bits this agent uses (it takes 4); agents sharing a node need distinct ranges.' },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
 ];
 

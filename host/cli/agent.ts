@@ -57,14 +57,32 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
       out[flag.name] = value;
     }
   }
+  const marks = out['mark-bits'] as number;
+  if (marks > 28) throw new KwpError('KWP_ERR_USAGE', `kwp agent: --mark-bits takes 0 to 28 (the agent uses four bits from there), got ${marks}`);
   if (out.dataplane !== 'on' && out.dataplane !== 'off') throw new KwpError('KWP_ERR_USAGE', `kwp agent: --dataplane takes on or off, got "${out.dataplane}"`);
   return out;
+}
+
+/** `--ip-tracker-etcd` and the local cluster id, derived from the API server when `--cluster-id` is absent. */
+async function multiclusterConfig(flags: AgentFlagValues): Promise<{ ipTrackerEtcd?: string[]; ipTrackerPrefix?: string; clusterId?: string }> {
+  if (flags['ip-tracker-etcd'] === undefined) return {};
+  const { parseEtcdEndpoints } = await import('../multicluster/etcd-client.js');
+  const ipTrackerEtcd = parseEtcdEndpoints(String(flags['ip-tracker-etcd']), 'kwp agent: --ip-tracker-etcd');
+  let clusterId = flags['cluster-id'] as string | undefined;
+  if (!clusterId) {
+    const { loadKubeConfig } = await import('../sources/kubernetes.js');
+    const { kubeSystemUid } = await import('../multicluster/cluster-id.js');
+    clusterId = await kubeSystemUid(loadKubeConfig(flags.kubeconfig as string | undefined), 'kwp agent');
+  }
+  return { ipTrackerEtcd, ipTrackerPrefix: flags['ip-tracker-prefix'] as string, clusterId };
 }
 
 export async function runAgent(argv: string[]): Promise<number> {
   const flags = parseAgentFlags(argv);
   if (flags.help) { process.stdout.write(helpText()); return 0; }
+  const multicluster = await multiclusterConfig(flags);
   const agent = new Agent({
+    ...multicluster,
     manifests: flags.manifests ? String(flags.manifests).split('\n') : undefined,
     kubeconfig: flags.kubeconfig as string | undefined,
     inCluster: !flags.kubeconfig && !flags.manifests && !!process.env.KUBERNETES_SERVICE_HOST,
@@ -77,6 +95,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     tableName: flags['table-name'] as string,
     queueId: flags['queue-id'] as number,
     dnsQueueId: flags['dns-queue-id'] as number,
+    markBits: flags['mark-bits'] as number,
   });
   await agent.start();
   await new Promise<void>((resolve) => {
@@ -87,5 +106,8 @@ export async function runAgent(argv: string[]): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  // The nfqueue binding cannot close its netlink socket, which would keep the
+  // event loop alive after a clean stop; everything is torn down by now.
+  if (agent.dataplane) process.exit(0);
   return 0;
 }

@@ -21,10 +21,10 @@ describe('kwp ip-tracker against two clusters and a real etcd', () => {
 
   it('publishes one record per pod IP with the pod, namespace and node labels and the cluster id', async () => {
     await set.tracker();
-    const records = await pollUntil(async () => {
+    const records = (await pollUntil(async (): Promise<Map<string, any> | null> => {
       const r = await set.records();
-      return r.size === 2 ? r : undefined;
-    }, 'records of both clusters', 10_000);
+      return r.size === 2 ? r : null;
+    }, "records of both clusters", 10_000))!;
     expect(records.get(`${PREFIX}10.2.0.5`)).toMatchObject({
       v: 1,
       clusterId: 'b',

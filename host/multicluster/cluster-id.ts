@@ -1,0 +1,20 @@
+// A cluster's id in the cluster set when the operator does not name it: the
+// uid of its kube-system namespace, as SIG-Multicluster's ClusterProperty
+// suggests. The agent and the IP tracker must agree on it, so both derive it
+// the same way.
+
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { KwpError } from '../errors.js';
+
+export async function kubeSystemUid(kubeConfig: KubeConfig, where: string): Promise<string> {
+  const server = kubeConfig.getCurrentCluster()?.server ?? '(no server)';
+  let uid: string | undefined;
+  try {
+    const ns = await kubeConfig.makeApiClient(CoreV1Api).readNamespace({ name: 'kube-system' });
+    uid = ns.metadata?.uid;
+  } catch (err) {
+    throw new KwpError('KWP_ERR_KUBECONFIG', `${where}: cannot read the kube-system namespace of ${server} to derive the cluster id (${(err as Error).message}); pass --cluster-id or grant "get" on namespaces`, { cause: err });
+  }
+  if (!uid) throw new KwpError('KWP_ERR_KUBECONFIG', `${where}: the kube-system namespace of ${server} has no uid; pass --cluster-id`);
+  return uid;
+}
