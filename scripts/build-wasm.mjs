@@ -27,6 +27,9 @@ function newest(dir) {
 }
 
 const sdkTime = Math.max(newest(join(root, 'sdk')), statSync(join(root, 'asconfig.json')).mtimeMs);
+// Evaluators share code (evaluators/cluster-common) and test fixtures re-export
+// evaluators, so any change under evaluators/ rebuilds every module built from it.
+const evaluatorsTime = newest(join(root, 'evaluators'));
 
 function upToDate(target, srcDir) {
   if (force || !existsSync(target)) return false;
@@ -51,7 +54,7 @@ for (const name of readdirSync(evalDir)) {
   const entry = join(evalDir, name, 'index.ts');
   if (!existsSync(entry)) continue;
   const target = join(out, `${name}.wasm`);
-  if (!upToDate(target, join(evalDir, name))) jobs.push(() => compileAS(entry, target));
+  if (!upToDate(target, evalDir)) jobs.push(() => compileAS(entry, target));
 }
 const exDir = join(root, 'sdk', 'examples');
 if (existsSync(exDir)) for (const name of readdirSync(exDir)) {
@@ -78,7 +81,8 @@ if (existsSync(fixDir)) for (const e of readdirSync(fixDir, { withFileTypes: tru
     const target = join(out, 'fixtures', `${e.name}.wasm`);
     const flags = existsSync(join(fixDir, e.name, 'asc-flags.json'))
       ? JSON.parse(readFileSync(join(fixDir, e.name, 'asc-flags.json'), 'utf8')) : [];
-    if (!upToDate(target, join(fixDir, e.name))) jobs.push(() => compileAS(join(fixDir, e.name, 'index.ts'), target, flags));
+    const stale = !upToDate(target, join(fixDir, e.name)) || (existsSync(target) && statSync(target).mtimeMs < evaluatorsTime);
+    if (stale) jobs.push(() => compileAS(join(fixDir, e.name, 'index.ts'), target, flags));
   }
 }
 
