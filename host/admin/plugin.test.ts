@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import Fastify from 'fastify';
+import swagger from '@fastify/swagger';
 import { builtinWasmDir } from '../pipeline/modules.js';
 import { sandboxModule, INFINITE_LOOP, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
 import { signModule } from '../control/signature.js';
@@ -319,6 +320,20 @@ describe('embedding', () => {
     expect(theirs.json().code).toBeUndefined();
     const doc = (await host.inject({ method: 'GET', url: '/kwp/openapi.json', headers: auth })).json();
     expect(Object.keys(doc.paths)).toContain('/kwp/v1/pipeline');
+    await host.close();
+  });
+
+  it('a host server with its own OpenAPI document gets the admin routes in it', async () => {
+    const h = await harness();
+    const host = Fastify();
+    await host.register(swagger, { openapi: { info: { title: 'host', version: '1' } } });
+    host.get('/own', async () => 'ok');
+    await host.register(adminApi, { prefix: '/kwp', store: h.store, controller: h.controller, engine: h.engine, token: ADMIN_TOKEN });
+    await host.ready();
+    const paths = Object.keys(host.swagger().paths ?? {});
+    expect(paths).toEqual(expect.arrayContaining(['/own', '/kwp/v1/pipeline', '/kwp/v1/modules']));
+    const viaAdmin = await host.inject({ method: 'GET', url: '/kwp/openapi.json', headers: auth });
+    expect(viaAdmin.json().info.title).toBe('host');
     await host.close();
   });
 });

@@ -23,7 +23,9 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   const metrics = options.metrics ?? new AdminMetrics({ controller: options.controller, store: options.store });
 
   app.addSchema(errorSchema);
-  await app.register(swagger, {
+  // An embedder that documents its own server already has @fastify/swagger;
+  // its document then includes these routes, and registering a second copy would clash.
+  if (!app.hasDecorator('swagger')) await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
       info: { title: 'kube-wasm-policies admin API', version: '1', description: 'Upload evaluators, change and roll back the pipeline, explain verdicts. See docs/admin-api.md.' },
