@@ -1,0 +1,251 @@
+// The networking.k8s.io/v1 NetworkPolicy evaluator as an SDK class. A pod
+// selected by some policy for a direction is isolated in it: a packet is
+// accepted when a rule of any of those policies allows it and denied
+// otherwise. Other pods are not this stage's business (Next).
+//
+// Which policies isolate a pod is worked out when pods or policies change, per
+// pod and per direction, and kept with the pod in a PodTable; decide only
+// walks those policies' rules and allocates nothing.
+//
+// The built-in `network-policy` module registers this class as it is.
+// Evaluators that extend NetworkPolicy semantics subclass it and override the
+// hooks (`canBeSubject`, `peerFor`, `policyCompiled`) rather than copying the
+// matching logic: the multicluster evaluator keeps subjects local and hides
+// pods of other clusters from cluster-local policies that way.
+
+import { Evaluator, Decision, Verdict, JValue, PodInfo, pods } from "../index";
+import { Policy, compilePolicy, policyKey } from "./policy";
+import { Isolation, NOT_ISOLATED, PodEntry, PodTable } from "./podtable";
+
+// Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
+// up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
+// pod's isolating policies as they are when asked.
+const REASON_NOT_ISOLATED_EGRESS: u32 = 1;
+const REASON_NOT_ISOLATED_INGRESS: u32 = 2;
+const REASON_NO_SUBJECT: u32 = 3;
+const FIRST_SERIAL: u32 = 16;
+const DENY_FLAG: u32 = 0x80000000;
+const EXPLAIN_MAX_POLICIES = 5;
+
+export class NetworkPolicyEvaluator extends Evaluator {
+  private byKey: Map<string, Policy> = new Map<string, Policy>();
+  private bySerial: Map<u32, Policy> = new Map<u32, Policy>();
+  private byNamespace: Map<string, Array<Policy>> = new Map<string, Array<Policy>>();
+  private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
+  private table: PodTable = new PodTable();
+  private nextSerial: u32 = FIRST_SERIAL;
+  /** Between RESET and SYNCED: recomputing per object would be quadratic, so it waits for SYNCED. */
+  private snapshotting: bool = false;
+
+  // --- hooks for extending evaluators ---
+
+  /** Whether `pod` may be a subject (be isolated) at all; every pod by default. */
+  canBeSubject(pod: PodInfo): bool { return true; }
+
+  /**
+   * The peer as `policy`'s rules get to see it: `peer` by default; null makes
+   * the rules treat the far end as an address that is no known pod (ipBlocks
+   * still apply). Called on the decision path: must not allocate.
+   */
+  peerFor(policy: Policy, peer: PodInfo | null): PodInfo | null { return peer; }
+
+  /** Called once per compiled policy, with its object, before it is used; may set `policy.flags`. */
+  policyCompiled(policy: Policy, obj: JValue): void {}
+
+  // --- pods ---
+
+  podUpserted(pod: PodInfo, previous: PodInfo | null): void {
+    if (previous != null && previous.namespace != pod.namespace) this.forgetPod(previous.namespace, pod.id);
+    let ids: Set<u32>;
+    if (this.podsByNamespace.has(pod.namespace)) ids = this.podsByNamespace.get(pod.namespace);
+    else {
+      ids = new Set<u32>();
+      this.podsByNamespace.set(pod.namespace, ids);
+    }
+    ids.add(pod.id);
+    this.table.set(pod.id, new PodEntry(pod, this.isolationOf(pod)));
+  }
+
+  podDeleted(pod: PodInfo): void {
+    this.forgetPod(pod.namespace, pod.id);
+    this.table.delete(pod.id);
+  }
+
+  private forgetPod(namespace: string, id: u32): void {
+    if (!this.podsByNamespace.has(namespace)) return;
+    const ids = this.podsByNamespace.get(namespace);
+    ids.delete(id);
+    if (ids.size == 0) this.podsByNamespace.delete(namespace);
+  }
+
+  private isolationOf(pod: PodInfo): Isolation {
+    if (pod.hostNetwork || !this.byNamespace.has(pod.namespace) || !this.canBeSubject(pod)) return NOT_ISOLATED;
+    const list = this.byNamespace.get(pod.namespace);
+    const ingress = new Array<Policy>(0);
+    const egress = new Array<Policy>(0);
+    for (let i = 0; i < list.length; i++) {
+      const p = list[i];
+      if (!p.selects(pod)) continue;
+      if (p.isolatesIngress) ingress.push(p);
+      if (p.isolatesEgress) egress.push(p);
+    }
+    return ingress.length == 0 && egress.length == 0 ? NOT_ISOLATED : new Isolation(toStatic(ingress), toStatic(egress));
+  }
+
+  private refresh(id: u32): void {
+    const e = this.table.get(id);
+    if (e != null) e.isolation = this.isolationOf(e.pod);
+  }
+
+  /**
+   * After `before` was replaced by `after` (either may be null) in their
+   * namespace: only pods one of them selects can have changed isolation, so a
+   * policy change costs one selector match per pod of the namespace plus a
+   * full recompute for the pods it touches.
+   */
+  private policyChanged(before: Policy | null, after: Policy | null): void {
+    const namespace = after != null ? after.namespace : before != null ? before.namespace : "";
+    if (this.snapshotting || !this.podsByNamespace.has(namespace)) return;
+    const ids = this.podsByNamespace.get(namespace).values();
+    for (let i = 0; i < ids.length; i++) {
+      const e = this.table.get(ids[i]);
+      if (e == null) continue;
+      if ((before != null && before.selects(e.pod)) || (after != null && after.selects(e.pod))) e.isolation = this.isolationOf(e.pod);
+    }
+  }
+
+  private recomputeAll(): void {
+    const all = pods.all();
+    for (let i = 0; i < all.length; i++) this.refresh(all[i].id);
+  }
+
+  // --- policies ---
+
+  objectUpserted(kind: i32, obj: JValue): void {
+    const policy = compilePolicy(obj, this.nextSerial);
+    if (policy == null) return;
+    this.policyCompiled(policy!, obj);
+    this.nextSerial = this.nextSerial >= DENY_FLAG - 1 ? FIRST_SERIAL : this.nextSerial + 1;
+    const before = this.remove(policy.key);
+    this.byKey.set(policy.key, policy);
+    this.bySerial.set(policy.serial, policy);
+    let list: Array<Policy>;
+    if (this.byNamespace.has(policy.namespace)) list = this.byNamespace.get(policy.namespace);
+    else {
+      list = new Array<Policy>(0);
+      this.byNamespace.set(policy.namespace, list);
+    }
+    list.push(policy);
+    this.policyChanged(before, policy);
+  }
+
+  objectDeleted(kind: i32, obj: JValue): void {
+    const key = policyKey(obj);
+    if (key == null) return;
+    const removed = this.remove(key!);
+    if (removed != null) this.policyChanged(removed, null);
+  }
+
+  private remove(key: string): Policy | null {
+    if (!this.byKey.has(key)) return null;
+    const old = this.byKey.get(key);
+    this.byKey.delete(key);
+    this.bySerial.delete(old.serial);
+    const list = this.byNamespace.get(old.namespace);
+    const at = list.indexOf(old);
+    if (at >= 0) list.splice(at, 1);
+    if (list.length == 0) this.byNamespace.delete(old.namespace);
+    return old;
+  }
+
+  objectsReset(kind: i32): void {
+    // The isolation cache keeps answering with the previous snapshot's
+    // policies until SYNCED, so a relist never opens a window of "allow".
+    this.byKey.clear();
+    this.bySerial.clear();
+    this.byNamespace.clear();
+    this.snapshotting = true;
+  }
+
+  objectsSynced(kind: i32): void {
+    this.snapshotting = false;
+    this.recomputeAll();
+  }
+
+  // --- decisions ---
+
+  decide(d: Decision): Verdict {
+    const ingress = d.isIngress;
+    const subjectId = ingress ? d.dstPodId : d.srcPodId;
+    const entry = this.table.get(subjectId);
+    if (entry == null) {
+      d.reason = REASON_NO_SUBJECT;
+      return Verdict.Next;
+    }
+    const iso = entry.isolation;
+    const policies = ingress ? iso.ingress : iso.egress;
+    const n = policies.length;
+    if (n == 0) {
+      d.reason = ingress ? REASON_NOT_ISOLATED_INGRESS : REASON_NOT_ISOLATED_EGRESS;
+      return Verdict.Next;
+    }
+    const subject = entry.pod;
+    const peerEntry = this.table.get(ingress ? d.srcPodId : d.dstPodId);
+    // A host-networked peer is the node as far as NetworkPolicy goes: no pod
+    // selector matches it and its container ports do not name ports.
+    const peer = peerEntry != null && !peerEntry.pod.hostNetwork ? peerEntry.pod : null;
+    const dstPod = ingress ? subject : peer;
+    const family = d.family;
+    const peerAddr = ingress ? d.srcAddr : d.dstAddr;
+    const protocol = d.protocol;
+    const dstPort = d.dstPort;
+    for (let i = 0; i < n; i++) {
+      const p = unchecked(policies[i]);
+      const rules = ingress ? p.ingress : p.egress;
+      // Named ports still resolve against the real destination pod: scope
+      // hides who the peer is, not which port it listens on.
+      const seen = this.peerFor(p, peer);
+      for (let j = 0, m = rules.length; j < m; j++) {
+        if (unchecked(rules[j]).matches(p.namespace, seen, family, peerAddr, protocol, dstPort, dstPod)) {
+          d.reason = p.serial;
+          return Verdict.Accept;
+        }
+      }
+    }
+    d.reason = DENY_FLAG | ((subjectId & 0x3fffffff) << 1) | (ingress ? 1 : 0);
+    return Verdict.Deny;
+  }
+
+  explain(reason: u32): string {
+    if (reason == REASON_NO_SUBJECT) return "not a pod this stage knows";
+    if (reason == REASON_NOT_ISOLATED_INGRESS) return "no NetworkPolicy selects the pod for ingress";
+    if (reason == REASON_NOT_ISOLATED_EGRESS) return "no NetworkPolicy selects the pod for egress";
+    if ((reason & DENY_FLAG) != 0) {
+      const id = (reason & ~DENY_FLAG) >> 1;
+      const ingress = (reason & 1) != 0;
+      const dir = ingress ? "ingress" : "egress";
+      const entry = this.table.get(id);
+      if (entry == null) return "no " + dir + " rule matched (the pod is gone)";
+      const list = ingress ? entry.isolation.ingress : entry.isolation.egress;
+      let names = "";
+      for (let i = 0; i < list.length && i < EXPLAIN_MAX_POLICIES; i++) names += (i > 0 ? ", " : "") + list[i].key;
+      if (list.length > EXPLAIN_MAX_POLICIES) names += " and " + (list.length - EXPLAIN_MAX_POLICIES).toString() + " more";
+      return "no " + dir + " rule of " + names + " matched";
+    }
+    if (this.bySerial.has(reason)) return this.bySerial.get(reason).key;
+    return reason >= FIRST_SERIAL ? "a NetworkPolicy since changed or deleted" : "";
+  }
+
+  needsAllTraffic(): bool { return false; }
+
+  isSubject(pod: PodInfo): bool {
+    const entry = this.table.get(pod.id);
+    return entry != null && entry.isolation.any;
+  }
+}
+
+function toStatic(a: Array<Policy>): StaticArray<Policy> {
+  const s = new StaticArray<Policy>(a.length);
+  for (let i = 0; i < a.length; i++) s[i] = a[i];
+  return s;
+}
