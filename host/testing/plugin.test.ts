@@ -104,6 +104,11 @@ describe('the plugin test kit', () => {
     }
   });
 
+  it('refuses stage options next to a full pipeline instead of ignoring them', async () => {
+    await expect(startPluginCluster({ module: scripted, objects, stage: { mode: 'audit' }, pipeline: { stages: [{ name: 's', module: 'scripted' }] } }))
+      .rejects.toThrow(/"stage" applies only when the kit places the plugin/);
+  });
+
   it('reads manifests from files as kwp eval does', async () => {
     writeFileSync(join(dir, 'cluster.yaml'), [
       'apiVersion: v1\nkind: Namespace\nmetadata: {name: m}',

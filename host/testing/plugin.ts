@@ -216,6 +216,9 @@ export async function startPluginCluster(options: PluginClusterOptions): Promise
   const module = typeof options.module === 'object' && 'meta' in options.module
     ? options.module
     : loadModule(options.module as string | Uint8Array, options.limits);
+  if (typeof options.pipeline === 'object' && options.stage !== undefined) {
+    throw new Error('startPluginCluster: "stage" applies only when the kit places the plugin; with a full "pipeline", put config, mode and failurePolicy in its stage');
+  }
   const stageOpts = options.stage ?? {};
   const stage: StageSpec = { name: stageOpts.name ?? module.meta.name, module: module.meta.name };
   if (stageOpts.label !== undefined) stage.label = stageOpts.label;
