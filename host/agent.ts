@@ -104,10 +104,10 @@ export class Agent {
     let spec = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
     if (this.config.ipTrackerEtcd?.length) {
       const { RemotePodSource } = await import('./multicluster/remote-pod-source.js');
-      const { toMulticlusterPipeline } = await import('./multicluster/pipeline.js');
+      const { toMulticlusterPipeline, withLocalClusterId } = await import('./multicluster/pipeline.js');
       this.sources.push(new RemotePodSource({ endpoints: this.config.ipTrackerEtcd, prefix: this.config.ipTrackerPrefix, localClusterId: this.config.clusterId!, logger: this.log.child({ source: 'ip-tracker' }) }));
-      // A pipeline file is taken as written; the default one gets the multicluster NetworkPolicy stage.
-      if (!pipeline && !this.config.pipelineFile) spec = toMulticlusterPipeline(spec, this.config.clusterId!);
+      // A pipeline file is taken as written (its multicluster stages get the id if they lack it); the default one gets the multicluster NetworkPolicy stage.
+      spec = !pipeline && !this.config.pipelineFile ? toMulticlusterPipeline(spec, this.config.clusterId!) : withLocalClusterId(spec, this.config.clusterId!);
     }
     this.engine.activate(this.engine.build(spec, this.config.pipelineFile ?? 'default pipeline'));
     for (const s of this.sources) await s.start(this.state);

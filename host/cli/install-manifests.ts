@@ -9,6 +9,7 @@ import type { V1ClusterRole, V1ClusterRoleBinding, V1ConfigMap, V1DaemonSet, V1H
 import { defaultWatchedKinds, rbacRulesFor } from '../sources/kubernetes/resources.js';
 import type { KindKey } from '../contract.js';
 import { agentFlags, flagSpelling } from './agent-flags.js';
+import { multiclusterAgentArgs, multiclusterObjects, type MulticlusterInstallOptions } from '../multicluster/manifests.js';
 
 export interface InstallOptions {
   namespace: string;
@@ -21,6 +22,8 @@ export interface InstallOptions {
   adminAddress: string;
   /** Kinds the agent watches; the ClusterRole grants exactly these. */
   kinds?: readonly KindKey[];
+  /** Flat-network multicluster: the IP tracker objects, and the agent flags that read its records. */
+  multicluster?: Omit<MulticlusterInstallOptions, 'namespace' | 'image'>;
 }
 
 export const AGENT_NAME = 'kwp-agent';
@@ -59,6 +62,7 @@ export function agentArgs(opts: InstallOptions): string[] {
     ['admin-address', opts.adminAddress],
     ['state-dir', STATE_DIR],
     ['dataplane', 'on'],
+    ...(opts.multicluster ? multiclusterAgentArgs({ namespace: opts.namespace, image: opts.image, ...opts.multicluster }) : []),
   ];
   return values.map(([name, value]) => {
     if (!agentFlags.some((f) => f.name === name)) throw new Error(`internal: "${name}" is not an agent flag`);
@@ -66,7 +70,7 @@ export function agentArgs(opts: InstallOptions): string[] {
   });
 }
 
-export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1ConfigMap | V1DaemonSet)[] {
+export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1ConfigMap | V1DaemonSet | ReturnType<typeof multiclusterObjects>[number])[] {
   const ns = opts.namespace;
   const probe = probeTarget(opts.adminAddress);
   const httpGet = (path: string): V1HTTPGetAction => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
@@ -140,7 +144,8 @@ export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1Clus
       },
     },
   };
-  return [serviceAccount, clusterRole, binding, configMap, daemonSet];
+  const tracker = opts.multicluster ? multiclusterObjects({ namespace: ns, image: opts.image, ...opts.multicluster }) : [];
+  return [serviceAccount, clusterRole, binding, configMap, daemonSet, ...tracker];
 }
 
 /** The install YAML: a comment header, then one document per object. */

@@ -8,6 +8,8 @@ import { KwpError } from '../errors.js';
 import { defaultPipeline, formatPipelineYAML, parsePipelineText } from '../pipeline/spec.js';
 import { parseFlags } from './args.js';
 import { parseHostPort, renderInstallYaml, type InstallOptions } from './install-manifests.js';
+import { toMulticlusterPipeline } from '../multicluster/pipeline.js';
+import { parseEtcdEndpoints } from '../multicluster/etcd-client.js';
 
 const HELP = `usage: kwp manifests [flags]
 
@@ -23,6 +25,11 @@ flags:
   --fail-open=true|false  let packets pass while no agent listens (default true)
   --strict=true|false     cut established connections a new policy denies (default true)
   --admin-address H:P     admin API address on the node; the probes use it (default 127.0.0.1:9443)
+  --multicluster          add the IP tracker (Deployment, RBAC, kubeconfig Secret) for a
+                          flat-network cluster set; the agents read its records (docs/multicluster.md)
+  --etcd URL[,URL...]     with --multicluster: the etcd the tracker writes and the agents read
+                          (default http://kwp-etcd.NAMESPACE.svc:2379)
+  --cluster-id ID         with --multicluster: this cluster's id (default: its kube-system uid)
 `;
 
 function packageRoot(): string {
@@ -79,6 +86,9 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     'fail-open': { type: 'string' },
     strict: { type: 'string' },
     'admin-address': { type: 'string' },
+    multicluster: { type: 'boolean' },
+    etcd: { type: 'string' },
+    'cluster-id': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   const namespace = values.namespace ?? 'kube-system';
@@ -94,6 +104,17 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
   const image = values.image ?? defaultImage();
   if (!image || /\s/.test(image)) throw new KwpError('KWP_ERR_USAGE', `kwp manifests: --image "${image}" is not an image reference`);
   const pipeline = pipelineText(values.pipeline);
+  if (!values.multicluster && (values.etcd !== undefined || values['cluster-id'] !== undefined)) {
+    throw new KwpError('KWP_ERR_USAGE', 'kwp manifests: --etcd and --cluster-id only apply with --multicluster; add --multicluster');
+  }
+  let multicluster: InstallOptions['multicluster'];
+  if (values.multicluster) {
+    const etcd = values.etcd ?? `http://kwp-etcd.${namespace}.svc:2379`;
+    parseEtcdEndpoints(etcd, 'kwp manifests: --etcd');
+    multicluster = { etcd, ...(values['cluster-id'] ? { clusterId: values['cluster-id'] } : {}) };
+    // The agent fills in the cluster id at start when the manifests do not know it.
+    pipeline.text = formatPipelineYAML(toMulticlusterPipeline(parsePipelineText(pipeline.text, pipeline.from), values['cluster-id']));
+  }
   return {
     namespace,
     image,
@@ -102,6 +123,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     failOpen: booleanFlag('fail-open', values['fail-open'], true),
     strict: booleanFlag('strict', values.strict, true),
     adminAddress,
+    ...(multicluster ? { multicluster } : {}),
   };
 }
 

@@ -10,11 +10,12 @@ export async function kubeSystemUid(kubeConfig: KubeConfig, where: string): Prom
   const server = kubeConfig.getCurrentCluster()?.server ?? '(no server)';
   let uid: string | undefined;
   try {
-    const ns = await kubeConfig.makeApiClient(CoreV1Api).readNamespace({ name: 'kube-system' });
-    uid = ns.metadata?.uid;
+    // A list narrowed to one name needs only the list permission every agent already has.
+    const list = await kubeConfig.makeApiClient(CoreV1Api).listNamespace({ fieldSelector: 'metadata.name=kube-system' });
+    uid = list.items[0]?.metadata?.uid;
   } catch (err) {
-    throw new KwpError('KWP_ERR_KUBECONFIG', `${where}: cannot read the kube-system namespace of ${server} to derive the cluster id (${(err as Error).message}); pass --cluster-id or grant "get" on namespaces`, { cause: err });
+    throw new KwpError('KWP_ERR_KUBECONFIG', `${where}: cannot read the kube-system namespace of ${server} to derive the cluster id (${(err as Error).message}); pass --cluster-id or grant "list" on namespaces`, { cause: err });
   }
-  if (!uid) throw new KwpError('KWP_ERR_KUBECONFIG', `${where}: the kube-system namespace of ${server} has no uid; pass --cluster-id`);
+  if (!uid) throw new KwpError('KWP_ERR_KUBECONFIG', `${where}: ${server} has no kube-system namespace with a uid to derive the cluster id from; pass --cluster-id`);
   return uid;
 }
