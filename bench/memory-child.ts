@@ -26,6 +26,7 @@ process.stdout.write(JSON.stringify({
   externalMiB: mib(usage.external),
   arrayBuffersMiB: mib(usage.arrayBuffers),
   wasmMemoryMiB: mib(wasm),
+  wasmMemoryMiBByStage: Object.fromEntries(pipeline.stages.map((s) => [s.name, mib(s.memoryBytes)])),
   scale: scale.name,
   gcExposed: gc !== undefined,
 }) + '\n');
