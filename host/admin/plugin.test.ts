@@ -25,6 +25,7 @@ async function harness(options: HarnessOptions = {}): Promise<AdminHarness> {
 afterEach(async () => {
   for (const h of open.splice(0)) {
     await h.server.close();
+    await h.store.close();
     h.controller.stop();
   }
 });

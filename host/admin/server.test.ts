@@ -31,6 +31,7 @@ afterEach(async () => {
   vi.restoreAllMocks();
   for (const h of open.splice(0)) {
     await h.server.close();
+    await h.store.close();
     h.controller.stop();
   }
 });
@@ -58,7 +59,7 @@ describe('the admin API over a real socket', () => {
   });
 
   it('the CLI pushes a module, reorders the pipeline, explains a flow and rolls back', async () => {
-    const { url, dir, tokenFile } = await listening();
+    const { url, dir, tokenFile } = await listening({ validation: 'worker' });
     const common = ['--server', url, '--token-file', tokenFile];
     expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.0\)\n$/);
     const ls = await cli(runModule, ['ls', ...common]);
@@ -109,7 +110,7 @@ describe('the admin API over a real socket', () => {
   });
 
   it('close() lets an upload already in flight finish and answers it', async () => {
-    const { h, url } = await listening();
+    const { h, url } = await listening({ validation: 'worker' });
     const bytes = readFileSync(scriptedFile);
     const { port } = new URL(url);
     const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -134,6 +135,7 @@ describe('the admin API over a real socket', () => {
     expect(res.status).toBe(201);
     expect(JSON.parse(res.body).module.name).toBe('scripted');
     await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+    await h.store.close();
     h.controller.stop();
   });
 });

@@ -15,7 +15,8 @@ import type { InstanceLogger } from '../runtime/instance.js';
 import type { ModuleResolver } from '../pipeline/modules.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { keyFingerprint, sha256Hex, verifyModuleSignature } from './signature.js';
-import { runSelfTest, DEFAULT_SELF_TEST_TIMEOUT_MS } from './self-test.js';
+import { DEFAULT_SELF_TEST_TIMEOUT_MS } from './self-test.js';
+import { InlineValidator, WorkerValidator, type UploadValidator } from './upload-validator.js';
 import { compareVersions } from './versions.js';
 
 export interface StoredModule {
@@ -63,6 +64,11 @@ export interface ModuleStoreOptions {
   /** When non-empty, every upload must carry a signature one of these ed25519 keys verifies. */
   trustedKeys?: KeyObject[];
   selfTestTimeoutMs?: number;
+  /**
+   * Where uploads are compiled and self-tested: on a worker thread (default),
+   * so the packet path keeps running, or inline on the caller's thread.
+   */
+  validation?: 'worker' | 'inline';
   logger?: InstanceLogger;
   now?: () => Date;
 }
@@ -84,6 +90,7 @@ export class ModuleStore implements ModuleResolver {
   private readonly entries = new Map<string, StoredModule>();
   private readonly compiled = new Map<string, CompiledEvaluator>();
   private usage: ModuleUsage = () => [];
+  private readonly validator: UploadValidator;
   readonly uploadOutcomes = new Map<UploadOutcome, number>();
 
   constructor(options: ModuleStoreOptions) {
@@ -94,6 +101,7 @@ export class ModuleStore implements ModuleResolver {
     this.selfTestTimeoutMs = options.selfTestTimeoutMs ?? DEFAULT_SELF_TEST_TIMEOUT_MS;
     this.logger = options.logger;
     this.now = options.now ?? (() => new Date());
+    this.validator = options.validation === 'inline' ? new InlineValidator() : new WorkerValidator();
     mkdirSync(this.dir, { recursive: true });
     this.loadIndex();
   }
@@ -184,13 +192,15 @@ export class ModuleStore implements ModuleResolver {
   // ---- uploads ----
 
   /**
-   * Validates and stores an upload. Order: size cap, signature, the loader's
-   * static checks, name and version against kwp.meta, instantiation,
-   * configuration (`{}` unless given), a self-test decision under a deadline.
+   * Validates and stores an upload. Order: size cap, signature, (already
+   * stored? conflicting?), the loader's static checks, name and version
+   * against kwp.meta, instantiation, configuration (`{}` unless given), a
+   * self-test decision under a deadline. Everything from the static checks
+   * on runs off the main thread unless `validation: 'inline'`.
    */
-  add(bytes: Uint8Array, request: UploadRequest): UploadResult {
+  async add(bytes: Uint8Array, request: UploadRequest): Promise<UploadResult> {
     try {
-      const result = this.validateAndStore(bytes, request);
+      const result = await this.validateAndStore(bytes, request);
       this.count(result.created ? 'stored' : 'unchanged');
       return result;
     } catch (err) {
@@ -199,11 +209,32 @@ export class ModuleStore implements ModuleResolver {
     }
   }
 
+  /** Stops the validation worker. */
+  async close(): Promise<void> {
+    await this.validator.close();
+  }
+
   private count(outcome: UploadOutcome): void {
     this.uploadOutcomes.set(outcome, (this.uploadOutcomes.get(outcome) ?? 0) + 1);
   }
 
-  private validateAndStore(bytes: Uint8Array, request: UploadRequest): UploadResult {
+  /** Same bytes under the same name: nothing to do. Other bytes under that name and version: a conflict. */
+  private alreadyStored(sha256: string, name: string, version: string, source: string): StoredModule | undefined {
+    const existing = this.entries.get(sha256);
+    if (existing) {
+      if (existing.name !== name || existing.version !== version) {
+        throw new KwpError('KWP_ERR_NAME_MISMATCH', `${source}: these bytes are stored as ${existing.name}@${existing.version} (their kwp.meta); upload them under that name and version`);
+      }
+      return existing;
+    }
+    const clash = [...this.entries.values()].find((m) => m.name === name && m.version === version);
+    if (clash) {
+      throw new KwpError('KWP_ERR_MODULE_CONFLICT', `${source}: ${name}@${version} is already stored with different bytes (sha256 ${clash.sha256.slice(0, 12)}…); bump the version, or remove the stored one first`);
+    }
+    return undefined;
+  }
+
+  private async validateAndStore(bytes: Uint8Array, request: UploadRequest): Promise<UploadResult> {
     const { name, version } = request;
     const source = `upload ${name}@${version}`;
     if (bytes.length > this.limits.maxModuleBytes) {
@@ -211,24 +242,16 @@ export class ModuleStore implements ModuleResolver {
     }
     const sha256 = sha256Hex(bytes);
     const signedBy = this.checkSignature(sha256, request, source);
+    const stored = this.alreadyStored(sha256, name, version, source);
+    if (stored) return { module: this.info(stored), created: false };
 
-    const existing = this.entries.get(sha256);
-    if (existing) {
-      if (existing.name !== name || existing.version !== version) {
-        throw new KwpError('KWP_ERR_NAME_MISMATCH', `${source}: these bytes are stored as ${existing.name}@${existing.version} (their kwp.meta); upload them under that name and version`);
-      }
-      return { module: this.info(existing), created: false };
-    }
-
-    const compiled = compileEvaluator(bytes, { source, limits: this.limits });
-    if (compiled.meta.name !== name || compiled.meta.version !== version) {
-      throw new KwpError('KWP_ERR_NAME_MISMATCH', `${source}: the module's kwp.meta says ${compiled.meta.name}@${compiled.meta.version}; upload it with name=${compiled.meta.name}&version=${compiled.meta.version}, or change module.json and rebuild`);
-    }
-    const clash = [...this.entries.values()].find((m) => m.name === name && m.version === version);
-    if (clash) {
-      throw new KwpError('KWP_ERR_MODULE_CONFLICT', `${source}: ${name}@${version} is already stored with different bytes (sha256 ${clash.sha256.slice(0, 12)}…); bump the version, or remove the stored one first`);
-    }
-    runSelfTest(compiled, this.selfTestTimeoutMs, request.selfTestConfig ?? {});
+    const compiled = await this.validator.validate({
+      bytes, name, version, limits: this.limits,
+      selfTestConfig: request.selfTestConfig ?? {}, selfTestTimeoutMs: this.selfTestTimeoutMs,
+    });
+    // Another upload may have stored these bytes, or others under this name, while this one was validated.
+    const raced = this.alreadyStored(sha256, name, version, source);
+    if (raced) return { module: this.info(raced), created: false };
 
     writeFileAtomic(this.fileOf(sha256), bytes);
     const entry = this.describe(compiled, signedBy);

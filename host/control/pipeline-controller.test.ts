@@ -167,16 +167,16 @@ describe('hot swap under load', () => {
 });
 
 describe('restarts and state files', () => {
-  it('a new controller on the same state dir runs the same pipeline at the same revision, with its predecessor ready for rollback', () => {
+  it('a new controller on the same state dir runs the same pipeline at the same revision, with its predecessor ready for rollback', async () => {
     const named = sandboxModule({ meta: { ...DEFAULT_META, name: 'uploaded', version: '1.0.0' } });
     const open = () => {
-      const store = new ModuleStore({ stateDir });
+      const store = new ModuleStore({ stateDir, validation: 'inline' });
       const ctl = controllerWith({}, new ChainedModules([store, fixtures]));
       store.setUsage(() => ctl.controller.moduleUsage());
       return { store, ...ctl };
     };
     const first = open();
-    first.store.add(named, { name: 'uploaded', version: '1.0.0' });
+    await first.store.add(named, { name: 'uploaded', version: '1.0.0' });
     first.controller.start();
     const spec: PipelineSpec = { stages: [{ name: 'custom', module: 'uploaded@1.0.0' }, scripted('deny', 'Deny')] };
     const set = first.controller.set(spec, 1);

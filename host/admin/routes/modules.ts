@@ -56,7 +56,7 @@ export function moduleRoutes(app: FastifyInstance, store: ModuleStore, bucket: T
         throw new KwpError('KWP_ERR_REQUEST_INVALID', 'POST /v1/modules: query "config" must be a JSON object');
       }
     }
-    const result = store.add(new Uint8Array(body.buffer, body.byteOffset, body.byteLength), {
+    const result = await store.add(new Uint8Array(body.buffer, body.byteOffset, body.byteLength), {
       name: request.query.name,
       version: request.query.version,
       signature: request.headers[SIGNATURE_HEADER],

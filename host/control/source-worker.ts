@@ -1,0 +1,47 @@
+// Starting a worker thread whose entry is one of this package's modules. From
+// the compiled package the entry is plain JavaScript. From the TypeScript
+// sources (tests, development) the worker first registers module hooks that
+// transpile .ts files with the TypeScript compiler the package already
+// depends on, and map the `.js` import suffixes to the `.ts` files beside them.
+import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+function typescriptHooks(): string {
+  const tsUrl = pathToFileURL(createRequire(import.meta.url).resolve('typescript')).href;
+  const hooks = `
+import ts from ${JSON.stringify(tsUrl)};
+import { readFileSync, existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+export async function resolve(specifier, context, next) {
+  if (specifier.endsWith('.js') && context.parentURL?.endsWith('.ts')) {
+    const candidate = new URL(specifier.slice(0, -3) + '.ts', context.parentURL);
+    if (candidate.protocol === 'file:' && existsSync(fileURLToPath(candidate))) return { url: candidate.href, shortCircuit: true };
+  }
+  return next(specifier, context);
+}
+export async function load(url, context, next) {
+  if (!url.endsWith('.ts')) return next(url, context);
+  const file = fileURLToPath(url);
+  const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), {
+    fileName: file,
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, sourceMap: false },
+  });
+  return { format: 'module', source: outputText, shortCircuit: true };
+}`;
+  return `data:text/javascript,${encodeURIComponent(hooks)}`;
+}
+
+/** `entry` is the worker module's URL as written next to the caller, with a `.js` suffix. */
+export function startPackageWorker(entry: URL): Worker {
+  if (existsSync(fileURLToPath(entry))) return new Worker(entry);
+  const ts = new URL(entry.href.replace(/\.js$/, '.ts'));
+  if (!existsSync(fileURLToPath(ts))) throw new Error(`worker entry ${fileURLToPath(entry)} does not exist (nor its .ts source)`);
+  const bootstrap = `
+const { register } = await import('node:module');
+register(${JSON.stringify(typescriptHooks())});
+await import(${JSON.stringify(ts.href)});
+`;
+  return new Worker(bootstrap, { eval: true });
+}
