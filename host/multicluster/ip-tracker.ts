@@ -137,7 +137,8 @@ export class IpTracker {
         backoff: this.opts.kubernetesBackoff,
       });
     } catch (err) {
-      this.logger.error({ file: entry.file, err: (err as Error).message }, `${(err as Error).message}`);
+      const code = (err as { code?: string }).code ?? 'KWP_ERR_KUBECONFIG';
+      this.logger.error({ file: entry.file, code }, `${code}: ${(err as Error).message}; the other clusters go on`);
       return;
     }
     this.clusters.set(entry.file, watch);
