@@ -8,6 +8,9 @@
 import { createInterface } from 'node:readline';
 import { kindKeyOf, Kinds, type KubeObject } from '../host/contract.js';
 import { Dataplane, type DataplaneLogger } from '../host/dataplane/dataplane.js';
+import type { PacketJudge } from '../host/dataplane/judge.js';
+import { LatencyHistogram } from '../host/dataplane/latency-histogram.js';
+import { nfqueueOpener, type QueueOpener } from '../host/dataplane/nfqueue.js';
 import { defaultPipeline } from '../host/pipeline/spec.js';
 import { ClusterState } from '../host/state/cluster-state.js';
 import { SCALES, clusterObjects, generateCluster, generateFlows } from './generator.js';
@@ -54,7 +57,23 @@ async function main(): Promise<void> {
     for (let i = 0; i < 20; i++) for (const p of warm) engine.allows(p);
   }
 
+  // The verdict call alone: nfq_set_verdict is a netlink send in which the
+  // kernel reinjects the packet and carries it on through the stack.
+  const verdictMicros = new LatencyHistogram();
+  const open = nfqueueOpener();
+  const queueOpener: QueueOpener = (queueId, onPacket) => {
+    const queue = open(queueId, onPacket);
+    return {
+      verdict(id, verdict, mark) {
+        const t0 = performance.now();
+        queue.verdict(id, verdict, mark);
+        verdictMicros.record((performance.now() - t0) * 1000);
+      },
+    };
+  };
+
   const dataplane = new Dataplane({
+    queueOpener,
     tableName: config.tableName,
     queueId: config.queueId,
     dnsQueueId: config.dnsQueueId,
@@ -72,7 +91,19 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop());
   process.on('SIGINT', () => void stop());
-  await dataplane.start(engine);
+  // The dataplane's histogram spans parse, judge and the verdict syscall (in
+  // which the kernel reinjects the packet); this one spans the judge alone.
+  const judgeMicros = new LatencyHistogram();
+  const judge: PacketJudge = {
+    allows(packet) {
+      const t0 = performance.now();
+      const allowed = engine.allows(packet);
+      judgeMicros.record((performance.now() - t0) * 1000);
+      return allowed;
+    },
+    interest: () => engine.interest(),
+  };
+  await dataplane.start(judge);
   emit({ event: 'started', mode: dataplane.queueMode, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
 
   const lines = createInterface({ input: process.stdin });
@@ -80,7 +111,11 @@ async function main(): Promise<void> {
     const command = JSON.parse(line) as { op: string };
     if (command.op === 'stats') {
       const h = dataplane.decisionMicros;
-      emit({ event: 'stats', ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros });
+      emit({
+        event: 'stats', ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros,
+        judgeP50Micros: judgeMicros.p50(), judgeP99Micros: judgeMicros.p99(),
+        verdictP50Micros: verdictMicros.p50(), verdictP99Micros: verdictMicros.p99(),
+      });
     } else if (command.op === 'stop') void stop();
   });
   lines.on('close', () => void stop());

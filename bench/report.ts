@@ -78,6 +78,10 @@ const ROWS: Array<[string, string]> = [
   ['e2e.connPerSec.kernelOnly', 'TCP conn/s, no queue'],
   ['e2e.packetProcessP50Micros', 'packet process p50 µs (dataplane histogram)'],
   ['e2e.packetProcessP99Micros', 'packet process p99 µs (dataplane histogram)'],
+  ['e2e.judgeP50Micros', 'of which the pipeline (judge) p50 µs'],
+  ['e2e.judgeP99Micros', 'of which the pipeline (judge) p99 µs'],
+  ['e2e.verdictCallP50Micros', 'of which the verdict call p50 µs'],
+  ['e2e.verdictCallP99Micros', 'of which the verdict call p99 µs'],
   ['e2e.reason', 'e2e skipped because'],
 ];
 

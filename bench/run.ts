@@ -31,8 +31,8 @@ const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : und
 const wanted = (section: string) => !only || only.has(section);
 
 const settings = quick
-  ? { flows: 4096, measureMs: 600, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 600 }
-  : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 3000 };
+  ? { flows: 4096, measureMs: 600, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 600, e2eRounds: 1 }
+  : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 2 };
 
 function log(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -280,7 +280,7 @@ async function main(): Promise<void> {
   if (wanted('memory')) result.memory = await memorySection(SCALES.large);
 
   if (wanted('e2e') && !noE2E) {
-    const e2e: E2EResult = await runE2E({ connections: settings.e2eConnections, log });
+    const e2e: E2EResult = await runE2E({ connections: settings.e2eConnections, rounds: settings.e2eRounds, log });
     result.e2e = e2e;
   }
 
