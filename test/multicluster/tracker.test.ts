@@ -94,6 +94,25 @@ describe('kwp ip-tracker against two clusters and a real etcd', () => {
     expect(missing).toBeLessThanOrEqual(3);
   });
 
+  it('skips a malformed kubeconfig and goes on with the other clusters', async () => {
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(`${set.dir}/broken`, 'clusters: [not, a, kubeconfig');
+    const tracker = await set.tracker();
+    await pollUntil(async () => (await set.records()).size === 2, 'both good clusters published', 10_000);
+    expect(tracker.status().clusters.map((c) => c.context).sort()).toEqual(['cluster-a', 'cluster-b']);
+  });
+
+  it('keeps publishing the last known pods of a cluster whose API server went away', async () => {
+    const tracker = await set.tracker();
+    await tracker.flushed();
+    await set.b.down();
+    // Several lease TTLs (3 s) of passes while B is unreachable.
+    await new Promise((r) => setTimeout(r, 3500));
+    await tracker.flushed();
+    expect((await set.records()).has(`${PREFIX}10.2.0.5`)).toBe(true);
+    await set.b.up();
+  });
+
   it('deletes records of a dead tracker once its lease runs out', async () => {
     const tracker = await set.tracker();
     await tracker.flushed();
