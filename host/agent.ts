@@ -1,18 +1,15 @@
-// The node agent, wired in one place: sources feed the cluster state, the
-// state feeds every stage of the policy engine, the dataplane asks the engine
-// about each new connection, and the admin API changes the engine's pipeline.
-// Nothing registers itself anywhere; this file is the whole composition.
+// The node agent, wired in one place from the public API (./index.js) and
+// nothing else, so an embedder can build the same thing: sources feed the
+// cluster state, the state feeds every stage of the policy engine, the
+// dataplane asks the engine about each new connection, and the admin API
+// changes the engine's pipeline through the controller.
 import { readFileSync } from 'node:fs';
-import type { ObjectSource } from './contract.js';
-import { KwpError } from './errors.js';
-import { ClusterState } from './state/cluster-state.js';
-import { PolicyEngine } from './pipeline/engine.js';
-import { BuiltinModules, type ModuleResolver } from './pipeline/modules.js';
-import { defaultPipeline, parsePipelineText, type PipelineSpec } from './pipeline/spec.js';
-import { ManifestSource } from './sources/manifests.js';
-import { createLogger, instanceLogger, type Logger } from './log.js';
-import type { Dataplane } from './dataplane/dataplane.js';
-import { expireResolvedNamesPeriodically } from './state/resolved-name-expiry.js';
+import {
+  AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
+  BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
+  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, parsePipelineText,
+  type AdminServer, type AutoRollbackOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+} from './index.js';
 
 export interface AgentConfig {
   /** Manifest files or directories, watched for edits. */
@@ -24,6 +21,7 @@ export interface AgentConfig {
   /** Pipeline file; the default pipeline when absent. */
   pipelineFile?: string;
   verbosity?: number;
+  /** Enforce through NFQUEUE (root); false keeps state and the admin API only. */
   dataplane?: boolean;
   failOpen?: boolean;
   strict?: boolean;
@@ -32,15 +30,20 @@ export interface AgentConfig {
   dnsQueueId?: number;
   /** Lowest mark bit of the four the dataplane uses; distinct per agent on a node. */
   markBits?: number;
+  /** Uploaded modules and the active pipeline persist here; without it nothing persists and uploads are refused. */
+  stateDir?: string;
+  /** `host:port` of the admin API; absent or empty for none. */
+  adminAddress?: string;
+  adminTokenFile?: string;
+  adminReadsOpen?: boolean;
+  /** ed25519 public keys (PEM files); when given, uploads must be signed by one of them. */
+  trustedKeyFiles?: string[];
+  autoRollback?: AutoRollbackOptions;
   logger?: Logger;
-  /** Extra module resolvers tried before the built-ins (the admin API's store). */
+  /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
-  /** Multicluster (flat network): etcd endpoints of the IP tracker; remote pods resolve through them. */
-  ipTrackerEtcd?: string[];
-  /** The tracker's key prefix; `/kwp/ips/` when absent. */
-  ipTrackerPrefix?: string;
-  /** This cluster's id in the cluster set; required with `ipTrackerEtcd` (the CLI derives it when not given). */
-  clusterId?: string;
+  /** More sources (e.g. the multicluster IP tracker), started after the built-in ones. */
+  extraSources?: ObjectSource[];
 }
 
 export function loadPipelineFile(file: string | undefined, verbose: boolean): PipelineSpec {
@@ -54,11 +57,22 @@ export function loadPipelineFile(file: string | undefined, verbose: boolean): Pi
   return parsePipelineText(text, file);
 }
 
+function splitAddress(address: string): { host: string; port: number } {
+  const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !(port >= 0 && port <= 65535)) throw new KwpError('KWP_ERR_USAGE', `kwp agent: --admin-address must be HOST:PORT, got "${address}"`);
+  return { host: m[1] || '127.0.0.1', port };
+}
+
 export class Agent {
   readonly log: Logger;
   readonly state: ClusterState;
   readonly engine: PolicyEngine;
   readonly sources: ObjectSource[] = [];
+  readonly store: ModuleStore | undefined;
+  controller: PipelineController | undefined;
+  admin: AdminServer | undefined;
+  adminUrl: string | undefined;
   dataplane: Dataplane | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
   private stopDnsExpiry: (() => void) | undefined;
@@ -67,17 +81,13 @@ export class Agent {
 
   constructor(readonly config: AgentConfig) {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
-    if (config.ipTrackerEtcd?.length && !config.clusterId) {
-      throw new KwpError('KWP_ERR_USAGE', 'kwp agent: --ip-tracker-etcd needs the local cluster id; pass --cluster-id');
+    this.state = new ClusterState();
+    const ilog = instanceLogger(this.log);
+    if (config.stateDir) {
+      this.store = new ModuleStore({ stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog });
     }
-    this.state = new ClusterState(config.ipTrackerEtcd?.length ? { clusterId: config.clusterId, multicluster: true } : {});
-    const builtins = new BuiltinModules();
-    const resolvers = [...(config.modules ?? []), builtins];
-    this.engine = new PolicyEngine({
-      state: this.state,
-      modules: { resolve: (ref) => { for (const r of resolvers) { const m = r.resolve(ref); if (m) return m; } return undefined; } },
-      logger: instanceLogger(this.log),
-    });
+    const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), new BuiltinModules()];
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
@@ -86,6 +96,10 @@ export class Agent {
         onReload: () => this.log.info({ source: 'manifests' }, 'manifests reloaded'),
       }));
     }
+    if (config.kubeconfig || config.inCluster) {
+      this.sources.push(new KubernetesSource({ kubeconfig: config.kubeconfig, nodeName: config.nodeName, logger: this.log.child({ source: 'kubernetes' }) }));
+    }
+    this.sources.push(...(config.extraSources ?? []));
   }
 
   /** True once every source has delivered its first full snapshot. */
@@ -94,30 +108,35 @@ export class Agent {
   }
 
   async start(pipeline?: PipelineSpec): Promise<void> {
-    if (this.config.kubeconfig || this.config.inCluster) {
-      const { KubernetesSource } = await import('./sources/kubernetes.js');
-      this.sources.push(new KubernetesSource({ kubeconfig: this.config.kubeconfig, nodeName: this.config.nodeName, logger: this.log.child({ source: 'kubernetes' }) }));
-    }
     if (this.sources.length === 0) {
       throw new KwpError('KWP_ERR_USAGE', 'kwp agent: no source of objects; pass --manifests DIR, --kubeconfig FILE, or run in a cluster');
     }
-    let spec = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
-    if (this.config.ipTrackerEtcd?.length) {
-      const { RemotePodSource } = await import('./multicluster/remote-pod-source.js');
-      const { toMulticlusterPipeline, withLocalClusterId } = await import('./multicluster/pipeline.js');
-      this.sources.push(new RemotePodSource({ endpoints: this.config.ipTrackerEtcd, prefix: this.config.ipTrackerPrefix, localClusterId: this.config.clusterId!, logger: this.log.child({ source: 'ip-tracker' }) }));
-      // A pipeline file is taken as written (its multicluster stages get the id if they lack it); the default one gets the multicluster NetworkPolicy stage.
-      spec = !pipeline && !this.config.pipelineFile ? toMulticlusterPipeline(spec, this.config.clusterId!) : withLocalClusterId(spec, this.config.clusterId!);
-    }
-    this.engine.activate(this.engine.build(spec, this.config.pipelineFile ?? 'default pipeline'));
+    const fallback = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
+    const controller = new PipelineController({
+      engine: this.engine, fallback, stateDir: this.config.stateDir, logger: instanceLogger(this.log), autoRollback: this.config.autoRollback,
+    });
+    this.controller = controller;
+    this.store?.setUsage(() => controller.moduleUsage());
+    const metrics = new AdminMetrics({ controller, store: this.store });
+    controller.start();
+    if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
     for (const s of this.sources) await s.start(this.state);
     if (this.config.dataplane) await this.startDataplane();
-    this.log.info({ revision: this.engine.active.revision, stages: spec.stages.map((s) => s.name), ready: this.ready() }, 'agent started');
+    if (this.config.adminAddress) {
+      if (!this.store) throw new KwpError('KWP_ERR_USAGE', 'kwp agent: the admin API needs --state-dir for uploaded modules and the pipeline it changes');
+      const { host, port } = splitAddress(this.config.adminAddress);
+      this.admin = await createAdminServer({
+        store: this.store, controller, engine: this.engine, metrics,
+        token: loadAdminToken({ file: this.config.adminTokenFile }), readsOpen: this.config.adminReadsOpen ?? false,
+        ready: () => this.ready(), host, port,
+      });
+      this.adminUrl = await this.admin.listen();
+      this.log.info({ url: this.adminUrl }, 'admin API listening');
+    }
+    this.log.info({ revision: this.engine.active.revision, stages: this.engine.active.spec.stages.map((s) => s.name), ready: this.ready() }, 'agent started');
   }
 
   private async startDataplane(): Promise<void> {
-    const { Dataplane } = await import('./dataplane/dataplane.js');
-    const { marksAt } = await import('./dataplane/rules.js');
     const dp = new Dataplane({
       tableName: this.config.tableName ?? 'kube-wasm-policies',
       queueId: this.config.queueId ?? 100,
@@ -144,15 +163,18 @@ export class Agent {
     this.stopDnsExpiry = expireResolvedNamesPeriodically(this.state, 1000);
   }
 
+  /** Admin API first (in-flight requests finish), then the dataplane in its configured fail mode, then the sources. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    await this.admin?.close();
     clearTimeout(this.refreshTimer);
     this.stopDnsExpiry?.();
     this.unsubscribeState?.();
     if (this.dataplane) await this.dataplane.stop();
     for (const s of this.sources) await s.stop();
-    if (this.engine.hasActive) this.engine.active.dispose();
+    await this.store?.close();
+    this.controller?.stop();
     this.log.info({}, 'agent stopped');
   }
 }

@@ -51,8 +51,9 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
     let raw = m[2];
     if (raw === undefined && flag.type !== 'boolean') raw = argv[++i];
     const value = convert(flag, raw);
-    if (flag.name === 'manifests') {
-      out.manifests = out.manifests === undefined ? String(value) : `${out.manifests}\n${value}`;
+    if (flag.name === 'manifests' || flag.name === 'trusted-key') {
+      // Repeatable flags collect their values, newline-separated.
+      out[flag.name] = out[flag.name] === undefined ? String(value) : `${out[flag.name]}\n${value}`;
     } else {
       out[flag.name] = value;
     }
@@ -81,6 +82,13 @@ export async function runAgent(argv: string[]): Promise<number> {
   const flags = parseAgentFlags(argv);
   if (flags.help) { process.stdout.write(helpText()); return 0; }
   const multicluster = await multiclusterConfig(flags);
+  let autoRollback: { failures: number; windowMs: number } | undefined;
+  if (flags['auto-rollback'] !== undefined) {
+    const m = /^(\d+)\/(\d+)$/.exec(String(flags['auto-rollback']));
+    if (!m || Number(m[1]) < 1 || Number(m[2]) < 1) throw new KwpError('KWP_ERR_USAGE', `kwp agent: --auto-rollback takes FAILURES/SECONDS, e.g. 20/60, got "${flags['auto-rollback']}"`);
+    autoRollback = { failures: Number(m[1]), windowMs: Number(m[2]) * 1000 };
+  }
+  const adminAddress = String(flags['admin-address']);
   const agent = new Agent({
     ...multicluster,
     manifests: flags.manifests ? String(flags.manifests).split('\n') : undefined,
@@ -96,6 +104,12 @@ export async function runAgent(argv: string[]): Promise<number> {
     queueId: flags['queue-id'] as number,
     dnsQueueId: flags['dns-queue-id'] as number,
     markBits: flags['mark-bits'] as number,
+    stateDir: flags['state-dir'] as string,
+    adminAddress: adminAddress === 'off' ? undefined : adminAddress,
+    adminTokenFile: flags['admin-token-file'] as string | undefined,
+    adminReadsOpen: flags['admin-reads-open'] as boolean,
+    trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
+    autoRollback,
   });
   await agent.start();
   await new Promise<void>((resolve) => {

@@ -2,7 +2,8 @@
 // lab's node namespace, reading the lab's manifests: what the demo and the
 // end-to-end matrix tests enforce with.
 
-import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Lab, LabProcess } from './lab.js';
@@ -37,7 +38,10 @@ export async function startKwpAgent(lab: Lab, options: KwpAgentOptions): Promise
   if (!existsSync(join(root, 'dist', 'host', 'cli', 'main.js'))) {
     throw new Error(`kwp-agent: ${join(root, 'dist')} is not built; run \`npm run build\` first (bin/kwp.js runs the compiled CLI)`);
   }
-  const args = [join(root, 'bin', 'kwp.js'), 'agent', ...options.manifests.map((m) => `--manifests=${m}`), `--node-name=${lab.nodeName}`, ...(options.args ?? [])];
+  // A state directory of its own unless the caller names one: a persisted
+  // pipeline from an earlier run must never override the one under test.
+  const stateArgs = (options.args ?? []).some((a) => a.startsWith('--state-dir')) ? [] : [`--state-dir=${mkdtempSync(join(tmpdir(), 'kwp-lab-state-'))}`];
+  const args = [join(root, 'bin', 'kwp.js'), 'agent', ...options.manifests.map((m) => `--manifests=${m}`), `--node-name=${lab.nodeName}`, ...stateArgs, ...(options.args ?? [])];
   const proc = lab.spawnInNode(process.execPath, args);
   await proc.waitForLine((line) => line.includes('"msg":"agent started"'), options.readyTimeoutMs ?? 90_000, 'stderr');
   const running = proc.errorLines.find((line) => line.includes('"msg":"dataplane running'));

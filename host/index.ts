@@ -1,0 +1,72 @@
+/**
+ * The public API of kube-wasm-policies: the pieces an embedder composes into
+ * its own node agent (the way kindnet embeds kube-network-policies). `kwp
+ * agent` is built from exactly these exports. Anything not exported here is
+ * internal and may change without notice; docs/embedding.md lists this surface
+ * and a test keeps the two identical.
+ *
+ * @packageDocumentation
+ */
+
+// The contract: objects, PodInfo, packets, verdicts, traces.
+export type {
+  KubeObject, KindKey, ObjectEvent, ObjectSink, ObjectSource, PodInfo, ContainerPort, Packet,
+  Direction, FailurePolicy, StageMode, StageTrace, DirectionResult, Decision, VerdictName,
+} from './contract.js';
+export { Kinds, kindKeyOf, Verdict, verdictName, Protocol } from './contract.js';
+export { KwpError, ErrorCatalogue, isKwpError } from './errors.js';
+export type { ErrorCode } from './errors.js';
+
+// The module loader and sandbox.
+export { compileEvaluator, ABI_MAJOR, ABI_MINOR } from './runtime/loader.js';
+export type { CompiledEvaluator, ModuleMeta } from './runtime/loader.js';
+export { DEFAULT_LIMITS } from './runtime/limits.js';
+export type { SandboxLimits } from './runtime/limits.js';
+export type { InstanceLogger } from './runtime/instance.js';
+
+// The pipeline and its builder.
+export { PolicyEngine } from './pipeline/engine.js';
+export type { PolicyEngineOptions } from './pipeline/engine.js';
+export { Pipeline } from './pipeline/pipeline.js';
+export { Stage } from './pipeline/stage.js';
+export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
+export type { ModuleResolver } from './pipeline/modules.js';
+export { defaultPipeline, parsePipelineText, validatePipelineSpec, formatPipelineYAML } from './pipeline/spec.js';
+export type { PipelineSpec, StageSpec } from './pipeline/spec.js';
+
+// Cluster state and the sources that feed it.
+export { ClusterState } from './state/cluster-state.js';
+export type { StateListener, ClusterStateOptions } from './state/cluster-state.js';
+export { expireResolvedNamesPeriodically } from './state/resolved-name-expiry.js';
+export { ManifestSource, loadManifests } from './sources/manifests.js';
+export type { ManifestSourceOptions } from './sources/manifests.js';
+export { KubernetesSource, loadKubeConfig, defaultWatchedKinds } from './sources/kubernetes.js';
+export type { KubernetesSourceOptions } from './sources/kubernetes.js';
+
+// The dataplane.
+export { Dataplane } from './dataplane/dataplane.js';
+export type { DataplaneOptions, DataplaneCounters } from './dataplane/dataplane.js';
+export type { PacketJudge } from './dataplane/judge.js';
+export { marksAt } from './dataplane/rules.js';
+export { parsePacket } from './dataplane/packet-parser.js';
+
+// Control plane and the admin API (a Fastify plugin, or a ready server).
+export { ModuleStore } from './control/module-store.js';
+export type { ModuleStoreOptions } from './control/module-store.js';
+export { PipelineController } from './control/pipeline-controller.js';
+export type { PipelineControllerOptions, AutoRollbackOptions } from './control/pipeline-controller.js';
+export { loadTrustedKeys } from './control/signature.js';
+export { adminApi } from './admin/plugin.js';
+export type { AdminApiOptions } from './admin/options.js';
+export { createAdminServer } from './admin/server.js';
+export type { AdminServer, AdminServerOptions } from './admin/server.js';
+export { AdminMetrics } from './admin/metrics.js';
+export { loadAdminToken } from './admin/auth.js';
+
+// Offline evaluation.
+export { evaluateFlows, OfflineEvaluator } from './eval.js';
+export type { FlowInput, FlowResult } from './eval.js';
+
+// Logging.
+export { createLogger, instanceLogger } from './log.js';
+export type { Logger } from './log.js';
