@@ -16,6 +16,7 @@ import { DEFAULT_PREFIX, decodeRecord, normalizePrefix, remotePodKey, remotePodO
 
 /** What ClusterState offers for remote pods. */
 export interface RemotePodSink {
+  enterMulticluster(clusterId: string): void;
   upsertRemotePod(key: string, pod: RemotePod): void;
   deleteRemotePod(key: string): void;
   replaceRemotePods(pods: ReadonlyMap<string, RemotePod>): void;
@@ -77,11 +78,13 @@ export class RemotePodSource implements ObjectSource {
 
   async start(sink: ObjectSink): Promise<void> {
     const s = sink as ObjectSink & Partial<RemotePodSink>;
-    if (typeof s.upsertRemotePod !== 'function' || typeof s.deleteRemotePod !== 'function' || typeof s.replaceRemotePods !== 'function') {
+    if (typeof s.enterMulticluster !== 'function' || typeof s.upsertRemotePod !== 'function' || typeof s.deleteRemotePod !== 'function' || typeof s.replaceRemotePods !== 'function') {
       throw new KwpError('KWP_ERR_USAGE', 'the ip-tracker source needs a ClusterState as its sink (remote pods are not plain objects)');
     }
     if (this.loop) throw new Error('the ip-tracker source is already started');
     this.sink = s as RemotePodSink;
+    // Remote pods only make sense with cluster identities on every pod.
+    this.sink.enterMulticluster(this.opts.localClusterId);
     this.loop = this.run();
   }
 

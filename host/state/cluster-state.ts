@@ -206,8 +206,8 @@ type PendingEvent =
   | { type: 'objectApplied'; kind: KindKey; event: ObjectEvent };
 
 export class ClusterState implements ObjectSink {
-  private readonly clusterId: string;
-  private readonly multicluster: boolean;
+  private clusterId: string;
+  private multicluster: boolean;
   /** Remote pods by the caller's key; kept apart from `podRecords`, whose keys are local `namespace/name`. */
   private readonly remoteRecords = new Map<string, PodRecord>();
   private readonly objectsByKind = new Map<KindKey, Map<string, KubeObject>>();
@@ -306,6 +306,25 @@ export class ClusterState implements ObjectSink {
   }
 
   // ---- Remote pods (multicluster) ----
+
+  /**
+   * Switches to multicluster mode under `clusterId` (what the IP-tracker
+   * source does when it starts, so an agent only has to add that source):
+   * local PodInfos get the id and the cluster namespace label, and listeners
+   * hear about every pod that changed.
+   */
+  enterMulticluster(clusterId: string): void {
+    if (this.multicluster && this.clusterId === clusterId) return;
+    this.clusterId = clusterId;
+    this.multicluster = true;
+    for (const record of this.podRecords.values()) this.refreshRecord(record);
+    this.changeCount++;
+    this.flush();
+  }
+
+  get multiclusterMode(): boolean {
+    return this.multicluster;
+  }
 
   /** Adds or changes a pod of another cluster under `key` (the caller's identity for it, e.g. `cluster/ns/name`). */
   upsertRemotePod(key: string, pod: RemotePod): void {

@@ -104,3 +104,17 @@ describe('ClusterState remote pods', () => {
     expect([...state.pods()].map((p) => p.name).sort()).toEqual(['three', 'two']);
   });
 });
+
+describe('ClusterState.enterMulticluster', () => {
+  it('gives existing local pods the cluster id and label, and tells listeners', () => {
+    const state = new ClusterState();
+    state.apply(Kinds.Pod, { type: 'upsert', object: localPod('db', '10.1.0.2') });
+    const seen = recordPods(state);
+    state.enterMulticluster('east');
+    expect(state.podByIP('10.1.0.2')).toMatchObject({ clusterId: 'east', namespaceLabels: { [CLUSTER_LABEL]: 'east' } });
+    expect(seen.upserted.map((p) => p.clusterId)).toEqual(['east']);
+    state.enterMulticluster('east');
+    expect(seen.upserted).toHaveLength(1);
+    expect(state.multiclusterMode).toBe(true);
+  });
+});
