@@ -57,3 +57,26 @@ export async function applyPolicies(agent: KwpAgentHandle, file: string, objects
   await reloaded;
   await sleep(REFRESH_SETTLE_MS);
 }
+
+export interface FirstChange {
+  /** Milliseconds after `since` at which the first probe with the wanted outcome started; undefined when none had it. */
+  at: number | undefined;
+  probes: number;
+}
+
+/**
+ * Probe back to back (each probe waits for its answer) until one comes out
+ * `wanted` or `windowMs` has passed since `since` (a performance.now()). A
+ * probe only comes out the new way when its packet met the new state, so the
+ * start of the first such probe bounds from above when the verdict changed.
+ */
+export async function firstProbe(since: number, windowMs: number, probe: () => Promise<{ ok: boolean }>, wanted: boolean): Promise<FirstChange> {
+  let probes = 0;
+  while (performance.now() - since < windowMs) {
+    const started = performance.now() - since;
+    probes++;
+    if ((await probe()).ok === wanted) return { at: Math.round(started), probes };
+    await sleep(20);
+  }
+  return { at: undefined, probes };
+}

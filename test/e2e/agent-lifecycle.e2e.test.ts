@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { KubeObject } from '../../host/contract.js';
 import { Lab, sweepStaleLabs, type HeldConnection } from '../../host/lab/lab.js';
 import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
-import { measureAgainst, mismatches, predict, replaceYaml, sleep, REFRESH_SETTLE_MS } from './agent-lab.js';
+import { firstProbe, measureAgainst, mismatches, predict, replaceYaml, sleep, REFRESH_SETTLE_MS } from './agent-lab.js';
 
 // `kwp agent` itself (not the standalone dataplane) through a policy edit under
 // traffic, a SIGKILL with --fail-open true and false, and a restart, in a lab
@@ -50,33 +50,6 @@ async function hold(from: string, to: string, port: number): Promise<HeldConnect
   return conn;
 }
 
-interface FirstChange {
-  /** Milliseconds after the edit at which the first probe with the new outcome started, or undefined. */
-  at: number | undefined;
-  probes: number;
-}
-
-/**
- * Probe back to back (each probe waits for its answer) until one comes out
- * `wanted` or `windowMs` has passed. A probe only comes out the new way when
- * its packet met the new state, so the start of the first such probe bounds
- * the moment the verdict changed from above.
- */
-async function firstProbe(editedAt: number, windowMs: number, probe: () => Promise<boolean>, wanted: boolean): Promise<FirstChange> {
-  let probes = 0;
-  while (performance.now() - editedAt < windowMs) {
-    const started = performance.now() - editedAt;
-    probes++;
-    if ((await probe()) === wanted) return { at: Math.round(started), probes };
-    await sleep(20);
-  }
-  return { at: undefined, probes };
-}
-
-async function ok(result: Promise<{ ok: boolean }>): Promise<boolean> {
-  return (await result).ok;
-}
-
 beforeAll(async () => {
   sweepStaleLabs();
   lab = await Lab.create({
@@ -113,8 +86,8 @@ describe('kwp agent on real traffic through edits, crashes and restarts', () => 
     const editedAt = performance.now();
     await replaceYaml(policyFile, [yFromZ]);
     const [newConnections, establishedCut] = await Promise.all([
-      firstProbe(editedAt, 3000, () => ok(lab.tcp('x/a', 'y/c', 80, 300)), false),
-      firstProbe(editedAt, 3000, () => ok(established.send(300)), false),
+      firstProbe(editedAt, 3000, () => lab.tcp('x/a', 'y/c', 80, 300), false),
+      firstProbe(editedAt, 3000, () => established.send(300), false),
     ]);
     await reloaded;
     console.log(`deny edit: new connections denied from ${newConnections.at} ms (${newConnections.probes} probes), the established one cut from ${establishedCut.at} ms (${establishedCut.probes} probes) [queue mode ${agent!.queueMode}]`);
@@ -130,7 +103,7 @@ describe('kwp agent on real traffic through edits, crashes and restarts', () => 
     const allowedAgainAt = performance.now();
     const reloadedAgain = agent!.nextLog('manifests reloaded', 10_000);
     await replaceYaml(policyFile, []);
-    const reopened = await firstProbe(allowedAgainAt, 3000, () => ok(lab.tcp('x/a', 'y/c', 80, 300)), true);
+    const reopened = await firstProbe(allowedAgainAt, 3000, () => lab.tcp('x/a', 'y/c', 80, 300), true);
     await reloadedAgain;
     console.log(`allow edit: new connections allowed from ${reopened.at} ms (${reopened.probes} probes)`);
     expect(reopened.at).toBeDefined();
