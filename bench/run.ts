@@ -142,7 +142,13 @@ function breakdownSection(setup: Setup) {
     stages[spec.name].callsPerPacket = round((one.stages[0].counters.decisions - calls) / packets.length, 2);
     one.dispose();
   }
+  // A deployment that uses no v1alpha1 AdminNetworkPolicy objects can leave out
+  // the anp and banp stages; what that is worth:
+  const v1alpha2Only = engine.build({ stages: defaultPipeline().stages.filter((s) => s.module !== 'admin-network-policy') });
+  const withoutV1alpha1StagesDecisionsPerSec = Math.round(throughput((t) => batchThroughput(v1alpha2Only, packets, t)));
+  v1alpha2Only.dispose();
   return {
+    withoutV1alpha1StagesDecisionsPerSec,
     encodeNsPerPacket: round(encodeNs, 0),
     // A Next stage sees both directions: two records per packet.
     crossingNsPerCallSingle: round((emptyOneSingleNs - encodeNs) / 2, 0),
