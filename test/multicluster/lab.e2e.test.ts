@@ -24,7 +24,8 @@ import { serveUnixToTcp } from './unix-bridge.js';
 
 const SCOPE = 'multicluster.kube-wasm-policies.io/scope';
 const BRIDGE_PORT = 23790;
-const B_PODS = ['frontend/b-web', 'other/b-other'];
+const B_PODS = ['frontend/b-web', 'other/b-other', 'frontend/b-late'];
+let lateB: KubeObject;
 
 let lab: Lab;
 let etcd: EtcdServer;
@@ -63,6 +64,8 @@ beforeAll(async () => {
       { name: 'a-web', namespace: 'frontend', labels: { app: 'web' } },
       { name: 'b-web', namespace: 'frontend', labels: { app: 'web' } },
       { name: 'b-other', namespace: 'other', labels: { app: 'web' } },
+      // Wired in the lab from the start, created in cluster B only later.
+      { name: 'b-late', namespace: 'frontend', labels: { app: 'web' } },
     ],
   });
   const objects = lab.manifests();
@@ -72,7 +75,11 @@ beforeAll(async () => {
   // Cluster B: its pods, with the lab's addresses, behind an emulated API server.
   clusterB = await ApiServerEmulator.start();
   for (const o of objects) if (o.kind === 'Namespace' && ['frontend', 'other'].includes(o.metadata.name)) clusterB.create(o);
-  for (const o of objects.filter(isB)) clusterB.create({ ...o, metadata: { ...o.metadata, uid: undefined } });
+  for (const o of objects.filter(isB)) {
+    const forB = { ...o, metadata: { ...o.metadata, uid: undefined } };
+    if (o.metadata.name === 'b-late') lateB = forB;
+    else clusterB.create(forB);
+  }
 
   etcd = await EtcdServer.start();
   const clustersDir = await mkdtemp(path.join(tmpdir(), 'kwp-mc-clusters-'));
@@ -149,6 +156,26 @@ describe('multicluster NetworkPolicy on real connections (flat-routed pods of cl
     await back;
     await new Promise((r) => setTimeout(r, 1000));
     expect(await reachable('frontend/b-web', 'backend/db')).toBe(true);
+  });
+
+  it('keeps connections and verdicts flowing while etcd is down, and admits a B pod created meanwhile once etcd is back', async () => {
+    const held = await lab.hold('frontend/b-web', 'backend/db', 80);
+    expect((await held.send()).ok).toBe(true);
+    expect(await reachable('frontend/b-late', 'backend/db')).toBe(false);
+    await etcd.pause();
+    clusterB.create(lateB);
+    for (let i = 0; i < 3; i++) {
+      expect((await held.send()).ok).toBe(true);
+      expect(await reachable('frontend/b-web', 'backend/db')).toBe(true);
+      expect(await reachable('other/b-other', 'backend/db')).toBe(false);
+      expect(await reachable('frontend/b-late', 'backend/db')).toBe(false);
+    }
+    await etcd.resume();
+    const back = Date.now();
+    await pollUntil(() => reachable('frontend/b-late', 'backend/db'), 'b-late to be admitted after etcd returned', 30_000, 200);
+    console.log(`b-late admitted ${Date.now() - back} ms after etcd was healthy again`);
+    expect((await held.send()).ok).toBe(true);
+    await held.close();
   });
 
   it('cuts a B pod off once it is deleted from cluster B and its record leaves etcd', async () => {
