@@ -30,6 +30,9 @@ flags:
   --etcd URL[,URL...]     with --multicluster: the etcd the tracker writes and the agents read
                           (default http://kwp-etcd.NAMESPACE.svc:2379)
   --cluster-id ID         with --multicluster: this cluster's id (default: its kube-system uid)
+  --tracker-cluster-id CONTEXT=ID
+                          with --multicluster: the id of the cluster of a kubeconfig context in
+                          the tracker's Secret; repeat per cluster (default: kube-system uids)
 `;
 
 function packageRoot(): string {
@@ -89,6 +92,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     multicluster: { type: 'boolean' },
     etcd: { type: 'string' },
     'cluster-id': { type: 'string' },
+    'tracker-cluster-id': { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h' },
   });
   const namespace = values.namespace ?? 'kube-system';
@@ -104,14 +108,18 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
   const image = values.image ?? defaultImage();
   if (!image || /\s/.test(image)) throw new KwpError('KWP_ERR_USAGE', `kwp manifests: --image "${image}" is not an image reference`);
   const pipeline = pipelineText(values.pipeline);
-  if (!values.multicluster && (values.etcd !== undefined || values['cluster-id'] !== undefined)) {
-    throw new KwpError('KWP_ERR_USAGE', 'kwp manifests: --etcd and --cluster-id only apply with --multicluster; add --multicluster');
+  if (!values.multicluster && (values.etcd !== undefined || values['cluster-id'] !== undefined || values['tracker-cluster-id'] !== undefined)) {
+    throw new KwpError('KWP_ERR_USAGE', 'kwp manifests: --etcd, --cluster-id and --tracker-cluster-id only apply with --multicluster; add --multicluster');
   }
   let multicluster: InstallOptions['multicluster'];
   if (values.multicluster) {
     const etcd = values.etcd ?? `http://kwp-etcd.${namespace}.svc:2379`;
     parseEtcdEndpoints(etcd, 'kwp manifests: --etcd');
-    multicluster = { etcd, ...(values['cluster-id'] ? { clusterId: values['cluster-id'] } : {}) };
+    const trackerClusterIds = values['tracker-cluster-id'] ?? [];
+    for (const id of trackerClusterIds) {
+      if (!/^[^=]+=[^=]+$/.test(id)) throw new KwpError('KWP_ERR_USAGE', `kwp manifests: --tracker-cluster-id "${id}" must be CONTEXT=ID, e.g. east=east`);
+    }
+    multicluster = { etcd, ...(values['cluster-id'] ? { clusterId: values['cluster-id'] } : {}), ...(trackerClusterIds.length ? { trackerClusterIds } : {}) };
     // The agent fills in the cluster id at start when the manifests do not know it.
     pipeline.text = formatPipelineYAML(toMulticlusterPipeline(parsePipelineText(pipeline.text, pipeline.from), values['cluster-id']));
   }

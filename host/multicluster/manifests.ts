@@ -16,6 +16,8 @@ export interface MulticlusterInstallOptions {
   clusterId?: string;
   /** Tracker replicas; they publish the same keys harmlessly. */
   replicas?: number;
+  /** `CONTEXT=ID` per cluster of the kubeconfig Secret, passed to the tracker as `--cluster-id`. */
+  trackerClusterIds?: string[];
 }
 
 export const TRACKER_NAME = 'kwp-ip-tracker';
@@ -31,7 +33,7 @@ export function multiclusterAgentArgs(opts: MulticlusterInstallOptions): [string
 }
 
 export function trackerArgs(opts: MulticlusterInstallOptions): string[] {
-  return ['ip-tracker', `--kubeconfig-dir=${CLUSTERS_DIR}`, `--etcd=${opts.etcd}`];
+  return ['ip-tracker', `--kubeconfig-dir=${CLUSTERS_DIR}`, `--etcd=${opts.etcd}`, ...(opts.trackerClusterIds ?? []).map((id) => `--cluster-id=${id}`)];
 }
 
 export function multiclusterObjects(opts: MulticlusterInstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1Secret | V1Deployment)[] {

@@ -31,11 +31,12 @@ describe('kwp manifests --multicluster', () => {
   });
 
   it('gives the tracker arguments its own parser accepts, pointing at the same etcd as the agents', () => {
-    const objs = objects(['--multicluster', '--etcd', 'http://etcd.example:2379', '--cluster-id', 'east']);
+    const objs = objects(['--multicluster', '--etcd', 'http://etcd.example:2379', '--cluster-id', 'east', '--tracker-cluster-id', 'east=east', '--tracker-cluster-id', 'west=west']);
     const [command, ...trackerArgs] = find(objs, 'Deployment', 'kwp-ip-tracker').spec.template.spec.containers[0].args;
     expect(command).toBe('ip-tracker');
     const tracker = parseIpTrackerFlags(trackerArgs);
     expect(tracker).toMatchObject({ help: false, endpoints: ['http://etcd.example:2379'], kubeconfigDir: '/etc/kwp/clusters' });
+    if (!tracker.help) expect([...tracker.clusterIds]).toEqual([['east', 'east'], ['west', 'west']]);
     const [, ...agentArgs] = find(objs, 'DaemonSet', 'kwp-agent').spec.template.spec.containers[0].args;
     const agent = parseAgentFlags(agentArgs);
     expect(agent['ip-tracker-etcd']).toBe('http://etcd.example:2379');
@@ -60,6 +61,8 @@ describe('kwp manifests --multicluster', () => {
   it.each([
     [['--etcd', 'http://e:2379'], /only apply with --multicluster/],
     [['--multicluster', '--etcd', 'e:2379'], /must start with http/],
+    [['--multicluster', '--tracker-cluster-id', 'east'], /must be CONTEXT=ID/],
+    [['--tracker-cluster-id', 'east=east'], /only apply with --multicluster/],
   ])('refuses %j with a usage error', (argv, message) => {
     let caught: unknown;
     try {
