@@ -3,7 +3,11 @@
 // signal stops it.
 import { KwpError } from '../errors.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
-import { Agent } from '../agent.js';
+import { Agent, loadPipelineFile } from '../agent.js';
+import { createLogger } from '../log.js';
+import type { ObjectSource } from '../contract.js';
+import type { PipelineSpec } from '../pipeline/spec.js';
+import type { MulticlusterAgentConfig } from '../multicluster/agent-wiring.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
 
@@ -65,8 +69,8 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
 }
 
 /** `--ip-tracker-etcd` and the local cluster id, derived from the API server when `--cluster-id` is absent. */
-async function multiclusterConfig(flags: AgentFlagValues): Promise<{ ipTrackerEtcd?: string[]; ipTrackerPrefix?: string; clusterId?: string }> {
-  if (flags['ip-tracker-etcd'] === undefined) return {};
+async function multiclusterConfig(flags: AgentFlagValues): Promise<MulticlusterAgentConfig | undefined> {
+  if (flags['ip-tracker-etcd'] === undefined) return undefined;
   const { parseEtcdEndpoints } = await import('../multicluster/etcd-client.js');
   const ipTrackerEtcd = parseEtcdEndpoints(String(flags['ip-tracker-etcd']), 'kwp agent: --ip-tracker-etcd');
   let clusterId = flags['cluster-id'] as string | undefined;
@@ -89,8 +93,20 @@ export async function runAgent(argv: string[]): Promise<number> {
     autoRollback = { failures: Number(m[1]), windowMs: Number(m[2]) * 1000 };
   }
   const adminAddress = String(flags['admin-address']);
+  // Multicluster: the IP-tracker source (it puts the state into multicluster
+  // mode) and the pipeline with the multicluster NetworkPolicy stage.
+  const logger = createLogger(flags.v as number);
+  let pipeline: PipelineSpec | undefined;
+  const extraSources: ObjectSource[] = [];
+  if (multicluster) {
+    const { multiclusterSource, multiclusterPipeline } = await import('../multicluster/agent-wiring.js');
+    extraSources.push(multiclusterSource(multicluster, logger.child({ source: 'ip-tracker' })));
+    const verbose = (flags.v as number) > 0;
+    pipeline = multiclusterPipeline(loadPipelineFile(flags.pipeline as string | undefined, verbose), multicluster, flags.pipeline === undefined);
+  }
   const agent = new Agent({
-    ...multicluster,
+    logger,
+    extraSources,
     manifests: flags.manifests ? String(flags.manifests).split('\n') : undefined,
     kubeconfig: flags.kubeconfig as string | undefined,
     inCluster: !flags.kubeconfig && !flags.manifests && !!process.env.KUBERNETES_SERVICE_HOST,
@@ -111,7 +127,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
   });
-  await agent.start();
+  await agent.start(pipeline);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       agent.log.info({ signal }, 'stopping');

@@ -1,13 +1,21 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
 import { Protocol, type Packet } from '../../host/contract.js';
 import { Agent } from '../../host/agent.js';
 import { createLogger } from '../../host/log.js';
 import { parseIP } from '../../host/net/ip.js';
+import { defaultPipeline } from '../../host/pipeline/spec.js';
+import { nodeScriptArgs } from '../../host/lab/node-script.js';
 import { kubeSystemUid } from '../../host/multicluster/cluster-id.js';
+import { multiclusterPipeline, multiclusterSource } from '../../host/multicluster/agent-wiring.js';
 import { loadKubeConfig } from '../../host/sources/kubernetes.js';
 import { pollUntil } from '../apiserver/poll.js';
 import { namespace, pod, startClusterSet, type ClusterSet } from './cluster-set.js';
-import { Writable } from 'node:stream';
 
 function tcp(src: string, dst: string, port = 80): Packet {
   return { family: 4, protocol: Protocol.TCP, src: parseIP(src)!.bytes, dst: parseIP(dst)!.bytes, srcPort: 40000, dstPort: port, icmpType: 0, icmpCode: 0 };
@@ -15,9 +23,19 @@ function tcp(src: string, dst: string, port = 80): Packet {
 
 const quiet = () => createLogger(0, new Writable({ write(_c, _e, cb) { cb(); } }));
 
-describe('kwp agent with --ip-tracker-etcd', () => {
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+describe('the agent in multicluster mode', () => {
   let set: ClusterSet;
   let agent: Agent | undefined;
+  let child: ChildProcess | undefined;
+  let stateDir: string | undefined;
   beforeEach(async () => {
     set = await startClusterSet();
     set.a.create(namespace('backend'));
@@ -36,22 +54,54 @@ describe('kwp agent with --ip-tracker-etcd', () => {
   afterEach(async () => {
     await agent?.stop();
     agent = undefined;
+    if (child && child.exitCode === null) {
+      const exited = new Promise((r) => child!.once('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      child.kill('SIGKILL');
+    }
+    child = undefined;
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
     await set.stop();
   });
 
-  it('runs the multicluster NetworkPolicy stage and admits a cluster B pod the policy selects', async () => {
+  it('runs the multicluster NetworkPolicy stage over the IP-tracker source and admits a cluster B pod the policy selects', async () => {
     await set.tracker();
-    agent = new Agent({ kubeconfig: set.fileOf('a'), ipTrackerEtcd: [set.etcd.url], clusterId: 'a', dataplane: false, logger: quiet() });
-    await agent.start();
+    const mc = { ipTrackerEtcd: [set.etcd.url], clusterId: 'a' };
+    agent = new Agent({ kubeconfig: set.fileOf('a'), dataplane: false, logger: quiet(), extraSources: [multiclusterSource(mc)] });
+    await agent.start(multiclusterPipeline(defaultPipeline(), mc, true));
     expect(agent.engine.active.spec.stages.find((s) => s.name === 'np')).toMatchObject({ module: 'multicluster-network-policy', config: { clusterId: 'a' } });
     await pollUntil(() => agent!.state.podByIP('10.2.0.5') && agent!.state.podByIP('10.1.0.7'), 'both pods in the agent', 15_000);
-    await pollUntil(() => agent!.ready(), 'the agent to be ready', 15_000);
+    expect(agent.state.podByIP('10.1.0.7')).toMatchObject({ clusterId: 'a', namespaceLabels: { 'cluster.clusterset.k8s.io': 'a' } });
     expect(agent.engine.evaluate(tcp('10.2.0.5', '10.1.0.7')).allowed).toBe(true);
     expect(agent.engine.evaluate(tcp('10.2.0.99', '10.1.0.7')).allowed).toBe(false);
   });
 
-  it('refuses --ip-tracker-etcd without a cluster id', () => {
-    expect(() => new Agent({ kubeconfig: set.fileOf('a'), ipTrackerEtcd: [set.etcd.url], dataplane: false, logger: quiet() })).toThrow(/--cluster-id/);
+  it('is what `kwp agent --ip-tracker-etcd` runs: the admin API explains a cluster B pod as allowed by the multicluster stage', async () => {
+    await set.tracker();
+    const port = await freePort();
+    stateDir = await mkdtemp(path.join(tmpdir(), 'kwp-mc-agent-'));
+    child = spawn(process.execPath, [
+      ...nodeScriptArgs(import.meta.url, './kwp-cli.js'), 'agent',
+      `--kubeconfig=${set.fileOf('a')}`, `--ip-tracker-etcd=${set.etcd.url}`, '--ip-tracker-prefix=/kwp/ips/', '--cluster-id=a',
+      '--dataplane=off', `--admin-address=127.0.0.1:${port}`, '--admin-reads-open', `--state-dir=${stateDir}`,
+    ], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d) => { stderr += d; });
+    const base = `http://127.0.0.1:${port}`;
+    const explain = async () => {
+      try {
+        const res = await fetch(`${base}/v1/explain`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ src: '10.2.0.5', dst: '10.1.0.7', port: 80 }) });
+        return res.ok ? ((await res.json()) as { verdict: string; walkthrough: string }) : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const answer = await pollUntil(async () => { const a = await explain(); return a?.verdict === 'allow' ? a : undefined; }, `an allow from the running agent (stderr so far: ${stderr.slice(-2000)})`, 60_000, 200).catch((err) => { throw new Error(`${err.message}\n${stderr.slice(-3000)}`); });
+    expect(answer!.walkthrough).toContain('backend/from-frontend');
+    const pipeline = (await (await fetch(`${base}/v1/pipeline`)).json()) as { spec?: { stages: { name: string; module: string }[] }; stages?: { name: string; module: string }[] };
+    const stages = pipeline.spec?.stages ?? pipeline.stages ?? [];
+    expect(stages.find((s) => s.name === 'np')?.module).toBe('multicluster-network-policy');
   });
 
   it('derives the cluster id from the kube-system namespace uid, as the tracker does', async () => {
