@@ -3,7 +3,7 @@
 // end-to-end matrix tests enforce with.
 
 import { tmpdir } from 'node:os';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Lab, LabProcess } from './lab.js';
@@ -40,9 +40,12 @@ export async function startKwpAgent(lab: Lab, options: KwpAgentOptions): Promise
   }
   // A state directory of its own unless the caller names one: a persisted
   // pipeline from an earlier run must never override the one under test.
-  const stateArgs = (options.args ?? []).some((a) => a.startsWith('--state-dir')) ? [] : [`--state-dir=${mkdtempSync(join(tmpdir(), 'kwp-lab-state-'))}`];
+  const ownStateDir = (options.args ?? []).some((a) => a.startsWith('--state-dir')) ? undefined : mkdtempSync(join(tmpdir(), 'kwp-lab-state-'));
+  const stateArgs = ownStateDir ? [`--state-dir=${ownStateDir}`] : [];
   const args = [join(root, 'bin', 'kwp.js'), 'agent', ...options.manifests.map((m) => `--manifests=${m}`), `--node-name=${lab.nodeName}`, ...stateArgs, ...(options.args ?? [])];
   const proc = lab.spawnInNode(process.execPath, args);
+  // However the agent ends (stop, SIGKILL, the lab's teardown), its private state goes with it.
+  if (ownStateDir) proc.child.once('exit', () => rmSync(ownStateDir, { recursive: true, force: true }));
   await proc.waitForLine((line) => line.includes('"msg":"agent started"'), options.readyTimeoutMs ?? 90_000, 'stderr');
   const running = proc.errorLines.find((line) => line.includes('"msg":"dataplane running'));
   const queueMode = running ? (JSON.parse(running) as { mode?: string }).mode : undefined;

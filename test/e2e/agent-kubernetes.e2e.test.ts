@@ -108,7 +108,7 @@ describe('kwp agent --kubeconfig enforces what the API server holds', () => {
     // The agent starts before its informers have listed anything; the first sync shows as the denied flow turning denied.
     const synced = await firstProbe(performance.now(), 30_000, () => lab.tcp('x/a', 'x/b', 80, 500), false);
     expect(synced.at).toBeDefined();
-    console.log(`first sync enforced ${synced.at} ms after the agent started`);
+    console.log(`first sync enforced ${synced.at} ms after the agent logged its start`);
     await sleep(REFRESH_SETTLE_MS);
     await expectEnforcing('the emulator\'s initial objects');
     expect((await lab.tcp('z/d', 'x/a', 80, 700)).ok).toBe(false);
