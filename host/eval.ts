@@ -8,6 +8,7 @@ import { PolicyEngine } from './pipeline/engine.js';
 import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/modules.js';
 import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
 import type { Pipeline } from './pipeline/pipeline.js';
+import type { InstanceLogger } from './runtime/instance.js';
 import { resolveFlow, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol } from './flows.js';
 
 export type { FlowSpec } from './flows.js';
@@ -45,6 +46,8 @@ export interface EvaluateOptions {
   dns?: Record<string, string[]>;
   /** Extra modules (e.g. a plugin under test) tried before the built-ins. */
   modules?: ModuleResolver;
+  /** Where modules' log lines go; dropped when absent. */
+  logger?: InstanceLogger;
 }
 
 let builtins: BuiltinModules | undefined;
@@ -80,7 +83,7 @@ export class OfflineEvaluator {
   constructor(opts: Omit<EvaluateOptions, 'flows'>) {
     this.state = stateFromObjects(opts.objects, opts.dns);
     const modules = opts.modules ? new ChainedModules([opts.modules, sharedBuiltins()]) : sharedBuiltins();
-    const engine = new PolicyEngine({ state: this.state, modules });
+    const engine = new PolicyEngine({ state: this.state, modules, logger: opts.logger });
     this.pipeline = engine.build(opts.pipeline ?? defaultPipeline());
   }
 

@@ -6,6 +6,8 @@ import { loadManifests } from '../sources/manifests.js';
 import { parseFlows, type FlowSpec, type FlowProtocol } from '../flows.js';
 import { OfflineEvaluator, priorityTieWarnings, type FlowResult } from '../eval.js';
 import { parsePipelineText, type PipelineSpec } from '../pipeline/spec.js';
+import type { ModuleResolver } from '../pipeline/modules.js';
+import { compileEvaluator } from '../runtime/loader.js';
 import { parseFlags, requireFlag } from './args.js';
 
 const EVAL_HELP = `usage: kwp eval --manifests PATH [--manifests PATH ...] --flows FILE [--output json|table|walkthrough]
@@ -18,6 +20,7 @@ Decides each flow with the same WASM evaluators the agent runs.
   --pipeline FILE    a pipeline file instead of the default pipeline
   --dns NAME=IP      an address a name resolved to, for domainNames peers (repeatable)
   --dns-file FILE    a JSON object {"name": ["ip", ...]}
+  --module FILE      a plugin .wasm the pipeline may name by its kwp.meta name (repeatable)
 `;
 
 const MATRIX_HELP = `usage: kwp matrix --manifests PATH [--manifests PATH ...] [--port 80] [--protocol TCP] [--pipeline FILE]
@@ -25,6 +28,23 @@ const MATRIX_HELP = `usage: kwp matrix --manifests PATH [--manifests PATH ...] [
 Prints the pod-to-pod reachability matrix: rows are sources, columns destinations,
 "." allowed and "X" denied.
 `;
+
+/** Plugins given with --module, resolvable by their kwp.meta name (and name@version). */
+function pluginModules(files: string[] | undefined): ModuleResolver | undefined {
+  if (!files?.length) return undefined;
+  const compiled = files.map((file) => {
+    let bytes: Uint8Array;
+    try {
+      bytes = readFileSync(file);
+    } catch (err) {
+      throw new KwpError('KWP_ERR_USAGE', `kwp eval: --module ${file}: ${(err as Error).message}`);
+    }
+    return compileEvaluator(bytes, { source: file });
+  });
+  return {
+    resolve: (ref) => compiled.find((m) => ref === m.meta.name || ref === `${m.meta.name}@${m.meta.version}`),
+  };
+}
 
 function readPipeline(file: string | undefined): PipelineSpec | undefined {
   if (!file) return undefined;
@@ -83,6 +103,7 @@ export async function runEval(argv: string[]): Promise<number> {
     pipeline: { type: 'string' },
     dns: { type: 'string', multiple: true },
     'dns-file': { type: 'string' },
+    module: { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) { process.stdout.write(EVAL_HELP); return 0; }
@@ -98,7 +119,7 @@ export async function runEval(argv: string[]): Promise<number> {
   }
   const flows: FlowSpec[] = parseFlows(flowsText, flowsFile);
   const objects = await loadObjects(manifests);
-  const ev = new OfflineEvaluator({ objects, pipeline: readPipeline(values.pipeline), dns: parseDns(values.dns, values['dns-file']) });
+  const ev = new OfflineEvaluator({ objects, pipeline: readPipeline(values.pipeline), dns: parseDns(values.dns, values['dns-file']), modules: pluginModules(values.module) });
   try {
     const results = flows.map((f, i) => ev.evaluate(f, i));
     if (output === 'json') process.stdout.write(JSON.stringify(results, null, 2) + '\n');
