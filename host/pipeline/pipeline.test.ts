@@ -2,7 +2,8 @@ import { describe, it, expect } from 'vitest';
 import { ClusterState } from '../state/cluster-state.js';
 import { PolicyEngine } from './engine.js';
 import { fixtureModules } from '../../test/fixtures/modules.js';
-import type { Packet } from '../contract.js';
+import { Kinds, type Packet } from '../contract.js';
+import { BuiltinModules } from './modules.js';
 import type { StageSpec } from './spec.js';
 import { KwpError } from '../errors.js';
 
@@ -119,5 +120,88 @@ describe('building and activating pipelines', () => {
     const b = engine.build({ stages: [] });
     expect(b.revision).toBeGreaterThan(a.revision);
     expect(a.revision).toBeGreaterThan(engine.active.revision);
+  });
+});
+
+describe('stages whose module names its subjects are not asked about other traffic', () => {
+  const pod = (name: string, ip: string, labels: Record<string, string>) => ({
+    apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels },
+    spec: { containers: [{ name: 'c', ports: [{ name: 'http', containerPort: 80 }] }] },
+    status: { phase: 'Running', podIP: ip },
+  });
+  const denyIngress = (name: string, app: string) => ({
+    apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name, namespace: 'x' },
+    spec: { podSelector: { matchLabels: { app } }, policyTypes: ['Ingress'] },
+  });
+  const between = (src: number, dst: number): Packet => ({
+    family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, src]), dst: new Uint8Array([10, 0, 0, dst]),
+    srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0,
+  });
+
+  function npEngine() {
+    const state = new ClusterState();
+    state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
+    state.replace(Kinds.Pod, [pod('a', '10.0.0.1', { app: 'a' }), pod('b', '10.0.0.2', { app: 'b' }), pod('c', '10.0.0.3', { app: 'c' })]);
+    state.replace(Kinds.NetworkPolicy, [denyIngress('isolate-b', 'b')]);
+    const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+    engine.activate(engine.build({ stages: [{ name: 'np', module: 'network-policy' }] }));
+    return { state, engine, np: engine.active.stages[0] };
+  }
+
+  it('traffic between two pods no NetworkPolicy selects skips the stage and is allowed', () => {
+    const { engine, np } = npEngine();
+    expect(engine.allows(between(1, 3))).toBe(true);
+    expect(np.counters.skipped).toBe(2);
+    const out = new Uint8Array(2);
+    engine.active.allowsBatch([between(1, 3), between(3, 1)], out);
+    expect([...out]).toEqual([1, 1]);
+    expect(np.counters.skipped).toBe(6);
+    engine.active.dispose();
+  });
+
+  it('traffic to a selected pod still reaches the module, alone or in a mixed batch', () => {
+    const { engine, np } = npEngine();
+    expect(engine.allows(between(1, 2))).toBe(false);
+    expect(np.counters.skipped).toBe(0);
+    const out = new Uint8Array(4);
+    engine.active.allowsBatch([between(1, 3), between(1, 2), between(3, 1), between(3, 2)], out);
+    expect([...out]).toEqual([1, 0, 1, 0]);
+    engine.active.dispose();
+  });
+
+  it('a policy change that makes a pod a subject takes effect on the next decision', () => {
+    const { state, engine, np } = npEngine();
+    expect(engine.allows(between(1, 3))).toBe(true);
+    state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: denyIngress('isolate-c', 'c') });
+    const skippedBefore = np.counters.skipped;
+    expect(engine.allows(between(1, 3))).toBe(false);
+    expect(np.counters.skipped).toBe(skippedBefore);
+    const out = new Uint8Array(1);
+    engine.active.allowsBatch([between(1, 3)], out);
+    expect(out[0]).toBe(0);
+    engine.active.dispose();
+  });
+});
+
+describe('the subject filter after a change', () => {
+  it('is rebuilt off the packet path and then skips traffic between unselected pods again', async () => {
+    const state = new ClusterState();
+    state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
+    const pod = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels: { app: name } }, spec: {}, status: { phase: 'Running', podIP: ip } });
+    state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
+    state.replace(Kinds.NetworkPolicy, []);
+    const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+    engine.activate(engine.build({ stages: [{ name: 'np', module: 'network-policy' }] }));
+    const np = engine.active.stages[0];
+    const a2b: Packet = { family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0 };
+    engine.allows(a2b);
+    expect(np.counters.skipped).toBe(2);
+    state.apply(Kinds.Pod, { type: 'upsert', object: pod('c', '10.0.0.3') });
+    engine.allows(a2b);
+    expect(np.counters.skipped).toBe(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    engine.allows(a2b);
+    expect(np.counters.skipped).toBe(4);
+    engine.active.dispose();
   });
 });

@@ -32,6 +32,12 @@ export class Pipeline {
   private readonly pending = new Int32Array(BATCH_RECORDS);
   private readonly allowedIdx = new Int32Array(BATCH_RECORDS);
   private readonly verdicts = new Uint8Array(BATCH_RECORDS);
+  private readonly srcIds = new Uint32Array(BATCH_RECORDS);
+  private readonly dstIds = new Uint32Array(BATCH_RECORDS);
+  /** Subject filtering: positions in `pending` sent to the stage, their record indices, and their verdicts. */
+  private readonly selected = new Int32Array(BATCH_RECORDS);
+  private readonly selectedIdx = new Int32Array(BATCH_RECORDS);
+  private readonly selectedVerdicts = new Uint8Array(BATCH_RECORDS);
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -48,13 +54,15 @@ export class Pipeline {
   allows(packet: Packet): boolean {
     const src = this.state.podByIP(packet.src);
     const dst = this.state.podByIP(packet.dst);
+    const srcId = src ? src.id : 0;
+    const dstId = dst ? dst.id : 0;
     const rec = this.record;
-    encodeRecord(rec, 0, packet, src ? src.id : 0, dst ? dst.id : 0);
+    encodeRecord(rec, 0, packet, srcId, dstId);
     if (this.auditing.length) this.audit(rec);
     rec[0] = EGRESS;
-    if (!this.walk(rec)) return false;
+    if (!this.walk(rec, srcId, dstId)) return false;
     rec[0] = INGRESS;
-    return this.walk(rec);
+    return this.walk(rec, srcId, dstId);
   }
 
   /**
@@ -76,7 +84,11 @@ export class Pipeline {
       const packet = packets[start + i];
       const src = state.podByIP(packet.src);
       const dst = state.podByIP(packet.dst);
-      encodeRecord(enc, i * RECORD_SIZE, packet, src ? src.id : 0, dst ? dst.id : 0);
+      const srcId = src ? src.id : 0;
+      const dstId = dst ? dst.id : 0;
+      this.srcIds[i] = srcId;
+      this.dstIds[i] = dstId;
+      encodeRecord(enc, i * RECORD_SIZE, packet, srcId, dstId);
     }
     if (this.auditing.length) {
       for (const dir of [EGRESS, INGRESS]) {
@@ -111,14 +123,40 @@ export class Pipeline {
     for (let k = 0; k < n; k++) if (pending[k] !== k) { identity = false; break; }
     let packed = false;
     const stages = this.enforcing;
+    const selected = this.selected;
     for (let s = 0; s < stages.length && n > 0; s++) {
-      let batch = enc;
-      if (!identity) {
-        if (!packed) this.pack(n);
-        packed = true;
-        batch = this.work;
+      const stage = stages[s];
+      const subjects = stage.subjectFilter();
+      let m = n;
+      if (subjects !== null) {
+        m = 0;
+        for (let k = 0; k < n; k++) {
+          const r = pending[k];
+          if (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1) selected[m++] = k;
+        }
+        if (m === 0) {
+          stage.countSkipped(n);
+          continue;
+        }
       }
-      stages[s].decideVerdicts(batch, n, verdicts);
+      if (m === n) {
+        let batch = enc;
+        if (!identity) {
+          if (!packed) this.pack(pending, n);
+          packed = true;
+          batch = this.work;
+        }
+        stage.decideVerdicts(batch, n, verdicts);
+      } else {
+        // Only the records touching a subject go to the module; the rest are Next.
+        for (let j = 0; j < m; j++) this.selectedIdx[j] = pending[selected[j]];
+        this.pack(this.selectedIdx, m);
+        packed = false;
+        stage.decideVerdicts(this.work, m, this.selectedVerdicts);
+        stage.countSkipped(n - m);
+        verdicts.fill(Verdict.Next, 0, n);
+        for (let j = 0; j < m; j++) verdicts[selected[j]] = this.selectedVerdicts[j];
+      }
       let kept = 0;
       for (let k = 0; k < n; k++) {
         const v = verdicts[k];
@@ -136,11 +174,11 @@ export class Pipeline {
     return nAllowed;
   }
 
-  /** Copies the records `pending[0..n)` of `encoded` to the front of `work`, in that order. */
-  private pack(n: number): void {
+  /** Copies the records `indices[0..n)` of `encoded` to the front of `work`, in that order. */
+  private pack(indices: Int32Array, n: number): void {
     const from = this.encoded32;
     const to = this.work32;
-    const pending = this.pending;
+    const pending = indices;
     const words = RECORD_SIZE >> 2;
     for (let k = 0; k < n; k++) {
       const src = pending[k] * words;
@@ -149,10 +187,16 @@ export class Pipeline {
     }
   }
 
-  private walk(rec: Uint8Array): boolean {
+  private walk(rec: Uint8Array, srcId: number, dstId: number): boolean {
     const stages = this.enforcing;
     for (let i = 0; i < stages.length; i++) {
-      const v = stages[i].decide(rec);
+      const stage = stages[i];
+      const subjects = stage.subjectFilter();
+      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
+        stage.countSkipped(1);
+        continue;
+      }
+      const v = stage.decide(rec);
       if (v === Verdict.Accept) return true;
       if (v === Verdict.Deny) return false;
     }

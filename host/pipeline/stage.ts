@@ -35,6 +35,8 @@ export interface StageCounters {
   /** Decisions answered by the failure policy because no healthy instance existed. */
   unavailable: number;
   rebuilds: number;
+  /** Of `decisions`: records answered Next without a call, because neither pod is one the module named in kwp_subjects. */
+  skipped: number;
 }
 
 export type StageFailure = 'trap' | 'fuel' | 'unavailable';
@@ -46,7 +48,7 @@ export class Stage implements StateListener {
   readonly failurePolicy: FailurePolicy;
   readonly spec: StageSpec;
   readonly compiled: CompiledEvaluator;
-  readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, rebuilds: 0 };
+  readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, rebuilds: 0, skipped: 0 };
   /** The verdict a failed decision gets: Next for fail-open, Deny for fail-closed. */
   readonly failureVerdict: number;
   /** Why the last decision used the failure policy, when it did. */
@@ -56,6 +58,16 @@ export class Stage implements StateListener {
   private unsubscribe: (() => void) | undefined;
   private rebuildScheduled = false;
   private disposed = false;
+  /**
+   * The pods the module named in kwp_subjects, as a byte per pod id (1 =
+   * subject), or null when it wants all traffic. A new instance computes it
+   * at its first decision; after a delivery it is stale, every record goes
+   * to the module, and it is recomputed off the packet path (kwp_subjects
+   * walks every pod: milliseconds at 10,000 pods).
+   */
+  private subjectIds: Uint8Array | null = null;
+  private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
+  private subjectsRefreshScheduled = false;
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
   onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
 
@@ -88,6 +100,7 @@ export class Stage implements StateListener {
   get kinds(): readonly string[] { return this.compiled.meta.kinds; }
 
   private freshInstance(): EvaluatorInstance {
+    this.subjectsState = 'never';
     const inst = new EvaluatorInstance(this.compiled, this.logger);
     inst.configure(this.spec.config ?? {});
     for (const pod of this.state.pods()) inst.upsertPod(encodePodInfo(pod));
@@ -213,6 +226,55 @@ export class Stage implements StateListener {
     }
   }
 
+  /**
+   * For the packet path: the subject bitmap (index = pod id), or null when
+   * every record must go to the module — it wants all traffic, or it has no
+   * healthy instance (then the failure policy must answer). A record neither
+   * of whose pods is marked is one the module answers Next without looking
+   * (ABI.md: a record whose subject the module does not select gets Next).
+   */
+  subjectFilter(): Uint8Array | null {
+    const inst = this.instance;
+    if (inst === undefined || inst.broken) return null;
+    if (this.subjectsState === 'never') this.refreshSubjects();
+    return this.subjectsState === 'fresh' ? this.subjectIds : null;
+  }
+
+  private refreshSubjects(): void {
+    const subjects = this.subjects();
+    if (this.instance === undefined) return; // kwp_subjects trapped: no filter until the rebuild
+    if (subjects === 'all') this.subjectIds = null;
+    else {
+      let max = 0;
+      for (const id of subjects) if (id > max) max = id;
+      const ids = new Uint8Array(max + 1);
+      for (const id of subjects) ids[id] = 1;
+      this.subjectIds = ids;
+    }
+    this.subjectsState = 'fresh';
+  }
+
+  private subjectsChanged(): void {
+    if (this.subjectsState !== 'fresh') return;
+    this.subjectsState = 'stale';
+    if (this.subjectsRefreshScheduled) return;
+    this.subjectsRefreshScheduled = true;
+    // A burst of deliveries costs one recomputation, after the burst.
+    setImmediate(() => {
+      this.subjectsRefreshScheduled = false;
+      if (this.disposed || this.subjectsState !== 'stale' || this.instance === undefined) return;
+      this.refreshSubjects();
+    }).unref();
+  }
+
+  /** Counts `count` records answered Next through the subject filter. */
+  countSkipped(count: number): void {
+    const c = this.counters;
+    c.decisions += count;
+    c.next += count;
+    c.skipped += count;
+  }
+
   get batchCapacity(): number { return this.instance?.batchCapacity ?? 64; }
 
   /** The reason text for the last decision, for traces. */
@@ -240,6 +302,7 @@ export class Stage implements StateListener {
 
   // StateListener: keep the instance in step with the cluster.
   private deliver(fn: (inst: EvaluatorInstance) => void): void {
+    this.subjectsChanged();
     const inst = this.instance;
     if (!inst) return; // a rebuild replays the whole state
     try {
