@@ -3,11 +3,10 @@
 // cluster state, the state feeds every stage of the policy engine, the
 // dataplane asks the engine about each new connection, and the admin API
 // changes the engine's pipeline through the controller.
-import { readFileSync } from 'node:fs';
 import {
   AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
-  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, parsePipelineText,
+  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
   type AdminServer, type AutoRollbackOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
 } from './index.js';
 
@@ -47,14 +46,7 @@ export interface AgentConfig {
 }
 
 export function loadPipelineFile(file: string | undefined, verbose: boolean): PipelineSpec {
-  if (!file) return defaultPipeline({ verbose });
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new KwpError('KWP_ERR_PIPELINE_INVALID', `${file}: cannot read the pipeline file: ${(err as Error).message}`);
-  }
-  return parsePipelineText(text, file);
+  return file ? readPipelineFile(file) : defaultPipeline({ verbose });
 }
 
 function splitAddress(address: string): { host: string; port: number } {

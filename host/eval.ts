@@ -14,24 +14,9 @@ import { resolveFlow, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol } fr
 export type { FlowSpec } from './flows.js';
 
 /** A flow as tests and callers write it: protocol defaults to TCP, srcPort to an ephemeral port. */
-export interface FlowInput {
-  src: string;
-  dst: string;
-  port: number;
-  protocol?: FlowProtocol;
-  srcPort?: number;
-  name?: string;
-  expect?: 'allow' | 'deny';
-}
+export type FlowInput = Pick<FlowSpec, 'src' | 'dst' | 'port'> & Partial<Pick<FlowSpec, 'protocol' | 'srcPort' | 'name' | 'expect'>>;
 
-export interface FlowResult {
-  src: string;
-  dst: string;
-  protocol: FlowProtocol;
-  port: number;
-  srcPort: number;
-  name?: string;
-  expect?: 'allow' | 'deny';
+export interface FlowResult extends Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 'port' | 'srcPort' | 'name' | 'expect'> {
   verdict: 'allow' | 'deny';
   egress: StageTrace[];
   ingress: StageTrace[];

@@ -31,7 +31,7 @@ export { Pipeline } from './pipeline/pipeline.js';
 export { Stage } from './pipeline/stage.js';
 export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
 export type { ModuleResolver } from './pipeline/modules.js';
-export { defaultPipeline, parsePipelineText, validatePipelineSpec, formatPipelineYAML } from './pipeline/spec.js';
+export { defaultPipeline, parsePipelineText, readPipelineFile, validatePipelineSpec, formatPipelineYAML } from './pipeline/spec.js';
 export type { PipelineSpec, StageSpec } from './pipeline/spec.js';
 
 // Cluster state and the sources that feed it.

@@ -5,7 +5,7 @@ import { Kinds, type KubeObject } from '../contract.js';
 import { loadManifests } from '../sources/manifests.js';
 import { parseFlows, type FlowSpec, type FlowProtocol } from '../flows.js';
 import { OfflineEvaluator, priorityTieWarnings, type FlowResult } from '../eval.js';
-import { parsePipelineText, type PipelineSpec } from '../pipeline/spec.js';
+import { readPipelineFile, type PipelineSpec } from '../pipeline/spec.js';
 import type { ModuleResolver } from '../pipeline/modules.js';
 import { compileEvaluator } from '../runtime/loader.js';
 import { parseFlags, requireFlag } from './args.js';
@@ -47,14 +47,7 @@ function pluginModules(files: string[] | undefined): ModuleResolver | undefined 
 }
 
 function readPipeline(file: string | undefined): PipelineSpec | undefined {
-  if (!file) return undefined;
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new KwpError('KWP_ERR_PIPELINE_INVALID', `${file}: cannot read the pipeline file: ${(err as Error).message}`);
-  }
-  return parsePipelineText(text, file);
+  return file ? readPipelineFile(file) : undefined;
 }
 
 function parseDns(pairs: string[] | undefined, file: string | undefined): Record<string, string[]> {

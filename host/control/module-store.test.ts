@@ -8,30 +8,13 @@ import { signModule, sha256Hex } from './signature.js';
 import { KwpError } from '../errors.js';
 import { builtinWasmDir } from '../pipeline/modules.js';
 import { sandboxModule, INFINITE_LOOP, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
+import { codeOf, codeOfAsync } from '../../test/fixtures/error-code.js';
 
 const scriptedBytes = () => readFileSync(join(builtinWasmDir(), 'fixtures', 'scripted.wasm'));
 const named = (name: string, version: string, extra: Parameters<typeof sandboxModule>[0] = {}) =>
   sandboxModule({ meta: { ...DEFAULT_META, name, version }, ...extra });
 
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof KwpError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
 
-async function codeOfAsync(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof KwpError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
 
 let stateDir: string;
 const open = (extra: Partial<ModuleStoreOptions> = {}) => new ModuleStore({ stateDir, validation: 'inline', ...extra });

@@ -12,6 +12,7 @@ import { fixtureModules } from '../../test/fixtures/modules.js';
 import { sandboxModule, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
 import { PipelineController, type PipelineControllerOptions } from './pipeline-controller.js';
 import { ModuleStore } from './module-store.js';
+import { codeOf } from '../../test/fixtures/error-code.js';
 
 const fixtures = fixtureModules();
 const packet = (dstPort = 80): Packet => ({
@@ -23,15 +24,6 @@ const scripted = (name: string, verdict: string, extra: Record<string, unknown> 
 const allowFirst: PipelineSpec = { stages: [scripted('allow', 'Accept'), scripted('deny', 'Deny')] };
 const denyFirst: PipelineSpec = { stages: [scripted('deny', 'Deny'), scripted('allow', 'Accept')] };
 
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof KwpError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
 
 let stateDir: string;
 beforeEach(() => { stateDir = mkdtempSync(join(tmpdir(), 'kwp-ctl-')); });

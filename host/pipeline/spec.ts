@@ -1,6 +1,7 @@
 // The pipeline as data: what a YAML pipeline file, the admin API's PUT body
 // and `kwp pipeline set` all describe. Parsing is strict and every problem
 // names the field at fault.
+import { readFileSync } from 'node:fs';
 import { parse as parseYAML } from 'yaml';
 import { KwpError } from '../errors.js';
 import type { FailurePolicy, StageMode } from '../contract.js';
@@ -83,6 +84,17 @@ export function parsePipelineText(text: string, file: string): PipelineSpec {
     fail(file, `not valid YAML: ${(err as Error).message}`);
   }
   return validatePipelineSpec(doc, file);
+}
+
+/** Reads and parses a pipeline file; every failure names the file. */
+export function readPipelineFile(file: string): PipelineSpec {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    fail(file, `cannot read the pipeline file: ${(err as Error).message}`);
+  }
+  return parsePipelineText(text, file);
 }
 
 export function formatPipelineYAML(spec: PipelineSpec): string {

@@ -4,21 +4,12 @@ import { join } from 'node:path';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
 import { sandboxModule, INFINITE_LOOP, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
-import { KwpError } from '../errors.js';
 import { ClusterState } from '../state/cluster-state.js';
 import { Stage } from '../pipeline/stage.js';
 import { Verdict } from '../contract.js';
 import { builtinWasmDir } from '../pipeline/modules.js';
+import { codeOf } from '../../test/fixtures/error-code.js';
 
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof KwpError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
 
 const load = (bytes: Uint8Array, limits = {}) => compileEvaluator(bytes, { source: 'fixture.wasm', limits });
 
