@@ -112,11 +112,15 @@ export class IpTracker {
     };
   }
 
-  /** Resolves after the next pass that started after this call has succeeded. */
+  /** Resolves once every watched cluster has been listed and a pass started after that has succeeded. */
   async flushed(timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (![...this.clusters.values()].every((c) => c.synced())) {
+      if (Date.now() > deadline) throw new Error(`ip tracker: not every cluster was listed within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const target = this.passes + (this.running ? 2 : 1);
     this.schedule(0);
-    const deadline = Date.now() + timeoutMs;
     while (this.passes < target) {
       if (Date.now() > deadline) throw new Error(`ip tracker: no successful pass within ${timeoutMs} ms (last error: ${this.lastError ?? 'none'})`);
       await new Promise((r) => setTimeout(r, 20));

