@@ -114,6 +114,20 @@ describe('kwp ip-tracker against two clusters and a real etcd', () => {
     await set.b.up();
   });
 
+  it('holds the same records after an etcd outage longer than the lease TTL, once the old lease has run out', async () => {
+    const tracker = await set.tracker({ leaseTtlSeconds: 2 });
+    await tracker.flushed();
+    const before = await set.records();
+    await set.etcd.pause();
+    await new Promise((r) => setTimeout(r, 3000));
+    await set.etcd.resume();
+    await tracker.flushed(15_000);
+    // Past the old lease's TTL after the restart: records survive only if they were moved to a live lease.
+    await new Promise((r) => setTimeout(r, 3000));
+    await pollUntil(async () => (await set.records()).size === before.size, 'the records after the outage', 10_000, 100);
+    expect(await set.records()).toEqual(before);
+  });
+
   it('deletes records of a dead tracker once its lease runs out', async () => {
     const tracker = await set.tracker();
     await tracker.flushed();
