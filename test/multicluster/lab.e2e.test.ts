@@ -1,10 +1,10 @@
 // Multicluster on real connections: one lab node namespace routes the pods of
-// clusters A and B flat (one address space, /32 routes). Cluster A's
-// enforcement (mc-agent-runner: manifests, the IP-tracker source, the
-// multicluster pipeline, the NFQUEUE dataplane) runs in the node namespace
-// with A's objects as manifests, reading a real etcd through a Unix-socket
-// bridge; an IP tracker fills etcd from cluster B's emulated API server.
-// Probes go from B's pods to A's pods through NFQUEUE and the WASM pipeline.
+// clusters A and B flat (one address space, /32 routes). Cluster A's real
+// `kwp agent` (compiled, from dist/) runs in the node namespace with A's
+// objects as manifests and --ip-tracker-etcd pointing, through a Unix-socket
+// bridge, at a real etcd that an IP tracker fills from cluster B's emulated
+// API server. Probes go from B's pods to A's pods through NFQUEUE and the
+// WASM pipeline.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -14,6 +14,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import { Kinds, type KubeObject } from '../../host/contract.js';
 import { Lab, sweepStaleLabs, type LabProcess } from '../../host/lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
 import { nodeScriptArgs } from '../../host/lab/node-script.js';
 import { IpTracker } from '../../host/multicluster/ip-tracker.js';
 import { ApiServerEmulator } from '../apiserver/emulator.js';
@@ -31,7 +32,7 @@ let lab: Lab;
 let etcd: EtcdServer;
 let clusterB: ApiServerEmulator;
 let tracker: IpTracker;
-let agent: LabProcess | undefined;
+let agent: KwpAgentHandle | undefined;
 let bridge: LabProcess | undefined;
 let unixServer: Server | undefined;
 let dir: string;
@@ -100,30 +101,15 @@ beforeAll(async () => {
   await writeFile(path.join(manifests, 'cluster.yaml'), aObjects.map((o) => stringify(o)).join('---\n'));
   dir = manifests;
   await writePolicy(policy());
-  const runnerConfig = {
-    manifests, etcd: `http://127.0.0.1:${BRIDGE_PORT}`, clusterId: 'a', tableName: `kwp-mc-${process.pid}`, queueId: 130, dnsQueueId: 131, markBase: 24,
-  };
-  agent = lab.spawnInNode(process.execPath, [...nodeScriptArgs(import.meta.url, './mc-agent-runner.js'), JSON.stringify(runnerConfig)]);
-  await agent.waitForLine((l) => l.includes('"runner started"') || l.includes('"runner failed"'), 90_000, 'stderr');
-  if (agent.errorLines.some((l) => l.includes('"runner failed"'))) throw new Error(agent.errorLines.join('\n'));
-  await pollUntil(() => agent!.errorLines.some((l) => l.includes('remote pods listed')), 'the runner to list the remote pods', 30_000, 100);
+  agent = await startKwpAgent(lab, {
+    manifests: [manifests],
+    args: [`--ip-tracker-etcd=http://127.0.0.1:${BRIDGE_PORT}`, '--cluster-id=a', '--admin-address=off'],
+  });
+  await pollUntil(() => agent!.process.errorLines.some((l) => l.includes('remote pods listed')), 'the agent to list the remote pods', 30_000, 100);
 }, 240_000);
 
-/** Resolves with the next stderr line of the runner, after this call, containing `text`. */
-function nextLog(text: string, timeoutMs = 30_000): Promise<string> {
-  let armed = false;
-  const waiting = agent!.waitForLine((line) => armed && line.includes(text), timeoutMs, 'stderr');
-  armed = true;
-  return waiting;
-}
-
 afterAll(async () => {
-  if (agent && agent.child.exitCode === null && agent.child.signalCode === null) {
-    const exited = new Promise((r) => agent!.child.once('exit', r));
-    agent.child.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-    await agent.kill('SIGKILL');
-  }
+  await agent?.stop();
   await bridge?.kill('SIGKILL');
   unixServer?.close();
   await tracker?.stop();
@@ -145,13 +131,13 @@ describe('multicluster NetworkPolicy on real connections (flat-routed pods of cl
   });
 
   it('refuses B frontend pods once the policy is scoped cluster-local, still admitting A frontend pods', async () => {
-    const reloaded = nextLog('manifests reloaded', 30_000);
+    const reloaded = agent!.nextLog('manifests reloaded', 30_000);
     await writePolicy(policy({ [SCOPE]: 'cluster-local' }));
     await reloaded;
     await new Promise((r) => setTimeout(r, 1000));
     expect(await reachable('frontend/b-web', 'backend/db')).toBe(false);
     expect(await reachable('frontend/a-web', 'backend/db')).toBe(true);
-    const back = nextLog('manifests reloaded', 30_000);
+    const back = agent!.nextLog('manifests reloaded', 30_000);
     await writePolicy(policy());
     await back;
     await new Promise((r) => setTimeout(r, 1000));
