@@ -31,7 +31,7 @@ const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : und
 const wanted = (section: string) => !only || only.has(section);
 
 const settings = quick
-  ? { flows: 4096, measureMs: 600, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 600, e2eRounds: 1 }
+  ? { flows: 4096, measureMs: 500, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 500, e2eRounds: 1 }
   : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 2 };
 
 function log(message: string): void {
@@ -70,11 +70,11 @@ let chosenWallRate = 0;
  * Throughput per CPU-second after a warm-up, best of two measurements (the
  * machine is shared; the best is the least disturbed).
  */
-function throughput(fn: (ms: number) => number): number {
-  fn(Math.min(500, settings.measureMs));
-  const a = fn(settings.measureMs);
+function throughput(fn: (ms: number) => number, ms = settings.measureMs): number {
+  fn(Math.min(500, ms));
+  const a = fn(ms);
   const aWall = lastWallRate;
-  const b = fn(settings.measureMs);
+  const b = fn(ms);
   chosenWallRate = a >= b ? aWall : lastWallRate;
   return Math.max(a, b);
 }
@@ -123,18 +123,19 @@ function pipelineSection(setup: Setup) {
  */
 function breakdownSection(setup: Setup) {
   const { engine, packets } = setup;
-  const ms = Math.max(300, settings.measureMs / 3);
+  // Many small measurements: shorter ones in --quick.
+  const ms = quick ? 200 : Math.max(300, settings.measureMs / 3);
   const encodeNs = Math.min(encodingNanos(engine.state, packets, ms), encodingNanos(engine.state, packets, ms));
   const nsPer = (rate: number) => round(1e9 / rate, 0);
   const oneNext = engine.build({ stages: [{ name: 'next', module: 'next' }] });
-  const emptyOneBatchNs = nsPer(throughput((t) => batchThroughput(oneNext, packets, t)));
-  const emptyOneSingleNs = nsPer(throughput((t) => singleThroughput(oneNext, packets, t)));
+  const emptyOneBatchNs = nsPer(throughput((t) => batchThroughput(oneNext, packets, t), ms));
+  const emptyOneSingleNs = nsPer(throughput((t) => singleThroughput(oneNext, packets, t), ms));
   oneNext.dispose();
   const stages: Record<string, { batchNsPerPacket: number; singleNsPerPacket: number; callsPerPacket: number }> = {};
   for (const spec of defaultPipeline().stages) {
     const one = engine.build({ stages: [spec] });
-    const batchNs = nsPer(throughput((t) => batchThroughput(one, packets, t)));
-    const singleNs = nsPer(throughput((t) => singleThroughput(one, packets, t)));
+    const batchNs = nsPer(throughput((t) => batchThroughput(one, packets, t), ms));
+    const singleNs = nsPer(throughput((t) => singleThroughput(one, packets, t), ms));
     const calls = one.stages[0].counters.decisions;
     stages[spec.name] = { batchNsPerPacket: batchNs, singleNsPerPacket: singleNs, callsPerPacket: 0 };
     // Records the stage decided per packet (2 when egress lets the packet on to ingress).
@@ -145,7 +146,7 @@ function breakdownSection(setup: Setup) {
   // A deployment that uses no v1alpha1 AdminNetworkPolicy objects can leave out
   // the anp and banp stages; what that is worth:
   const v1alpha2Only = engine.build({ stages: defaultPipeline().stages.filter((s) => s.module !== 'admin-network-policy') });
-  const withoutV1alpha1StagesDecisionsPerSec = Math.round(throughput((t) => batchThroughput(v1alpha2Only, packets, t)));
+  const withoutV1alpha1StagesDecisionsPerSec = Math.round(throughput((t) => batchThroughput(v1alpha2Only, packets, t), ms * 2));
   v1alpha2Only.dispose();
   return {
     withoutV1alpha1StagesDecisionsPerSec,
