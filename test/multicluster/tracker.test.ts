@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import { Kinds } from '../../host/contract.js';
+import { nodeScriptArgs } from '../../host/lab/node-script.js';
 import { pollUntil } from '../apiserver/poll.js';
 import { namespace, node, pod, PREFIX, startClusterSet, type ClusterSet } from './cluster-set.js';
 
@@ -126,6 +128,25 @@ describe('kwp ip-tracker against two clusters and a real etcd', () => {
     await new Promise((r) => setTimeout(r, 3000));
     await pollUntil(async () => (await set.records()).size === before.size, 'the records after the outage', 10_000, 100);
     expect(await set.records()).toEqual(before);
+  });
+
+  it('runs as `kwp ip-tracker` and stops cleanly on SIGTERM', async () => {
+    const child = spawn(process.execPath, [
+      ...nodeScriptArgs(import.meta.url, './kwp-cli.js'), 'ip-tracker',
+      '--kubeconfig-dir', set.dir, '--etcd', set.etcd.url, '--cluster-id', 'cluster-a=a', '--cluster-id', 'cluster-b=b', '--lease-ttl', '5',
+    ], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d) => { stderr += d; });
+    try {
+      const records = await pollUntil(async () => { const r = await set.records(); return r.size === 2 ? r : null; }, 'records from the CLI', 30_000, 100)
+        .catch((err) => { throw new Error(`${err.message}\n${stderr.slice(-3000)}`); });
+      expect(records!.get(`${PREFIX}10.2.0.5`)).toMatchObject({ clusterId: 'b', name: 'web' });
+    } finally {
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
+    expect(stderr).toContain('ip tracker started');
   });
 
   it('deletes records of a dead tracker once its lease runs out', async () => {
