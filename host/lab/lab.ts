@@ -464,7 +464,7 @@ export class Lab {
             reject(new Error(`lab: ${describe()}: ${why}; stderr: ${errorLines.slice(-20).join('\n')}`));
           };
           const timer = setTimeout(() => fail(`no expected line within ${timeoutMs} ms`), timeoutMs);
-          const onExit = (code: number | null) => fail(`exited with ${code}`);
+          const onExit = (code: number | null, signal: NodeJS.Signals | null) => fail(`exited with ${code ?? signal}`);
           const cleanup = () => {
             clearTimeout(timer);
             waiters.delete(waiter);

@@ -92,8 +92,13 @@ const verdict = (predicted: PredictedFlow[], src: string, dst: string, port: num
 
 /** `kwp ARGS` inside the node namespace, where the agent's admin API listens on 127.0.0.1:9443. */
 async function kwpInNode(args: string[]): Promise<string> {
-  const result = await lab.execInNode(process.execPath, [kwp, ...args, `--token-file=${tokenFile}`]);
-  return result.stdout;
+  try {
+    const result = await lab.execInNode(process.execPath, [kwp, ...args, `--token-file=${tokenFile}`]);
+    return result.stdout;
+  } catch (err) {
+    const proc = agent?.process;
+    throw new Error(`${(err as Error).message}\nthe agent (exit ${proc?.child.exitCode ?? proc?.child.signalCode ?? 'none: running'}) logged last:\n${proc?.errorLines.slice(-15).join('\n')}`);
+  }
 }
 
 beforeAll(async () => {
@@ -171,6 +176,19 @@ describe('the service-policy plugin in kwp agent, on real traffic', () => {
     const active = await kwpInNode(['pipeline', 'get']);
     expect(active).toContain('module: service-policy');
     const rows = await measureAgainst(lab, `after a restart [queue mode ${agent.queueMode}]`, await predict(withPlugin));
+    expect(mismatches(rows)).toEqual([]);
+  });
+
+  it('starts with --pipeline FILE naming the stored module when no pipeline was persisted', async () => {
+    await agent!.stop();
+    // Without the persisted pipeline the agent builds the configured one, resolving service-policy from its module store.
+    rmSync(join(stateDir, 'pipeline.json'));
+    agent = await startKwpAgent(lab, { manifests: [join(dir, 'manifests')], args: [`--state-dir=${stateDir}`, `--admin-token-file=${tokenFile}`, `--pipeline=${pipelineFile}`] });
+    await sleep(REFRESH_SETTLE_MS);
+    const active = await kwpInNode(['pipeline', 'get']);
+    expect(active).toContain('# revision 1');
+    expect(active).toContain('module: service-policy');
+    const rows = await measureAgainst(lab, `started with --pipeline [queue mode ${agent.queueMode}]`, await predict(withPlugin));
     expect(mismatches(rows)).toEqual([]);
   });
 });
