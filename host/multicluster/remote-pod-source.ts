@@ -145,8 +145,10 @@ export class RemotePodSource implements ObjectSource {
     this.logger.info({ source: this.name, revision: String(revision), remotePods: this.keysByPod.size }, 'remote pods listed; watching');
     await new Promise<void>((resolve) => {
       this.wake = resolve;
-      watcher.on('put', (kv) => this.applyPut(kv));
-      watcher.on('delete', (kv) => this.applyDelete(kv.key.toString()));
+      // etcd3 rethrows a handler's exception outside any promise, which would
+      // end the process: a listener that fails on one pod must not do that.
+      watcher.on('put', (kv) => this.guarded(() => this.applyPut(kv)));
+      watcher.on('delete', (kv) => this.guarded(() => this.applyDelete(kv.key.toString())));
       // etcd3 would resume the watch itself, but events may have been compacted
       // away meanwhile; a fresh list is the only way to be sure.
       watcher.on('disconnected', () => resolve());
@@ -157,6 +159,14 @@ export class RemotePodSource implements ObjectSource {
       watcher.on('end', () => resolve());
     });
     this.wake = undefined;
+  }
+
+  private guarded(apply: () => void): void {
+    try {
+      apply();
+    } catch (err) {
+      this.logger.error({ source: this.name, err: (err as Error).message }, 'applying a remote pod change failed');
+    }
   }
 
   private closeClient(): void {
