@@ -73,9 +73,9 @@ export class IpTracker {
     const ttl = opts.leaseTtlSeconds ?? 15;
     this.publisher = new EtcdPublisher({ endpoints: opts.endpoints, prefix: this.prefix, leaseTtlSeconds: ttl, logger: this.logger });
     this.directory = new KubeconfigDirectory(opts.kubeconfigDir, {
-      added: (entry) => { void this.addCluster(entry); },
-      changed: (entry) => { void this.replaceCluster(entry); },
-      removed: (file) => { void this.removeCluster(file); },
+      added: (entry) => this.background(this.addCluster(entry), entry.file),
+      changed: (entry) => this.background(this.replaceCluster(entry), entry.file),
+      removed: (file) => this.background(this.removeCluster(file), file),
       unreadable: (dir, err) => this.logger.warn({ dir, err: err.message }, 'kubeconfig directory unreadable; keeping the clusters already watched'),
     }, opts.directoryPollMs ?? 1000);
   }
@@ -128,6 +128,10 @@ export class IpTracker {
   }
 
   // ---- clusters ----
+
+  private background(work: Promise<void>, file: string): void {
+    work.catch((err) => this.logger.error({ file, err: (err as Error).message }, 'changing the watched clusters failed'));
+  }
 
   private async addCluster(entry: KubeconfigFile): Promise<void> {
     let watch: ClusterWatch;
