@@ -32,7 +32,7 @@ const wanted = (section: string) => !only || only.has(section);
 
 const settings = quick
   ? { flows: 4096, measureMs: 500, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 500, e2eRounds: 1 }
-  : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 2 };
+  : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 3 };
 
 function log(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
