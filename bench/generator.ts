@@ -16,8 +16,10 @@ export interface Scale {
   clusterNetworkPolicies: number;
 }
 
-export const SCALES: Record<'small' | 'default' | 'large', Scale> = {
+export const SCALES: Record<'small' | 'manyPods' | 'default' | 'large', Scale> = {
   small: { name: 'small', namespaces: 5, pods: 100, networkPolicies: 8, clusterNetworkPolicies: 2 },
+  /** `small`'s policies over 100 times the pods: how cost grows with pods alone. */
+  manyPods: { name: 'manyPods', namespaces: 5, pods: 10_000, networkPolicies: 8, clusterNetworkPolicies: 2 },
   default: { name: 'default', namespaces: 100, pods: 10_000, networkPolicies: 1_000, clusterNetworkPolicies: 100 },
   large: { name: 'large', namespaces: 100, pods: 10_000, networkPolicies: 10_000, clusterNetworkPolicies: 100 },
 };

@@ -64,6 +64,7 @@ const ROWS: Array<[string, string]> = [
   ['pipeline.singleRatioToEmpty', 'default / empty (one per call)'],
   ['pipeline.allowedFraction', 'share of the flow mix allowed'],
   ['scaling.small.decisionsPerSec', 'decisions/s, small (100 pods, 10 policies)'],
+  ['scaling.manyPods.decisionsPerSec', 'decisions/s, small policies over 10k pods'],
   ['scaling.large.decisionsPerSec', 'decisions/s, large (10k pods, 10k NPs)'],
   ['scaling.ratio', 'large / small'],
   ['update.p50Millis', 'policy change → deciding with it, p50 ms (large)'],

@@ -271,11 +271,15 @@ async function main(): Promise<void> {
     const small = setUp(SCALES.small);
     const smallRate = scalingThroughput(small);
     small.engine.active.dispose();
+    const manyPods = setUp(SCALES.manyPods);
+    const manyPodsRate = scalingThroughput(manyPods);
+    manyPods.engine.active.dispose();
     const large = setUp(SCALES.large);
     const largeRate = scalingThroughput(large);
     if (wanted('scaling')) {
       result.scaling = {
         small: { decisionsPerSec: smallRate, ...SCALES.small },
+        manyPods: { decisionsPerSec: manyPodsRate, ...SCALES.manyPods },
         large: { decisionsPerSec: largeRate, ...SCALES.large },
         ratio: round(largeRate / smallRate, 3),
       };

@@ -23,6 +23,7 @@ const t = [
   ['`pipeline.singleRatioToEmpty` (one per call)', r.pipeline?.singleRatioToEmpty, '', ''],
   ['`pipeline.allowedFraction` (flow mix allowed)', r.pipeline?.allowedFraction, '', ''],
   ['`scaling.small.decisionsPerSec`', r.scaling?.small.decisionsPerSec, '', ''],
+  ['`scaling.manyPods.decisionsPerSec` (small policies, 10,000 pods)', r.scaling?.manyPods?.decisionsPerSec, '', ''],
   ['`scaling.large.decisionsPerSec`', r.scaling?.large.decisionsPerSec, '', ''],
   ['`scaling.ratio` (large / small)', r.scaling?.ratio, '≥ 0.5', r.scaling && status(r.scaling.ratio >= 0.5)],
   ['`update.p50Millis` / `p99Millis` (large)', `${n(r.update?.p50Millis)} / ${n(r.update?.p99Millis)}`, '≤ 100 (p99)', r.update && status(r.update.p99Millis <= 100)],
