@@ -184,42 +184,74 @@ function updateSection(setup: Setup) {
 }
 
 /**
- * Pipeline swaps between decision batches: the agent is single-threaded, so a
- * swap holds the packet path for as long as the build takes. An error is a
- * build that throws, an unhealthy stage after activation, or a verdict that
- * differs from the one the first pipeline gave (the objects do not change).
+ * Pipeline swaps under decision load. A decision loop runs on the event loop
+ * (one batch of packets per turn, checked against the verdicts the first
+ * pipeline gave: the objects do not change), while swaps build the next
+ * pipeline with `PolicyEngine.buildAsync` and activate it. An error is a
+ * build that throws, an unhealthy stage after activation, or any verdict
+ * that differs. `maxStallMillis` is the longest time the decision loop had
+ * to wait for a turn; `syncBuildMillis` is one `build` (the stall a
+ * synchronous swap imposes) for comparison.
  */
-function hotSwapSection(setup: Setup) {
+async function hotSwapSection(setup: Setup) {
   const { engine, packets } = setup;
   const reference = new Uint8Array(packets.length);
   engine.active.allowsBatch(packets, reference);
-  const out = new Uint8Array(packets.length);
-  let swaps = 0;
+
+  const t0 = performance.now();
+  const syncNext = engine.build(defaultPipeline());
+  const syncBuildMillis = performance.now() - t0;
+  engine.activate(syncNext)?.dispose();
+
+  const turn = 512;
+  const out = new Uint8Array(turn);
   let errors = 0;
   let decisions = 0;
+  let maxStall = 0;
+  let running = true;
+  let offset = 0;
+  let last = performance.now();
+  const decideTurn = () => {
+    if (!running) return;
+    const started = performance.now();
+    maxStall = Math.max(maxStall, started - last);
+    const slice = packets.slice(offset, offset + turn);
+    engine.active.allowsBatch(slice, out);
+    for (let k = 0; k < slice.length; k++) if (out[k] !== reference[offset + k]) { errors++; break; }
+    decisions += slice.length;
+    offset = (offset + turn) % (packets.length - turn);
+    last = performance.now();
+    setImmediate(decideTurn);
+  };
+  setImmediate(decideTurn);
+
+  let swaps = 0;
   const builds: number[] = [];
   for (let i = 0; i < settings.swaps; i++) {
-    // Decision load before the swap...
-    const until = performance.now() + 200;
-    while (performance.now() < until) { engine.active.allowsBatch(packets, out); decisions += packets.length; }
+    await new Promise((resolve) => setTimeout(resolve, 200));
     try {
-      const t0 = performance.now();
-      const next = engine.build(defaultPipeline());
-      const previous = engine.activate(next);
-      builds.push(performance.now() - t0);
-      previous?.dispose();
+      const b0 = performance.now();
+      const next = await engine.buildAsync(defaultPipeline());
+      builds.push(performance.now() - b0);
+      engine.activate(next)?.dispose();
       swaps++;
       if (!next.stages.every((s) => s.healthy)) errors++;
     } catch (err) {
       errors++;
       log(`hot swap failed: ${(err as Error).message}`);
     }
-    // ...and right after it, checked against the reference.
-    engine.active.allowsBatch(packets, out);
-    decisions += packets.length;
-    for (let k = 0; k < packets.length; k++) if (out[k] !== reference[k]) { errors++; break; }
   }
-  return { swaps, errors, decisions, buildP50Millis: round(percentiles(builds).p50Micros, 0), buildMaxMillis: round(Math.max(...builds), 0) };
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  running = false;
+  return {
+    swaps,
+    errors,
+    decisions,
+    buildP50Millis: round(percentiles(builds).p50Micros, 0),
+    buildMaxMillis: round(Math.max(...builds), 0),
+    maxStallMillis: round(maxStall, 1),
+    syncBuildMillis: round(syncBuildMillis, 0),
+  };
 }
 
 /** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts). */
@@ -263,7 +295,7 @@ async function main(): Promise<void> {
     const def = setUp(SCALES.default);
     if (wanted('pipeline')) result.pipeline = timed('pipeline section', () => pipelineSection(def));
     if (wanted('breakdown')) result.breakdown = timed('breakdown section', () => breakdownSection(def));
-    if (wanted('hotSwap')) result.hotSwap = timed('hot swap section', () => hotSwapSection(def));
+    if (wanted('hotSwap')) result.hotSwap = await hotSwapSection(def);
     def.engine.active.dispose();
   }
 

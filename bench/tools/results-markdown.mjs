@@ -29,7 +29,9 @@ const t = [
   ['`update.p50Millis` / `p99Millis` (large)', `${n(r.update?.p50Millis)} / ${n(r.update?.p99Millis)}`, '≤ 100 (p99)', r.update && status(r.update.p99Millis <= 100)],
   ['`memory.rssMiB` (large, fresh process)', r.memory?.rssMiB, '≤ 256', r.memory && status(r.memory.rssMiB <= 256)],
   ['`hotSwap.swaps` / `errors`', `${n(r.hotSwap?.swaps)} / ${n(r.hotSwap?.errors)}`, 'errors = 0', r.hotSwap && status(r.hotSwap.errors === 0)],
-  ['`hotSwap.buildP50Millis` / `buildMaxMillis` (packet path held)', `${n(r.hotSwap?.buildP50Millis)} / ${n(r.hotSwap?.buildMaxMillis)}`, '', ''],
+  ['`hotSwap.buildP50Millis` / `buildMaxMillis` (`buildAsync`)', `${n(r.hotSwap?.buildP50Millis)} / ${n(r.hotSwap?.buildMaxMillis)}`, '', ''],
+  ['`hotSwap.maxStallMillis` (longest wait of the decision loop)', r.hotSwap?.maxStallMillis, '', ''],
+  ['`hotSwap.syncBuildMillis` (one `build`: the stall without `buildAsync`)', r.hotSwap?.syncBuildMillis, '', ''],
 ];
 if (e.reason) t.push(['`e2e`', `not run: ${e.reason}`, '', '']);
 else if (e.connPerSec) {

@@ -9,7 +9,7 @@ import type { KwpError } from '../errors.js';
 import { Pipeline } from './pipeline.js';
 import { Stage } from './stage.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
-import type { PipelineSpec } from './spec.js';
+import type { PipelineSpec, StageSpec } from './spec.js';
 
 export interface PolicyEngineOptions {
   state: ClusterState;
@@ -38,17 +38,44 @@ export class PolicyEngine {
   build(spec: PipelineSpec, where = 'pipeline', revision?: number): Pipeline {
     const started: Stage[] = [];
     try {
+      for (const [i, s] of spec.stages.entries()) started.push(this.startStage(s, i, where));
+    } catch (err) {
+      for (const s of started) s.dispose();
+      throw err;
+    }
+    return this.assemble(spec, started, revision);
+  }
+
+  /**
+   * `build`, yielding to the event loop between stages. Feeding a stage the
+   * whole state takes up to a second at 10,000 pods, and the packet path
+   * shares this thread: with `build` it waits for all stages, with
+   * `buildAsync` for one at a time. Each stage follows the state from the
+   * moment it is fed, so changes between stages reach every stage.
+   */
+  async buildAsync(spec: PipelineSpec, where = 'pipeline', revision?: number): Promise<Pipeline> {
+    const started: Stage[] = [];
+    try {
       for (const [i, s] of spec.stages.entries()) {
-        const compiled = resolveOrThrow(this.modules, s.module, `${where}: stages[${i}] (${s.name})`);
-        const stage = new Stage(s, compiled, this.state, this.logger);
-        stage.onFailure = this.options.onStageFailure;
-        stage.start();
-        started.push(stage);
+        if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        started.push(this.startStage(s, i, where));
       }
     } catch (err) {
       for (const s of started) s.dispose();
       throw err;
     }
+    return this.assemble(spec, started, revision);
+  }
+
+  private startStage(s: StageSpec, i: number, where: string): Stage {
+    const compiled = resolveOrThrow(this.modules, s.module, `${where}: stages[${i}] (${s.name})`);
+    const stage = new Stage(s, compiled, this.state, this.logger);
+    stage.onFailure = this.options.onStageFailure;
+    stage.start();
+    return stage;
+  }
+
+  private assemble(spec: PipelineSpec, started: Stage[], revision: number | undefined): Pipeline {
     const rev = revision ?? this.nextRevision;
     this.nextRevision = Math.max(this.nextRevision, rev) + 1;
     return new Pipeline(spec, started, rev, this.state);

@@ -205,3 +205,51 @@ describe('the subject filter after a change', () => {
     engine.active.dispose();
   });
 });
+
+describe('building a pipeline without holding the event loop', () => {
+  it('buildAsync yields between stages and decides as build does', async () => {
+    const engine = engineWith([]);
+    let ticks = 0;
+    let counting = true;
+    const tick = () => { if (counting) { ticks++; setImmediate(tick); } };
+    setImmediate(tick);
+    const stages = [stage('a', 'Next', 'Next'), stage('b', 'Next', 'Deny'), stage('c', 'Accept', 'Accept')];
+    const viaAsync = await engine.buildAsync({ stages });
+    counting = false;
+    const viaSync = engine.build({ stages });
+    expect(ticks).toBeGreaterThanOrEqual(2);
+    expect(viaAsync.allows(packet())).toBe(viaSync.allows(packet()));
+    expect(viaAsync.allows(packet())).toBe(false);
+    expect(viaAsync.revision).toBeLessThan(viaSync.revision);
+    viaAsync.dispose();
+    viaSync.dispose();
+  });
+
+  it('buildAsync rejects with the failing stage named and leaves the active pipeline in place', async () => {
+    const engine = engineWith([stage('a', 'Deny', 'Deny')]);
+    const before = engine.active;
+    await expect(engine.buildAsync({ stages: [stage('a', 'Accept', 'Accept'), { name: 'missing', module: 'no-such-module' }] }))
+      .rejects.toThrowError(/stages\[1\] \(missing\)/);
+    expect(engine.active).toBe(before);
+    expect(engine.allows(packet())).toBe(false);
+    before.dispose();
+  });
+
+  it('a change that lands between two stages reaches the stage built before it', async () => {
+    const state = new ClusterState();
+    state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
+    const pod = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels: { app: name } }, spec: {}, status: { phase: 'Running', podIP: ip } });
+    state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
+    state.replace(Kinds.NetworkPolicy, []);
+    const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+    setImmediate(() => state.apply(Kinds.NetworkPolicy, {
+      type: 'upsert',
+      object: { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'isolate-b', namespace: 'x' }, spec: { podSelector: { matchLabels: { app: 'b' } }, policyTypes: ['Ingress'] } },
+    }));
+    const pipeline = await engine.buildAsync({ stages: [{ name: 'first', module: 'network-policy' }, { name: 'second', module: 'network-policy' }] });
+    const a2b: Packet = { family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0 };
+    const d = pipeline.evaluate(a2b);
+    expect(d.ingress.trace[0]).toMatchObject({ stage: 'first', verdict: 'Deny' });
+    pipeline.dispose();
+  });
+});
