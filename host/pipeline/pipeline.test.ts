@@ -235,21 +235,22 @@ describe('building a pipeline without holding the event loop', () => {
     before.dispose();
   });
 
-  it('a change that lands between two stages reaches the stage built before it', async () => {
+  it('a change that lands while a stage is fed reaches it and the stages after it', async () => {
     const state = new ClusterState();
     state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
     const pod = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels: { app: name } }, spec: {}, status: { phase: 'Running', podIP: ip } });
     state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
     state.replace(Kinds.NetworkPolicy, []);
-    const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+    const engine = new PolicyEngine({ state, modules: new BuiltinModules(), feedSlice: 1 });
     setImmediate(() => state.apply(Kinds.NetworkPolicy, {
       type: 'upsert',
       object: { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'isolate-b', namespace: 'x' }, spec: { podSelector: { matchLabels: { app: 'b' } }, policyTypes: ['Ingress'] } },
     }));
-    const pipeline = await engine.buildAsync({ stages: [{ name: 'first', module: 'network-policy' }, { name: 'second', module: 'network-policy' }] });
+    // The first stage audits, so the trace shows both stages' verdicts.
+    const pipeline = await engine.buildAsync({ stages: [{ name: 'first', module: 'network-policy', mode: 'audit' }, { name: 'second', module: 'network-policy' }] });
     const a2b: Packet = { family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0 };
     const d = pipeline.evaluate(a2b);
-    expect(d.ingress.trace[0]).toMatchObject({ stage: 'first', verdict: 'Deny' });
+    expect(d.ingress.trace.map((t) => `${t.stage}:${t.verdict}`)).toEqual(['first:Deny', 'second:Deny']);
     pipeline.dispose();
   });
 });

@@ -68,6 +68,8 @@ export class Stage implements StateListener {
   private subjectIds: Uint8Array | null = null;
   private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
   private subjectsRefreshScheduled = false;
+  /** Set while startAsync feeds the module: deliveries wait here. */
+  private feedQueue: Array<(inst: EvaluatorInstance) => void> | undefined;
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
   onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
 
@@ -86,6 +88,50 @@ export class Stage implements StateListener {
   start(): void {
     this.instance = this.freshInstance();
     this.unsubscribe = this.state.subscribe(this);
+  }
+
+  /**
+   * `start`, feeding the state in slices of `slice` pods or objects with a
+   * turn of the event loop between them, so the packet path is not held for a
+   * whole feed. The stage subscribes first: deliveries that arrive while it is
+   * being fed are queued and applied after the snapshot (upserts of objects
+   * the snapshot already had are idempotent). Rejects, subscribed to nothing,
+   * on a refused config or a trap.
+   */
+  async startAsync(slice = 1000): Promise<void> {
+    const queued: Array<(inst: EvaluatorInstance) => void> = [];
+    this.feedQueue = queued;
+    this.unsubscribe = this.state.subscribe(this);
+    try {
+      const inst = new EvaluatorInstance(this.compiled, this.logger);
+      inst.configure(this.spec.config ?? {});
+      let fed = 0;
+      const pace = async () => {
+        if (++fed % slice === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
+      };
+      for (const pod of [...this.state.pods()]) {
+        inst.upsertPod(encodePodInfo(pod));
+        await pace();
+      }
+      for (const [kind, index] of this.kindIndex) {
+        inst.object(index, ObjectOp.Reset);
+        for (const obj of this.state.objects(kind)) {
+          inst.object(index, ObjectOp.Upsert, encodeObject(obj));
+          await pace();
+        }
+        inst.object(index, ObjectOp.Synced);
+      }
+      for (const fn of queued) fn(inst);
+      this.subjectsState = 'never';
+      this.instance = inst;
+    } catch (err) {
+      this.unsubscribe?.();
+      this.unsubscribe = undefined;
+      throw err;
+    } finally {
+      this.feedQueue = undefined;
+    }
   }
 
   dispose(): void {
@@ -302,6 +348,10 @@ export class Stage implements StateListener {
 
   // StateListener: keep the instance in step with the cluster.
   private deliver(fn: (inst: EvaluatorInstance) => void): void {
+    if (this.feedQueue) {
+      this.feedQueue.push(fn);
+      return;
+    }
     this.subjectsChanged();
     const inst = this.instance;
     if (!inst) return; // a rebuild replays the whole state
