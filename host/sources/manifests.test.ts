@@ -374,6 +374,28 @@ describe('watching manifests', () => {
     }
   });
 
+  it('a watched directory keeps seeing edits after files are renamed over and rewritten in place', async () => {
+    const file = join(dir, 'pods.yaml');
+    await writeFile(file, podYaml('a', '10.0.0.1'));
+    const state = new ClusterState();
+    const source = new ManifestSource(dir, { watch: true, debounceMs: 30 });
+    await source.start(state);
+    try {
+      // Editors save by renaming over the file; tools like sed -i do too. Each must be seen, and so must later in-place writes.
+      for (const ip of ['10.0.0.11', '10.0.0.12', '10.0.0.13']) {
+        await writeFile(`${file}.tmp`, podYaml('a', ip));
+        await rename(`${file}.tmp`, file);
+        await vi.waitFor(() => expect(state.podByIP(ip)?.name).toBe('a'), { timeout: 5000, interval: 20 });
+      }
+      for (const ip of ['10.0.0.14', '10.0.0.15']) {
+        await writeFile(file, podYaml('a', ip));
+        await vi.waitFor(() => expect(state.podByIP(ip)?.name).toBe('a'), { timeout: 5000, interval: 20 });
+      }
+    } finally {
+      await source.stop();
+    }
+  });
+
   it('a burst of writes is read once after the debounce', async () => {
     await writeFile(join(dir, 'pods.yaml'), podYaml('a', '10.0.0.1'));
     let reloads = 0;

@@ -286,6 +286,8 @@ export class ManifestSource implements ObjectSource {
   private loaded = false;
   private stopped = false;
   private watchers: FSWatcher[] = [];
+  /** One non-recursive watcher per directory of each watched tree, by path. */
+  private treeWatchers = new Map<string, FSWatcher>();
   private debounceTimer?: NodeJS.Timeout;
   private reloading?: Promise<void>;
   private reloadAgain = false;
@@ -315,6 +317,8 @@ export class ManifestSource implements ObjectSource {
     clearTimeout(this.debounceTimer);
     for (const watcher of this.watchers) watcher.close();
     this.watchers = [];
+    for (const watcher of this.treeWatchers.values()) watcher.close();
+    this.treeWatchers.clear();
     await this.reloading;
   }
 
@@ -336,7 +340,7 @@ export class ManifestSource implements ObjectSource {
     for (const path of this.paths) {
       const info = await stat(path);
       if (info.isDirectory()) {
-        this.watchers.push(this.watchPath(path, { recursive: true }, () => true));
+        await this.watchTree(path);
       } else {
         // Editors save by writing a new file and renaming it over the old one,
         // which a watch on the file itself would miss; watch its directory.
@@ -346,21 +350,43 @@ export class ManifestSource implements ObjectSource {
     }
   }
 
-  private watchPath(path: string, options: { recursive?: boolean }, relevant: (file: string | null) => boolean): FSWatcher {
-    let watcher: FSWatcher;
-    try {
-      watcher = watch(path, options, (_event, file) => {
-        if (relevant(file === null ? null : String(file))) this.scheduleReload();
-      });
-    } catch (err) {
-      if (!options.recursive) throw err;
-      // Platforms without recursive watching still see changes to the top directory.
-      watcher = watch(path, {}, () => this.scheduleReload());
+  /**
+   * Node 20's recursive watch on Linux stops reporting a file once something
+   * was renamed over it (how editors and `sed -i` save), so every directory of
+   * the tree gets a plain watcher of its own; after each reload the tree is
+   * walked again to follow directories that came or went.
+   */
+  private async watchTree(root: string): Promise<void> {
+    const dirs = new Set(await directoriesUnder(root));
+    for (const dir of dirs) {
+      if (!this.treeWatchers.has(dir)) this.treeWatchers.set(dir, this.watchPath(dir, {}, () => true));
     }
+    for (const [dir, watcher] of this.treeWatchers) {
+      if ((dir === root || dir.startsWith(root + '/')) && !dirs.has(dir)) {
+        watcher.close();
+        this.treeWatchers.delete(dir);
+      }
+    }
+  }
+
+  private watchPath(path: string, options: { recursive?: boolean }, relevant: (file: string | null) => boolean): FSWatcher {
+    const watcher = watch(path, options, (_event, file) => {
+      if (relevant(file === null ? null : String(file))) this.scheduleReload();
+    });
     watcher.on('error', (err) => {
       this.report(new KwpError('KWP_ERR_MANIFEST', `watching ${path} failed (${err.message}); changes there are no longer picked up`));
     });
     return watcher;
+  }
+
+  private async refreshTreeWatchers(): Promise<void> {
+    for (const path of this.paths) {
+      try {
+        if ((await stat(path)).isDirectory()) await this.watchTree(path);
+      } catch {
+        // The path is gone; the reload itself reports that.
+      }
+    }
   }
 
   private scheduleReload(): void {
@@ -380,6 +406,7 @@ export class ManifestSource implements ObjectSource {
         try {
           const load = await loadManifests(this.paths);
           if (this.stopped) return;
+          await this.refreshTreeWatchers();
           this.deliver(load);
           this.lastError = undefined;
           this.options.onReload?.(load);
@@ -403,4 +430,19 @@ export class ManifestSource implements ObjectSource {
     if (this.options.onError) this.options.onError(error);
     else process.emitWarning(`${error.code}: ${error.message}`);
   }
+}
+
+/** `root` and every directory below it (symbolic links are not followed). */
+async function directoriesUnder(root: string): Promise<string[]> {
+  const out = [root];
+  for (let i = 0; i < out.length; i++) {
+    let entries;
+    try {
+      entries = await readdir(out[i], { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const e of entries) if (e.isDirectory()) out.push(join(out[i], e.name));
+  }
+  return out;
 }
