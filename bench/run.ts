@@ -31,8 +31,8 @@ const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : und
 const wanted = (section: string) => !only || only.has(section);
 
 const settings = quick
-  ? { flows: 4096, measureMs: 500, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 500, e2eRounds: 1 }
-  : { flows: 8192, measureMs: 3000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 3 };
+  ? { flows: 4096, measureMs: 300, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 500, e2eRounds: 1 }
+  : { flows: 8192, measureMs: 2000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 3 };
 
 function log(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -63,20 +63,13 @@ function setUp(scale: Scale): Setup {
   return { scale, engine, pipeline, packets: flows.packets, cluster };
 }
 
-/** The wall-clock rate of the run `throughput` last chose. */
-let chosenWallRate = 0;
-
 /**
  * Throughput per CPU-second after a warm-up, best of two measurements (the
  * machine is shared; the best is the least disturbed).
  */
 function throughput(fn: (ms: number) => number, ms = settings.measureMs): number {
   fn(Math.min(500, ms));
-  const a = fn(ms);
-  const aWall = lastWallRate;
-  const b = fn(ms);
-  chosenWallRate = a >= b ? aWall : lastWallRate;
-  return Math.max(a, b);
+  return Math.max(fn(ms), fn(ms));
 }
 
 function pipelineSection(setup: Setup) {
@@ -90,11 +83,27 @@ function pipelineSection(setup: Setup) {
   for (let i = 0; i < packets.length; i++) if ((out[i] === 1) !== pipeline.allows(packets[i])) mismatches++;
   if (mismatches) throw new Error(`allowsBatch disagrees with allows on ${mismatches} of ${packets.length} packets`);
 
-  const decisionsPerSec = throughput((ms) => batchThroughput(pipeline, packets, ms));
-  const decisionsPerWallSec = chosenWallRate;
-  const emptyDecisionsPerSec = throughput((ms) => batchThroughput(empty, packets, ms));
-  const singleDecisionsPerSec = throughput((ms) => singleThroughput(pipeline, packets, ms));
-  const singleEmptyDecisionsPerSec = throughput((ms) => singleThroughput(empty, packets, ms));
+  // The four loops take turns for three rounds and each keeps its best: a
+  // disturbance (the machine is a shared VM) then hits a round, not a figure.
+  const loops = [
+    () => batchThroughput(pipeline, packets, settings.measureMs),
+    () => batchThroughput(empty, packets, settings.measureMs),
+    () => singleThroughput(pipeline, packets, settings.measureMs),
+    () => singleThroughput(empty, packets, settings.measureMs),
+  ];
+  for (const loop of loops) loop();
+  const best = [0, 0, 0, 0];
+  let decisionsPerWallSec = 0;
+  for (let round = 0; round < 3; round++) {
+    loops.forEach((loop, i) => {
+      const rate = loop();
+      if (rate > best[i]) {
+        best[i] = rate;
+        if (i === 0) decisionsPerWallSec = lastWallRate;
+      }
+    });
+  }
+  const [decisionsPerSec, emptyDecisionsPerSec, singleDecisionsPerSec, singleEmptyDecisionsPerSec] = best;
   singleLatency(pipeline, packets, Math.min(10_000, settings.latencySamples));
   const latency = singleLatency(pipeline, packets, settings.latencySamples);
   empty.dispose();
