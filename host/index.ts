@@ -63,6 +63,12 @@ export type { AdminServer, AdminServerOptions } from './admin/server.js';
 export { AdminMetrics } from './admin/metrics.js';
 export { loadAdminToken } from './admin/auth.js';
 
+// Multicluster (flat network): remote pods from the IP tracker's etcd, and the pipeline that uses them.
+export { multiclusterSource, multiclusterPipeline } from './multicluster/agent-wiring.js';
+export type { MulticlusterAgentConfig } from './multicluster/agent-wiring.js';
+export { parseEtcdEndpoints } from './multicluster/etcd-client.js';
+export { kubeSystemUid } from './multicluster/cluster-id.js';
+
 // Offline evaluation.
 export { evaluateFlows, OfflineEvaluator } from './eval.js';
 export type { FlowInput, FlowResult } from './eval.js';

@@ -1,13 +1,12 @@
 // `kwp agent`: parse the flags listed in agent-flags.ts (the DaemonSet's
 // arguments are checked against the same list) and run the Agent until a
 // signal stops it.
-import { KwpError } from '../errors.js';
+import {
+  KwpError, createLogger, kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource, parseEtcdEndpoints,
+  type MulticlusterAgentConfig, type ObjectSource, type PipelineSpec,
+} from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
 import { Agent, loadPipelineFile } from '../agent.js';
-import { createLogger } from '../log.js';
-import type { ObjectSource } from '../contract.js';
-import type { PipelineSpec } from '../pipeline/spec.js';
-import type { MulticlusterAgentConfig } from '../multicluster/agent-wiring.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
 
@@ -71,12 +70,9 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
 /** `--ip-tracker-etcd` and the local cluster id, derived from the API server when `--cluster-id` is absent. */
 async function multiclusterConfig(flags: AgentFlagValues): Promise<MulticlusterAgentConfig | undefined> {
   if (flags['ip-tracker-etcd'] === undefined) return undefined;
-  const { parseEtcdEndpoints } = await import('../multicluster/etcd-client.js');
   const ipTrackerEtcd = parseEtcdEndpoints(String(flags['ip-tracker-etcd']), 'kwp agent: --ip-tracker-etcd');
   let clusterId = flags['cluster-id'] as string | undefined;
   if (!clusterId) {
-    const { loadKubeConfig } = await import('../sources/kubernetes.js');
-    const { kubeSystemUid } = await import('../multicluster/cluster-id.js');
     clusterId = await kubeSystemUid(loadKubeConfig(flags.kubeconfig as string | undefined), 'kwp agent');
   }
   return { ipTrackerEtcd, ipTrackerPrefix: flags['ip-tracker-prefix'] as string, clusterId };
@@ -99,7 +95,6 @@ export async function runAgent(argv: string[]): Promise<number> {
   let pipeline: PipelineSpec | undefined;
   const extraSources: ObjectSource[] = [];
   if (multicluster) {
-    const { multiclusterSource, multiclusterPipeline } = await import('../multicluster/agent-wiring.js');
     extraSources.push(multiclusterSource(multicluster, logger.child({ source: 'ip-tracker' })));
     const verbose = (flags.v as number) > 0;
     pipeline = multiclusterPipeline(loadPipelineFile(flags.pipeline as string | undefined, verbose), multicluster, flags.pipeline === undefined);

@@ -254,3 +254,52 @@ describe('building a pipeline without holding the event loop', () => {
     pipeline.dispose();
   });
 });
+
+describe('in multicluster mode', () => {
+  function multiclusterEngine() {
+    const state = new ClusterState({ clusterId: 'a', multicluster: true });
+    state.replace('v1/Pod', [{
+      apiVersion: 'v1', kind: 'Pod', metadata: { name: 'local', namespace: 'web' },
+      spec: { containers: [] }, status: { phase: 'Running', podIP: '10.0.0.1' },
+    }]);
+    state.upsertRemotePod('b/web/remote', {
+      clusterId: 'b', name: 'remote', namespace: 'web', podLabels: {}, namespaceLabels: {}, nodeName: 'n', nodeLabels: {}, containerPorts: [], ips: ['10.0.0.2'],
+    });
+    const engine = new PolicyEngine({ state, modules });
+    // Denies every walk it is asked about: only a skipped walk can allow.
+    engine.activate(engine.build({ stages: [stage('deny', 'Deny', 'Deny')] }));
+    return engine;
+  }
+  const toRemote = packet();
+  const fromRemote: Packet = { ...packet(), src: new Uint8Array([10, 0, 0, 2]), dst: new Uint8Array([10, 0, 0, 1]) };
+
+  it('a pod of another cluster is never a subject: its walk is skipped, the local pod\'s is not', () => {
+    const engine = multiclusterEngine();
+    for (const p of [toRemote, fromRemote]) {
+      expect(engine.allows(p)).toBe(false);
+      const out = new Uint8Array(1);
+      engine.active.allowsBatch([p], out);
+      expect(out[0]).toBe(0);
+    }
+    const d = engine.evaluate(toRemote);
+    expect(d.egress.trace.map((t) => t.verdict)).toEqual(['Deny']);
+    expect(d.ingress.trace).toEqual([]);
+    const back = engine.evaluate(fromRemote);
+    expect(back.egress.trace).toEqual([]);
+    expect(back.ingress.trace.map((t) => t.verdict)).toEqual(['Deny']);
+    engine.active.dispose();
+  });
+
+  it('a local pod\'s walk that allows lets traffic to and from another cluster through', () => {
+    const engine = multiclusterEngine();
+    engine.activate(engine.build({ stages: [stage('egress-only', 'Accept', 'Deny')] }));
+    // local -> remote: egress (local subject) accepts; the remote ingress is not ours.
+    expect(engine.allows(toRemote)).toBe(true);
+    const out = new Uint8Array(2);
+    engine.active.allowsBatch([toRemote, fromRemote], out);
+    // remote -> local: the local ingress denies.
+    expect([...out]).toEqual([1, 0]);
+    expect(engine.allows(fromRemote)).toBe(false);
+    engine.active.dispose();
+  });
+});

@@ -38,6 +38,10 @@ export class Pipeline {
   private readonly selected = new Int32Array(BATCH_RECORDS);
   private readonly selectedIdx = new Int32Array(BATCH_RECORDS);
   private readonly selectedVerdicts = new Uint8Array(BATCH_RECORDS);
+  // Multicluster: 1 where the record's source (egress) or destination (ingress) is a pod of another cluster.
+  private readonly remoteSrc = new Uint8Array(BATCH_RECORDS);
+  private readonly remoteDst = new Uint8Array(BATCH_RECORDS);
+  private anyRemote = false;
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -60,9 +64,17 @@ export class Pipeline {
     encodeRecord(rec, 0, packet, srcId, dstId);
     if (this.auditing.length) this.audit(rec);
     rec[0] = EGRESS;
-    if (!this.walk(rec, srcId, dstId)) return false;
+    if (!this.isRemote(src) && !this.walk(rec, srcId, dstId)) return false;
     rec[0] = INGRESS;
-    return this.walk(rec, srcId, dstId);
+    return this.isRemote(dst) || this.walk(rec, srcId, dstId);
+  }
+
+  /**
+   * Policies are local: a pod of another cluster is never a subject here, so
+   * its direction of the walk is that cluster's agent's business and allowed.
+   */
+  private isRemote(pod: PodInfo | undefined): boolean {
+    return pod !== undefined && this.state.multiclusterMode && pod.clusterId !== this.state.localClusterId;
   }
 
   /**
@@ -80,6 +92,8 @@ export class Pipeline {
   private decideChunk(packets: readonly Packet[], start: number, count: number, out: Uint8Array): void {
     const enc = this.encoded;
     const state = this.state;
+    const multicluster = state.multiclusterMode;
+    this.anyRemote = false;
     for (let i = 0; i < count; i++) {
       const packet = packets[start + i];
       const src = state.podByIP(packet.src);
@@ -88,6 +102,11 @@ export class Pipeline {
       const dstId = dst ? dst.id : 0;
       this.srcIds[i] = srcId;
       this.dstIds[i] = dstId;
+      if (multicluster) {
+        this.remoteSrc[i] = this.isRemote(src) ? 1 : 0;
+        this.remoteDst[i] = this.isRemote(dst) ? 1 : 0;
+        this.anyRemote ||= this.remoteSrc[i] === 1 || this.remoteDst[i] === 1;
+      }
       encodeRecord(enc, i * RECORD_SIZE, packet, srcId, dstId);
     }
     if (this.auditing.length) {
@@ -118,6 +137,16 @@ export class Pipeline {
     setDirection(enc, chunk, dir);
     let n = count;
     let nAllowed = 0;
+    if (this.anyRemote) {
+      const remote = dir === EGRESS ? this.remoteSrc : this.remoteDst;
+      let kept = 0;
+      for (let k = 0; k < n; k++) {
+        const r = pending[k];
+        if (remote[r] === 1) allowed[nAllowed++] = r;
+        else pending[kept++] = r;
+      }
+      n = kept;
+    }
     // `enc` serves as the batch while pending is 0, 1, 2, ...; otherwise the pending records are packed into `work`.
     let identity = true;
     for (let k = 0; k < n; k++) if (pending[k] !== k) { identity = false; break; }
@@ -218,9 +247,9 @@ export class Pipeline {
     const rec = new Uint8Array(RECORD_SIZE);
     encodeRecord(rec, 0, packet, src ? src.id : 0, dst ? dst.id : 0);
     rec[0] = EGRESS;
-    const egress = this.walkTraced(rec);
+    const egress = this.isRemote(src) ? { allowed: true, trace: [] } : this.walkTraced(rec);
     rec[0] = INGRESS;
-    const ingress = this.walkTraced(rec);
+    const ingress = this.isRemote(dst) ? { allowed: true, trace: [] } : this.walkTraced(rec);
     return { allowed: egress.allowed && ingress.allowed, egress, ingress };
   }
 
