@@ -21,13 +21,15 @@ export interface AdminMetricsOptions {
   processMetrics?: boolean;
 }
 
-type Snapshot = Pick<StageCounters, 'accept' | 'deny' | 'next' | 'traps' | 'fuelExhausted' | 'unavailable'>;
-const ZERO: Snapshot = { accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0 };
+type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable'> & { byDirection: Float64Array };
+const ZERO: Snapshot = { byDirection: new Float64Array(8), traps: 0, fuelExhausted: 0, unavailable: 0 };
+/** Label per ABI verdict number. */
+const VERDICT_LABELS = ['next', 'accept', 'deny', 'pass'] as const;
 
 export class AdminMetrics {
   readonly registry = new Registry();
   private readonly seen = new Map<Stage, Snapshot>();
-  private readonly verdicts: Counter<'stage' | 'module' | 'verdict'>;
+  private readonly verdicts: Counter<'stage' | 'module' | 'direction' | 'verdict'>;
   private readonly traps: Counter<'module' | 'stage'>;
   private readonly fuel: Counter<'module' | 'stage'>;
   private readonly unavailable: Counter<'module' | 'stage'>;
@@ -43,8 +45,8 @@ export class AdminMetrics {
     this.sampleEvery = Math.max(1, options.sampleEvery ?? 64);
     this.verdicts = new Counter({
       name: 'kwp_stage_verdicts_total',
-      help: 'Verdicts returned by each stage (Pass counts as next); egress and ingress walks are counted together.',
-      labelNames: ['stage', 'module', 'verdict'], registers, collect: sync,
+      help: 'Verdicts returned by each stage, by direction of the walk (egress: the source is the subject; ingress: the destination).',
+      labelNames: ['stage', 'module', 'direction', 'verdict'], registers, collect: sync,
     });
     this.traps = new Counter({ name: 'kwp_module_traps_total', help: 'Calls that trapped, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
     this.fuel = new Counter({ name: 'kwp_module_fuel_exhausted_total', help: 'Calls that ran out of fuel, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
@@ -136,13 +138,14 @@ export class AdminMetrics {
     const add = (counter: Counter<any>, extra: Record<string, string>, now: number, before: number) => {
       if (now > before) counter.inc({ ...labels, ...extra }, now - before);
     };
-    add(this.verdicts, { verdict: 'accept' }, c.accept, last.accept);
-    add(this.verdicts, { verdict: 'deny' }, c.deny, last.deny);
-    add(this.verdicts, { verdict: 'next' }, c.next, last.next);
+    const byDirection = stage.verdictsByDirection;
+    for (let i = 0; i < 8; i++) {
+      add(this.verdicts, { direction: i < 4 ? 'egress' : 'ingress', verdict: VERDICT_LABELS[i & 3] }, byDirection[i], last.byDirection[i]);
+    }
     add(this.traps, {}, c.traps, last.traps);
     add(this.fuel, {}, c.fuelExhausted, last.fuelExhausted);
     add(this.unavailable, {}, c.unavailable, last.unavailable);
-    this.seen.set(stage, { accept: c.accept, deny: c.deny, next: c.next, traps: c.traps, fuelExhausted: c.fuelExhausted, unavailable: c.unavailable });
+    this.seen.set(stage, { byDirection: Float64Array.from(byDirection), traps: c.traps, fuelExhausted: c.fuelExhausted, unavailable: c.unavailable });
   }
 
   private syncUploads(): void {

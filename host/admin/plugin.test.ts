@@ -248,7 +248,8 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     h.controller.set({ stages: [{ name: 'flaky', module: 'scripted', config: { egress: 'Accept', ingress: 'Accept', trapPort: 666 } }] });
     h.engine.allows({ ...packet, dstPort: 666 });
     const text = (await app.inject({ method: 'GET', url: '/metrics', headers: auth })).body;
-    expect(text).toContain('kwp_stage_verdicts_total{stage="allow",module="scripted",verdict="accept"} 10');
+    expect(text).toContain('kwp_stage_verdicts_total{stage="allow",module="scripted",direction="egress",verdict="accept"} 5');
+    expect(text).toContain('kwp_stage_verdicts_total{stage="allow",module="scripted",direction="ingress",verdict="accept"} 5');
     expect(text).toContain('kwp_module_traps_total{stage="flaky",module="scripted"} 1');
     expect(text).toContain('kwp_pipeline_revision 2');
     expect(text).toContain('kwp_pipeline_swaps_total{action="set"} 1');

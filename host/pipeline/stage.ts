@@ -49,6 +49,12 @@ export class Stage implements StateListener {
   readonly spec: StageSpec;
   readonly compiled: CompiledEvaluator;
   readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, rebuilds: 0, skipped: 0 };
+  /**
+   * Verdicts by direction: index `direction << 2 | verdict` (0 egress, 1
+   * ingress; verdicts as in the ABI). Decisions answered without a call
+   * (`skipped`) are not in it. Read by the metrics; one increment a decision.
+   */
+  readonly verdictsByDirection = new Float64Array(8);
   /** The verdict a failed decision gets: Next for fail-open, Deny for fail-closed. */
   readonly failureVerdict: number;
   /** Why the last decision used the failure policy, when it did. */
@@ -207,6 +213,7 @@ export class Stage implements StateListener {
         v = this.failureVerdict;
       }
     }
+    this.verdictsByDirection[((record[0] & 1) << 2) | v]++;
     if (v === Verdict.Accept) this.counters.accept++;
     else if (v === Verdict.Deny) this.counters.deny++;
     else this.counters.next++;
@@ -266,6 +273,7 @@ export class Stage implements StateListener {
     for (let i = 0; i < count; i++) {
       let v = verdicts[i];
       if (v > Verdict.Pass) v = verdicts[i] = this.badVerdict(v);
+      this.verdictsByDirection[((records[i * 64] & 1) << 2) | v]++;
       if (v === Verdict.Accept) c.accept++;
       else if (v === Verdict.Deny) c.deny++;
       else c.next++;
