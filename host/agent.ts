@@ -109,7 +109,7 @@ export class Agent {
     });
     this.controller = controller;
     this.store?.setUsage(() => controller.moduleUsage());
-    const metrics = new AdminMetrics({ controller, store: this.store });
+    const metrics = new AdminMetrics({ controller, store: this.store, dataplane: () => this.dataplane });
     controller.start();
     if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
     for (const s of this.sources) await s.start(this.state);

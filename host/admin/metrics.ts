@@ -3,6 +3,7 @@
 // packet except the decision-time sampler, which times one decision in
 // `sampleEvery`: verdict and failure counts are read from Stage.counters when
 // Prometheus scrapes, and flushed once more just before a pipeline is disposed.
+import type { Dataplane, DataplaneCounters } from '../dataplane/dataplane.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { performance } from 'node:perf_hooks';
 import type { Pipeline } from '../pipeline/pipeline.js';
@@ -19,6 +20,8 @@ export interface AdminMetricsOptions {
   nfqueueStatsFile?: string;
   /** Node's process metrics (CPU, memory, event loop lag); default true. */
   processMetrics?: boolean;
+  /** The running dataplane, when there is one: its counters and packet-process times are exported. */
+  dataplane?: () => Pick<Dataplane, 'counters' | 'decisionMicros'> | undefined;
 }
 
 type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable'> & { byDirection: Float64Array };
@@ -83,6 +86,7 @@ export class AdminMetrics {
     queueGauge('kwp_nfqueue_waiting_packets', 'Packets waiting in each NFQUEUE for a verdict (kernel view).', (s) => s.waiting);
     queueGauge('kwp_nfqueue_queue_dropped_packets', 'Packets the kernel dropped because the queue was full (since the queue was bound).', (s) => s.queueDropped);
     queueGauge('kwp_nfqueue_user_dropped_packets', 'Packets the kernel could not deliver to the agent socket (since the queue was bound).', (s) => s.userDropped);
+    if (options.dataplane) this.dataplaneMetrics(options.dataplane, registers);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'kwp_' });
 
     controller.observe({
@@ -125,6 +129,39 @@ export class AdminMetrics {
         };
       }
     }
+  }
+
+  /** Dataplane counters as monotonic counters, and its packet-process times as a histogram, all read at scrape time. */
+  private dataplaneMetrics(source: NonNullable<AdminMetricsOptions['dataplane']>, registers: Registry[]): void {
+    const counters: Array<[keyof DataplaneCounters, string]> = [
+      ['packets', 'Packets the policy queue delivered to the agent.'],
+      ['accepted', 'Queued packets the pipeline accepted.'],
+      ['dropped', 'Queued packets the pipeline denied (dropped).'],
+      ['parseErrors', 'Queued packets that could not be parsed (given the configured default).'],
+      ['dnsAnswers', 'DNS answers observed for domainNames peers.'],
+    ];
+    for (const [field, help] of counters) {
+      const name = `kwp_dataplane_${field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`;
+      let last = 0;
+      new Counter({
+        name, help, registers,
+        collect() {
+          const now = Number(source()?.counters[field] ?? last);
+          if (now > last) this.inc(now - last);
+          last = now;
+        },
+      });
+    }
+    new Gauge({
+      name: 'kwp_packet_process_micros', help: 'Time from a queued packet to its verdict, percentiles over the agent\'s life, in microseconds.',
+      labelNames: ['quantile'], registers,
+      collect() {
+        const dp = source();
+        if (!dp) return;
+        this.set({ quantile: '0.5' }, dp.decisionMicros.p50());
+        this.set({ quantile: '0.99' }, dp.decisionMicros.p99());
+      },
+    });
   }
 
   private sync(): void {

@@ -1,3 +1,4 @@
+import { AdminMetrics } from './metrics.js';
 import { describe, it, expect, afterEach } from 'vitest';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -234,6 +235,21 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect([notYet.statusCode, notYet.json().code]).toEqual([503, 'KWP_ERR_NOT_READY']);
     ready = true;
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+  });
+
+  it('metrics export the dataplane counters and packet-process percentiles when a dataplane runs', async () => {
+    const h = await harness({});
+    const fake = { counters: { packets: 0, accepted: 0, dropped: 0, parseErrors: 0, dnsAnswers: 0 }, decisionMicros: { p50: () => 7, p99: () => 42 } };
+    const metrics = new AdminMetrics({ controller: h.controller, processMetrics: false, dataplane: () => fake as never });
+    fake.counters.packets = 10; fake.counters.accepted = 8; fake.counters.dropped = 2;
+    let text = await metrics.text();
+    expect(text).toContain('kwp_dataplane_packets_total 10');
+    expect(text).toContain('kwp_dataplane_dropped_total 2');
+    expect(text).toContain('kwp_packet_process_micros{quantile="0.99"} 42');
+    fake.counters.packets = 15;
+    text = await metrics.text();
+    expect(text).toContain('kwp_dataplane_packets_total 15');
+    expect(text).toContain('kwp_dataplane_parse_errors_total 0');
   });
 
   it('metrics count verdicts, failures, swaps, uploads and NFQUEUE state with the kwp_ prefix', async () => {
