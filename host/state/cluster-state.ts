@@ -396,12 +396,7 @@ export class ClusterState implements ObjectSink {
       ips: Object.freeze(ips) as string[],
     });
     if (next && old && samePodInfo(old, next)) return;
-    record.info = next;
-    if (old) this.podsById.delete(old.id);
-    if (next) this.podsById.set(next.id, next);
-    this.updateIPClaims(record, old, next);
-    if (next) this.pending.push({ type: 'podUpserted', pod: next });
-    else if (old) this.pending.push({ type: 'podDeleted', pod: old });
+    this.commitPodInfo(record, old, next);
   }
 
   private dropRemoteRecord(key: string): void {
@@ -586,6 +581,16 @@ export class ClusterState implements ObjectSink {
     else if (kind === Kinds.Node) this.refreshPods(this.podKeysByNode.get(key));
   }
 
+  /** Installs a record's new PodInfo: the id and IP indexes, then the event for listeners. */
+  private commitPodInfo(record: PodRecord, old: PodInfo | undefined, next: PodInfo | undefined): void {
+    record.info = next;
+    if (old) this.podsById.delete(old.id);
+    if (next) this.podsById.set(next.id, next);
+    this.updateIPClaims(record, old, next);
+    if (next) this.pending.push({ type: 'podUpserted', pod: next });
+    else if (old) this.pending.push({ type: 'podDeleted', pod: old });
+  }
+
   /** Recomputes one pod's PodInfo and running state, and emits what changed. */
   private refreshRecord(record: PodRecord): void {
     const old = record.info;
@@ -597,12 +602,7 @@ export class ClusterState implements ObjectSink {
       if (wasRunning !== record.running) this.updateIPClaims(record, old, old);
       return;
     }
-    record.info = next;
-    if (old) this.podsById.delete(old.id);
-    if (next) this.podsById.set(next.id, next);
-    this.updateIPClaims(record, old, next);
-    if (next) this.pending.push({ type: 'podUpserted', pod: next });
-    else if (old) this.pending.push({ type: 'podDeleted', pod: old });
+    this.commitPodInfo(record, old, next);
   }
 
   private derivePodInfo(record: PodRecord): PodInfo | undefined {
