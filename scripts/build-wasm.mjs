@@ -21,7 +21,7 @@ function newest(dir) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) { if (e.name !== 'node_modules' && e.name !== 'build') t = Math.max(t, newest(p)); }
-    else if (/\.(ts|json|mjs)$/.test(e.name)) t = Math.max(t, statSync(p).mtimeMs);
+    else if (/\.(ts|json|mjs)$/.test(e.name) && !e.name.endsWith('.test.ts')) t = Math.max(t, statSync(p).mtimeMs);
   }
   return t;
 }

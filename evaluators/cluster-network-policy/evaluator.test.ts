@@ -2,7 +2,7 @@
 // logs, relists, ICMP and the allocation-free decision path, which the
 // pipeline cases in test/cnp cannot show.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { existsSync, statSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ModuleHarness, podsFromObjects, type Probe } from '../../test/netpol/abi-harness.js';
@@ -17,34 +17,11 @@ const KIND_CNP = 0;
 const KIND_NODE = 1;
 const KIND_RESOLVED_NAME = 2;
 
-function newestSource(dir: string): number {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) t = Math.max(t, newestSource(p));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) t = Math.max(t, statSync(p).mtimeMs);
-  }
-  return t;
-}
 
-beforeAll(async () => {
-  if (!existsSync(release)) throw new Error(`${release} is missing: run "npm run build:wasm" first`);
-  // The fixture re-exports the evaluator, whose sources live outside the
-  // fixture's directory, so build-wasm.mjs cannot tell it is stale.
-  const sources = Math.max(
-    newestSource(join(root, 'evaluators/cluster-network-policy')),
-    newestSource(join(root, 'evaluators/cluster-common')),
-    newestSource(join(root, 'sdk')),
-  );
-  if (!existsSync(rtraced) || statSync(rtraced).mtimeMs < sources) {
-    const asc = (await import('assemblyscript/asc')).default;
-    const entry = join(root, 'test/fixtures/wasm/cluster-network-policy-rtrace/index.ts');
-    let stderr = '';
-    const { error } = await asc.main([entry, '--config', join(root, 'asconfig.json'), '--transform', join(root, 'sdk/transform.mjs'),
-      '--use', 'ASC_RTRACE=1', '-o', rtraced], { stderr: { write: (s: string) => { stderr += s; return true; } } } as never);
-    if (error) throw new Error(`building ${entry} failed:\n${stderr}`);
-  }
-}, 180_000);
+beforeAll(() => {
+  // scripts/build-wasm.mjs builds both (the traced one with ASC_RTRACE) and rebuilds them when evaluator or SDK code changes.
+  for (const file of [release, rtraced]) if (!existsSync(file)) throw new Error(`${file} is missing: run "npm run build:wasm" first`);
+});
 
 const topology = conformanceTopology();
 const nodes = topology.filter((o) => o.kind === 'Node');

@@ -2,7 +2,7 @@
 // tables cannot show (ICMP, reason texts, subjects, policy and pod churn,
 // relists, invalid input) and that deciding allocates nothing.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { existsSync, statSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ModuleHarness, podsFromObjects, type Probe } from '../../test/netpol/abi-harness.js';
@@ -12,30 +12,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const release = join(root, 'dist/wasm/network-policy.wasm');
 const rtraced = join(root, 'dist/wasm/fixtures/network-policy-rtrace.wasm');
 
-function newestSource(dir: string): number {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) t = Math.max(t, newestSource(p));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) t = Math.max(t, statSync(p).mtimeMs);
-  }
-  return t;
-}
 
-beforeAll(async () => {
-  if (!existsSync(release)) throw new Error(`${release} is missing: run "npm run build:wasm" first`);
-  // build-wasm.mjs rebuilds a fixture when its own directory changes; this one
-  // re-exports the evaluator, so rebuild it here when the evaluator is newer.
-  const sources = Math.max(newestSource(join(root, 'evaluators/network-policy')), newestSource(join(root, 'sdk')));
-  if (!existsSync(rtraced) || statSync(rtraced).mtimeMs < sources) {
-    const asc = (await import('assemblyscript/asc')).default;
-    const entry = join(root, 'test/fixtures/wasm/network-policy-rtrace/index.ts');
-    let stderr = '';
-    const { error } = await asc.main([entry, '--config', join(root, 'asconfig.json'), '--transform', join(root, 'sdk/transform.mjs'),
-      '--use', 'ASC_RTRACE=1', '-o', rtraced], { stderr: { write: (s: string) => { stderr += s; return true; } } } as never);
-    if (error) throw new Error(`building ${entry} failed:\n${stderr}`);
-  }
-}, 120_000);
+beforeAll(() => {
+  // scripts/build-wasm.mjs builds both (the traced one with ASC_RTRACE) and rebuilds them when evaluator or SDK code changes.
+  for (const file of [release, rtraced]) if (!existsSync(file)) throw new Error(`${file} is missing: run "npm run build:wasm" first`);
+});
 
 const np = (ns: string, name: string, spec: PolicySpec) => networkPolicy(ns, name, spec);
 
