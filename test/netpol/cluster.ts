@@ -23,13 +23,9 @@ export function podIPv6(key: string): string {
   return `fd00:${NAMESPACES.indexOf(ns as never) + 1}::${POD_NAMES.indexOf(pod as never) + 1}`;
 }
 
-export function namespace(name: string, labels: Record<string, string> = {}): KubeObject {
-  return {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name, labels: { 'kubernetes.io/metadata.name': name, ...labels } },
-  };
-}
+// The test kit's builder: labels the namespace with its name, as the API server does.
+export { namespace } from '../../host/testing/objects.js';
+import { namespace } from '../../host/testing/objects.js';
 
 export interface PodOptions {
   labels?: Record<string, string>;
