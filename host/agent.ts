@@ -159,6 +159,9 @@ export class Agent {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    // A pipeline build in progress would otherwise hold admin.close() until it
+    // activated, only for stop() to dispose it moments later.
+    this.controller?.stopChanges();
     await this.admin?.close();
     clearTimeout(this.refreshTimer);
     this.stopDnsExpiry?.();

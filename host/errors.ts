@@ -30,6 +30,7 @@ export const ErrorCatalogue = {
   KWP_ERR_SIGNATURE_INVALID: { status: 422, summary: 'The upload signature does not verify against any trusted key for this module, name and version.' },
   KWP_ERR_PRECONDITION_FAILED: { status: 412, summary: 'If-Match names a pipeline revision that is no longer the active one.' },
   KWP_ERR_NO_PREVIOUS_PIPELINE: { status: 409, summary: 'There is no previous pipeline to roll back to.' },
+  KWP_ERR_STOPPING: { status: 503, summary: 'The agent is stopping: a pipeline change that had not been activated yet was abandoned.' },
   KWP_ERR_STATE_CORRUPT: { status: 500, summary: 'A state file under the state directory could not be read or parsed.' },
   KWP_ERR_UNAUTHORIZED: { status: 401, summary: 'The request carries no bearer token, or the server has no admin token configured.' },
   KWP_ERR_FORBIDDEN: { status: 403, summary: 'The bearer token is not the admin token.' },

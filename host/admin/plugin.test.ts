@@ -205,6 +205,19 @@ describe('pipeline routes', () => {
     expect(h.controller.revision).toBe(1);
   });
 
+  it('two concurrent PUTs based on the same ETag: one activates, the other is a 412, and each answers the revision it saw', async () => {
+    const h = await harness();
+    const app = h.server.app;
+    let activated = 0;
+    h.controller.observe({ activated: () => { activated++; } });
+    const put = (payload: object) => app.inject({ method: 'PUT', url: '/v1/pipeline', headers: { ...auth, 'if-match': '"1"' }, payload });
+    const [a, b] = await Promise.all([put(DENY_FIRST), put({ stages: [ALLOW_FIRST.stages[0]] })]);
+    expect([a.statusCode, a.headers.etag, a.json().revision]).toEqual([200, '"2"', 2]);
+    expect([b.statusCode, b.json().code]).toEqual([412, 'KWP_ERR_PRECONDITION_FAILED']);
+    expect(activated).toBe(1);
+    expect((await app.inject({ method: 'GET', url: '/v1/pipeline', headers: auth })).json()).toEqual({ revision: 2, previousRevision: 1, stages: DENY_FIRST.stages });
+  });
+
   it('rolling back with nothing to roll back to is a 409', async () => {
     const h = await harness();
     const res = await h.server.app.inject({ method: 'POST', url: '/v1/pipeline/rollback', headers: auth });
@@ -219,7 +232,7 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ revision: 1, verdict: 'allow', egress: [{ stage: 'allow', verdict: 'Accept', reason: 'allow says Accept' }] });
     expect(res.json().walkthrough).toBe('default/a -> default/b TCP/80  ALLOW  egress: [allow] Accept (allow says Accept)  ingress: [allow] Accept (allow says Accept)');
-    h.controller.set(DENY_FIRST);
+    await h.controller.set(DENY_FIRST);
     const after = await h.server.app.inject({ method: 'POST', url: '/v1/explain', headers: auth, payload: { src: '10.0.0.1', dst: '10.0.0.2', port: 443, protocol: 'UDP' } });
     expect(after.json()).toMatchObject({ revision: 2, verdict: 'deny' });
     const bad = await h.server.app.inject({ method: 'POST', url: '/v1/explain', headers: auth, payload: { src: 'default/a', dst: 'default/nobody', port: 80 } });
@@ -261,7 +274,7 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     const packet = { family: 4 as const, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 1, dstPort: 80, icmpType: 0, icmpCode: 0 };
     for (let i = 0; i < 5; i++) h.engine.allows(packet);
     await upload(h, new Uint8Array(10), 'junk');
-    h.controller.set({ stages: [{ name: 'flaky', module: 'scripted', config: { egress: 'Accept', ingress: 'Accept', trapPort: 666 } }] });
+    await h.controller.set({ stages: [{ name: 'flaky', module: 'scripted', config: { egress: 'Accept', ingress: 'Accept', trapPort: 666 } }] });
     h.engine.allows({ ...packet, dstPort: 666 });
     const text = (await app.inject({ method: 'GET', url: '/metrics', headers: auth })).body;
     expect(text).toContain('kwp_stage_verdicts_total{stage="allow",module="scripted",direction="egress",verdict="accept"} 5');

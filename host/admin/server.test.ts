@@ -82,7 +82,7 @@ describe('the admin API over a real socket', () => {
     writeFileSync(file, JSON.stringify(DENY_FIRST));
     const client = new AdminClient(url, ADMIN_TOKEN);
     const read = await client.getPipeline();
-    h.controller.set(DENY_FIRST);
+    await h.controller.set(DENY_FIRST);
     await expect(client.setPipeline(DENY_FIRST, read.revision)).rejects.toMatchObject({ code: 'KWP_ERR_PRECONDITION_FAILED' });
     expect(await cli(runPipeline, ['set', file, '--force', '--server', url, '--token-file', tokenFile])).toMatch(/^# revision 3/);
   });

@@ -73,8 +73,8 @@ export interface ModuleStoreOptions {
   now?: () => Date;
 }
 
-/** Which module bytes a pipeline runs, stage by stage. */
-export type ModuleUsage = () => Array<{ stage: string; sha256: string }>;
+/** Which module bytes a pipeline runs, stage by stage; `building` marks a stage of a pipeline not activated yet. */
+export type ModuleUsage = () => Array<{ stage: string; sha256: string; building?: boolean }>;
 
 const INDEX_VERSION = 1;
 
@@ -110,7 +110,7 @@ export class ModuleStore implements ModuleResolver {
   get maxModuleBytes(): number { return this.limits.maxModuleBytes; }
   get requiresSignature(): boolean { return this.trustedKeys.length > 0; }
 
-  /** Tells the store which module bytes the active pipeline runs (PipelineController.moduleUsage). */
+  /** Tells the store which module bytes the active pipeline, and one being built, run (PipelineController.moduleUsage). */
   setUsage(usage: ModuleUsage): void { this.usage = usage; }
 
   // ---- persistence ----
@@ -185,7 +185,7 @@ export class ModuleStore implements ModuleResolver {
   }
 
   private info(m: StoredModule): ModuleInfo {
-    const usedBy = this.usage().filter((u) => u.sha256 === m.sha256).map((u) => u.stage);
+    const usedBy = this.usage().filter((u) => u.sha256 === m.sha256 && !u.building).map((u) => u.stage);
     return { ...m, usedBy };
   }
 
@@ -291,15 +291,19 @@ export class ModuleStore implements ModuleResolver {
     return [...this.entries.values()].filter((m) => m.name === name).sort((a, b) => compareVersions(b.version, a.version));
   }
 
-  /** Removes one version, or every version of `name`; refused while the active pipeline runs any of them. */
+  /** Removes one version, or every version of `name`; refused while the active pipeline, or one being built, runs any of them. */
   remove(name: string, version?: string): StoredModule[] {
     const targets = this.versionsOf(name).filter((m) => version === undefined || m.version === version);
     if (!targets.length) throw notStored(version === undefined ? name : `${name}@${version}`);
     const used = this.usage();
     for (const m of targets) {
-      const stages = used.filter((u) => u.sha256 === m.sha256).map((u) => u.stage);
+      const stages = used.filter((u) => u.sha256 === m.sha256 && !u.building).map((u) => u.stage);
       if (stages.length) {
         throw new KwpError('KWP_ERR_MODULE_IN_USE', `module ${m.name}@${m.version} is used by stage(s) ${stages.join(', ')} of the active pipeline; set a pipeline without it first`);
+      }
+      const building = used.filter((u) => u.sha256 === m.sha256 && u.building).map((u) => u.stage);
+      if (building.length) {
+        throw new KwpError('KWP_ERR_MODULE_IN_USE', `module ${m.name}@${m.version} is used by stage(s) ${building.join(', ')} of the pipeline being built; retry once that change is done`);
       }
     }
     for (const m of targets) {

@@ -4,6 +4,12 @@
 // activates it with the engine's one reference swap. The pipeline it replaced
 // stays started, so a rollback is another swap, with no compilation and no
 // cold caches; anything older is disposed.
+//
+// Changes build with PolicyEngine.buildAsync, so the packet path keeps
+// deciding while a new pipeline is fed. That opens a window in which other
+// changes could land; they wait their turn instead (one change at a time, in
+// arrival order), and each checks its If-Match again when its turn comes, so
+// concurrent changes behave exactly as if they had arrived one after another.
 import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { KwpError } from '../errors.js';
@@ -40,6 +46,8 @@ export interface PipelineControllerOptions {
 export interface PipelineView {
   revision: number;
   stages: StageSpec[];
+  /** The revision a rollback returns to, when there is one. */
+  previousRevision?: number;
 }
 
 /** Hooks for observers (metrics): every pipeline built, every activation, every disposal. */
@@ -60,6 +68,8 @@ interface StateFile {
 
 const STATE_VERSION = 1;
 
+const stoppingError = () => new KwpError('KWP_ERR_STOPPING', 'the agent is stopping; the pipeline change was not made and the running pipeline is unchanged');
+
 export class PipelineController {
   readonly stateFile: string | undefined;
   private readonly engine: PolicyEngine;
@@ -72,6 +82,14 @@ export class PipelineController {
   private readonly windows = new WeakMap<Pipeline, Map<string, FailureWindow>>();
   private autoRollbackPending = false;
   private started = false;
+  /** Set by stopChanges(): every change from then on is refused. */
+  private stopping = false;
+  /** The tail of the queue of changes; each change runs after the one before settled. */
+  private changes: Promise<unknown> = Promise.resolve();
+  /** Aborts the build in progress, if any. */
+  private building: AbortController | undefined;
+  /** Stages of the build in progress, so the module store will not remove their modules under it. */
+  private buildingStages: Stage[] = [];
   /** Activations since start, rollbacks included. */
   swaps = 0;
   /** Why the persisted pipeline was not used at startup, when it was not. */
@@ -105,6 +123,7 @@ export class PipelineController {
    */
   start(): PipelineView {
     if (this.started) throw new Error('PipelineController.start() was called twice');
+    this.stopping = false;
     const loaded = this.loadState();
     let active: Pipeline | undefined;
     let reason: string;
@@ -169,7 +188,9 @@ export class PipelineController {
 
   get(): PipelineView {
     const p = this.engine.active;
-    return { revision: p.revision, stages: p.spec.stages.map((s) => ({ ...s })) };
+    const view: PipelineView = { revision: p.revision, stages: p.spec.stages.map((s) => ({ ...s })) };
+    if (this.previous) view.previousRevision = this.previous.revision;
+    return view;
   }
 
   get revision(): number { return this.engine.active.revision; }
@@ -179,10 +200,18 @@ export class PipelineController {
     return this.entries.map((e) => ({ ...e }));
   }
 
-  /** Which module bytes the active pipeline runs, for the module store's "in use" check. */
-  moduleUsage(): Array<{ stage: string; sha256: string }> {
-    if (!this.engine.hasActive) return [];
-    return this.engine.active.stages.map((s) => ({ stage: s.name, sha256: s.compiled.sha256 }));
+  /**
+   * Which module bytes the active pipeline runs, and the pipeline being built
+   * (`building`), for the module store's "in use" check: a module removed
+   * while a build runs would otherwise be activated and then be missing at
+   * the next restart.
+   */
+  moduleUsage(): Array<{ stage: string; sha256: string; building?: true }> {
+    const out: Array<{ stage: string; sha256: string; building?: true }> = this.engine.hasActive
+      ? this.engine.active.stages.map((s) => ({ stage: s.name, sha256: s.compiled.sha256 }))
+      : [];
+    for (const s of this.buildingStages) out.push({ stage: s.name, sha256: s.compiled.sha256, building: true });
+    return out;
   }
 
   /** The active pipeline and the one kept for rollback. */
@@ -194,33 +223,74 @@ export class PipelineController {
 
   // ---- changes ----
 
-  /** Replaces the pipeline. `ifMatch` is the revision the caller last read; a stale one is refused with 412. */
-  set(value: unknown, ifMatch?: number, where = 'pipeline'): PipelineView {
-    this.requireStarted();
+  /**
+   * Replaces the pipeline. `ifMatch` is the revision the caller last read; a
+   * stale one is refused with 412, on arrival and again when the change's
+   * turn comes. The running pipeline keeps deciding until the new one is
+   * activated.
+   */
+  async set(value: unknown, ifMatch?: number, where = 'pipeline'): Promise<PipelineView> {
+    this.requireAccepting();
     this.checkRevision(ifMatch);
     const spec = validatePipelineSpec(value, where);
-    const current = this.engine.active;
-    const next = this.build(spec, where);
-    const entry = this.record(next.revision, 'set', undefined, current.revision);
-    try {
-      this.persist(next, current);
-    } catch (err) {
-      this.entries.pop();
-      this.retire(next);
-      throw new KwpError('KWP_ERR_INTERNAL', `cannot write ${this.stateFile}: ${(err as Error).message}; the running pipeline is unchanged`, { cause: err });
-    }
-    const older = this.previous;
-    this.previous = this.swapIn(next, entry);
-    if (older) this.retire(older);
-    this.logger?.log('info', `pipeline revision ${next.revision} active (was ${current.revision}): ${spec.stages.map((s) => s.name).join(' -> ') || 'no stages'}`);
-    return this.get();
+    return this.inTurn(async () => {
+      this.checkRevision(ifMatch);
+      const next = await this.buildChange(spec, where);
+      // From here to the swap nothing yields, so nothing can change what is active.
+      const current = this.engine.active;
+      const entry = this.record(next.revision, 'set', undefined, current.revision);
+      try {
+        this.persist(next, current);
+      } catch (err) {
+        this.entries.pop();
+        this.retire(next);
+        throw new KwpError('KWP_ERR_INTERNAL', `cannot write ${this.stateFile}: ${(err as Error).message}; the running pipeline is unchanged`, { cause: err });
+      }
+      const older = this.previous;
+      this.previous = this.swapIn(next, entry);
+      if (older) this.retire(older);
+      this.logger?.log('info', `pipeline revision ${next.revision} active (was ${current.revision}): ${spec.stages.map((s) => s.name).join(' -> ') || 'no stages'}`);
+      return this.get();
+    });
   }
 
-  /** Swaps back to the previous pipeline, which is still started; the current one becomes the previous. */
-  rollback(ifMatch?: number, reason?: string): PipelineView {
-    this.requireStarted();
+  /** Swaps back to the previous pipeline, which is still started; the current one becomes the previous. Waits for a change in progress first. */
+  async rollback(ifMatch?: number, reason?: string): Promise<PipelineView> {
+    this.requireAccepting();
     this.checkRevision(ifMatch);
-    return this.swapBack('rollback', reason);
+    return this.inTurn(() => {
+      this.checkRevision(ifMatch);
+      return this.swapBack('rollback', reason);
+    });
+  }
+
+  /** Runs `change` after every change queued before it has settled. */
+  private inTurn<T>(change: () => T | Promise<T>): Promise<T> {
+    const run = this.changes.then(() => {
+      if (this.stopping) throw stoppingError();
+      return change();
+    });
+    this.changes = run.catch(() => undefined);
+    return run;
+  }
+
+  private async buildChange(spec: PipelineSpec, where: string): Promise<Pipeline> {
+    const abort = new AbortController();
+    this.building = abort;
+    this.buildingStages = [];
+    try {
+      const p = await this.engine.buildAsync(spec, where, undefined, { signal: abort.signal, onStage: (s) => this.buildingStages.push(s) });
+      // stopChanges() may have run after the build's last turn.
+      if (abort.signal.aborted) {
+        p.dispose();
+        throw abort.signal.reason;
+      }
+      this.track(p);
+      return p;
+    } finally {
+      this.building = undefined;
+      this.buildingStages = [];
+    }
   }
 
   private swapBack(action: PipelineAction, reason?: string): PipelineView {
@@ -241,8 +311,19 @@ export class PipelineController {
     return this.get();
   }
 
-  /** Disposes both live pipelines; call after the dataplane stopped asking for decisions. */
+  /**
+   * Refuses every change from now on (KWP_ERR_STOPPING) and abandons the one
+   * being built, disposing what it started; changes waiting for their turn
+   * are refused too. The active pipeline keeps deciding until stop().
+   */
+  stopChanges(): void {
+    this.stopping = true;
+    this.building?.abort(stoppingError());
+  }
+
+  /** Disposes both live pipelines (and any build in progress); call after the dataplane stopped asking for decisions. */
   stop(): void {
+    this.stopChanges();
     if (this.previous) this.retire(this.previous);
     this.previous = undefined;
     if (this.engine.hasActive) this.retire(this.engine.active);
@@ -255,6 +336,11 @@ export class PipelineController {
     if (!this.started) throw new Error('PipelineController.start() must run first');
   }
 
+  private requireAccepting(): void {
+    if (this.stopping) throw stoppingError();
+    this.requireStarted();
+  }
+
   private checkRevision(ifMatch: number | undefined): void {
     const current = this.engine.active.revision;
     if (ifMatch !== undefined && ifMatch !== current) {
@@ -262,11 +348,16 @@ export class PipelineController {
     }
   }
 
+  /** Startup only: the sources have not delivered anything yet, so there is little to feed. */
   private build(spec: PipelineSpec, where: string, revision?: number): Pipeline {
     const p = this.engine.build(spec, where, revision);
+    this.track(p);
+    return p;
+  }
+
+  private track(p: Pipeline): void {
     this.watch(p);
     for (const o of this.observers) o.built?.(p);
-    return p;
   }
 
   private swapIn(next: Pipeline, entry: HistoryEntry): Pipeline | undefined {
@@ -323,16 +414,19 @@ export class PipelineController {
     // Off the packet path: the failing decision has already got its failure verdict.
     setImmediate(() => {
       this.autoRollbackPending = false;
-      if (!this.started || this.engine.active !== p) return;
-      if (!this.previous) {
-        this.logger?.log('error', `automatic rollback wanted but revision ${p.revision} has no previous pipeline: ${reason}`, { stage: stage.name });
-        return;
-      }
-      try {
+      if (!this.started || this.stopping) return;
+      // In turn like any change: a change being built would otherwise activate on top of the rollback.
+      this.inTurn(() => {
+        // A change that landed meanwhile already replaced the failing pipeline.
+        if (!this.started || this.engine.active !== p) return;
+        if (!this.previous) {
+          this.logger?.log('error', `automatic rollback wanted but revision ${p.revision} has no previous pipeline: ${reason}`, { stage: stage.name });
+          return;
+        }
         this.swapBack('auto-rollback', reason);
-      } catch (err) {
+      }).catch((err) => {
         this.logger?.log('error', `automatic rollback failed: ${(err as Error).message}`);
-      }
+      });
     });
   }
 }

@@ -21,6 +21,13 @@ export interface PolicyEngineOptions {
   feedSlice?: number;
 }
 
+export interface BuildAsyncOptions {
+  /** Aborting disposes every stage built so far at once; the build then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Told about each stage as soon as its module is resolved, before it is fed. */
+  onStage?: (stage: Stage) => void;
+}
+
 export class PolicyEngine {
   readonly state: ClusterState;
   private readonly modules: ModuleResolver;
@@ -57,18 +64,34 @@ export class PolicyEngine {
    * stage subscribes before it is fed, so changes during the build reach
    * every stage.
    */
-  async buildAsync(spec: PipelineSpec, where = 'pipeline', revision?: number): Promise<Pipeline> {
+  async buildAsync(spec: PipelineSpec, where = 'pipeline', revision?: number, options: BuildAsyncOptions = {}): Promise<Pipeline> {
+    const { signal, onStage } = options;
     const started: Stage[] = [];
+    let feeding: Stage | undefined;
+    // Disposing on abort, not at the next check, leaves no started instance
+    // or state subscription behind once the caller's abort() returns.
+    const abandon = () => {
+      for (const s of started) s.dispose();
+      feeding?.dispose();
+    };
+    signal?.addEventListener('abort', abandon, { once: true });
     try {
       for (const [i, s] of spec.stages.entries()) {
         if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        signal?.throwIfAborted();
         const stage = this.newStage(s, i, where);
+        onStage?.(stage);
+        feeding = stage;
         await stage.startAsync(this.options.feedSlice);
+        feeding = undefined;
         started.push(stage);
       }
+      signal?.throwIfAborted();
     } catch (err) {
-      for (const s of started) s.dispose();
-      throw err;
+      abandon();
+      throw signal?.aborted ? signal.reason : err;
+    } finally {
+      signal?.removeEventListener('abort', abandon);
     }
     return this.assemble(spec, started, revision);
   }

@@ -2,7 +2,7 @@
 // roll back, and the history of changes.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { KwpError } from '../../errors.js';
-import type { PipelineController } from '../../control/pipeline-controller.js';
+import type { PipelineController, PipelineView } from '../../control/pipeline-controller.js';
 import { errorResponses, historyEntrySchema, ifMatchHeader, pipelineViewSchema } from '../schemas.js';
 import type { AdminRouteConfig } from '../options.js';
 
@@ -15,11 +15,11 @@ export function parseIfMatch(header: string | undefined, what: string): number |
 }
 
 export function pipelineRoutes(app: FastifyInstance, controller: PipelineController): void {
-  const view = (reply: FastifyReply) => {
-    const v = controller.get();
+  // A change answers with the view it activated: a change queued behind it
+  // may already be active by the time this handler resumes.
+  const view = (reply: FastifyReply, v: PipelineView = controller.get()) => {
     reply.header('etag', `"${v.revision}"`);
-    const previous = controller.previousRevision;
-    return previous === undefined ? v : { ...v, previousRevision: previous };
+    return v;
   };
 
   app.get('/v1/pipeline', {
@@ -31,15 +31,14 @@ export function pipelineRoutes(app: FastifyInstance, controller: PipelineControl
     config: { access: 'write' } satisfies AdminRouteConfig,
     schema: {
       summary: 'Replace the pipeline',
-      description: 'Builds every stage first; only a pipeline that built completely is activated, with one swap. If-Match is optional: with it a stale revision gets 412 KWP_ERR_PRECONDITION_FAILED; without it the change applies to whatever is active.',
+      description: 'Builds every stage first, yielding to the packet path between slices of the feed; only a pipeline that built completely is activated, with one swap. Changes run one at a time in arrival order. If-Match is optional: with it a stale revision gets 412 KWP_ERR_PRECONDITION_FAILED, also when another change was activated while this one waited; without it the change applies to whatever is active.',
       tags: ['pipeline'],
       headers: ifMatchHeader,
       body: { type: 'object', description: 'a pipeline: {"stages": [{"name", "module", "config"?, "label"?, "mode"?, "failurePolicy"?}]}', properties: { stages: { type: 'array' } } },
       response: { 200: pipelineViewSchema, ...errorResponses },
     },
   }, async (request, reply) => {
-    controller.set(request.body, parseIfMatch(request.headers['if-match'], 'PUT /v1/pipeline'), 'PUT /v1/pipeline body');
-    return view(reply);
+    return view(reply, await controller.set(request.body, parseIfMatch(request.headers['if-match'], 'PUT /v1/pipeline'), 'PUT /v1/pipeline body'));
   });
 
   app.post<{ Headers: { 'if-match'?: string } }>('/v1/pipeline/rollback', {
@@ -51,8 +50,7 @@ export function pipelineRoutes(app: FastifyInstance, controller: PipelineControl
       response: { 200: pipelineViewSchema, ...errorResponses },
     },
   }, async (request, reply) => {
-    controller.rollback(parseIfMatch(request.headers['if-match'], 'POST /v1/pipeline/rollback'));
-    return view(reply);
+    return view(reply, await controller.rollback(parseIfMatch(request.headers['if-match'], 'POST /v1/pipeline/rollback')));
   });
 
   app.get('/v1/pipeline/history', {
