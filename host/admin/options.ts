@@ -20,9 +20,17 @@ export interface AdminApiOptions {
   ready?: () => boolean;
   /** Metrics to serve on /metrics; the plugin builds its own when absent. */
   metrics?: AdminMetrics;
-  /** Upload rate limit: a bucket of `uploadBurst` tokens refilled at `uploadsPerMinute`. Defaults 5 and 30. */
+  /**
+   * Upload rate limit, per client address (`request.ip`; behind a proxy, set
+   * Fastify's `trustProxy` so that is the client's): a bucket of
+   * `uploadBurst` tokens refilled at `uploadsPerMinute`. Defaults 5 and 30.
+   * Every client holds the same admin token, so the address is what tells
+   * them apart.
+   */
   uploadBurst?: number;
   uploadsPerMinute?: number;
+  /** Client buckets kept at most; past that the least recently used is forgotten. Default 1024. */
+  uploadClients?: number;
 }
 
 /** Per-route settings read by the plugin's hooks. */

@@ -160,6 +160,31 @@ describe('module routes', () => {
     expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
   });
 
+  it("one client's burst does not use up another client's uploads", async () => {
+    const h = await harness({ uploadBurst: 2, uploadsPerMinute: 6 });
+    const from = (remoteAddress: string) => h.server.app.inject({
+      method: 'POST', url: '/v1/modules?name=scripted&version=1.0.0', headers: wasm, payload: Buffer.from(scripted()), remoteAddress,
+    });
+    const burst: number[] = [];
+    for (let i = 0; i < 3; i++) burst.push((await from('192.0.2.10')).statusCode);
+    expect(burst).toEqual([201, 200, 429]);
+    const limited = await from('192.0.2.10');
+    expect(limited.json().message).toMatch(/too many uploads from 192\.0\.2\.10; retry in \d+ s/);
+    expect((await from('192.0.2.20')).statusCode).toBe(200);
+    expect((await from('192.0.2.20')).statusCode).toBe(200);
+    expect((await from('192.0.2.20')).statusCode).toBe(429);
+  });
+
+  it('a caller without the token takes no upload tokens from its address', async () => {
+    const h = await harness({ uploadBurst: 1, uploadsPerMinute: 6 });
+    const payload = Buffer.from(scripted());
+    for (let i = 0; i < 3; i++) {
+      const res = await h.server.app.inject({ method: 'POST', url: '/v1/modules?name=scripted&version=1.0.0', headers: { 'content-type': 'application/wasm' }, payload });
+      expect(res.statusCode).toBe(401);
+    }
+    expect((await upload(h, scripted(), 'scripted')).statusCode).toBe(201);
+  });
+
   it('a module sent as JSON is refused with KWP_ERR_MEDIA_TYPE, a missing name with KWP_ERR_REQUEST_INVALID', async () => {
     const h = await harness();
     const json = await h.server.app.inject({ method: 'POST', url: '/v1/modules?name=x&version=1', headers: { ...auth, 'content-type': 'text/plain' }, payload: 'hello' });

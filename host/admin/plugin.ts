@@ -7,7 +7,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import swagger from '@fastify/swagger';
 import { KwpError } from '../errors.js';
 import { TokenCheck } from './auth.js';
-import { TokenBucket } from './token-bucket.js';
+import { ClientBuckets } from './token-bucket.js';
 import { kwpErrorHandler } from './error-handler.js';
 import { AdminMetrics } from './metrics.js';
 import { errorResponses, errorSchema } from './schemas.js';
@@ -19,7 +19,7 @@ import type { AdminApiOptions, AdminRouteConfig } from './options.js';
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
   const tokens = new TokenCheck(options.token, options.readsOpen ?? false);
-  const bucket = new TokenBucket(options.uploadBurst ?? 5, (options.uploadsPerMinute ?? 30) / 60);
+  const buckets = new ClientBuckets(options.uploadBurst ?? 5, (options.uploadsPerMinute ?? 30) / 60, options.uploadClients ?? 1024);
   const metrics = options.metrics ?? new AdminMetrics({ controller: options.controller, store: options.store });
 
   app.addSchema(errorSchema);
@@ -45,7 +45,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
     tokens.check(access, request.headers.authorization, `${request.method} ${request.url}`);
   });
 
-  moduleRoutes(app, options.store, bucket);
+  moduleRoutes(app, options.store, buckets);
   pipelineRoutes(app, options.controller);
   explainRoutes(app, options.engine);
   healthRoutes(app, options.ready ?? (() => true), metrics);

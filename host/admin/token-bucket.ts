@@ -22,3 +22,40 @@ export class TokenBucket {
     return Math.ceil((1 - this.tokens) / this.refillPerSecond);
   }
 }
+
+/**
+ * One TokenBucket per client key, so one client's burst cannot use up the
+ * uploads of another. At most `maxClients` buckets are kept: a new client
+ * past that evicts the one that went longest without an upload. Its bucket
+ * has had the longest time to refill, so forgetting it costs the least; a
+ * client that could cycle through more than `maxClients` addresses within a
+ * refill period gets fresh bursts, but never more memory.
+ */
+export class ClientBuckets {
+  // A Map iterates in insertion order; take() re-inserts, so the first key is the least recently used.
+  private readonly buckets = new Map<string, TokenBucket>();
+
+  constructor(
+    private readonly capacity: number,
+    private readonly refillPerSecond: number,
+    readonly maxClients = 1024,
+    private readonly now: () => number = Date.now,
+  ) {
+    if (!(capacity >= 1) || !(refillPerSecond > 0)) throw new RangeError('a token bucket needs capacity >= 1 and a positive refill rate');
+    if (!Number.isInteger(maxClients) || maxClients < 1) throw new RangeError(`maxClients must be a positive integer, got ${maxClients}`);
+  }
+
+  /** Takes a token from `client`'s bucket; returns 0 on success or the seconds until one is available. */
+  take(client: string): number {
+    let bucket = this.buckets.get(client);
+    if (bucket) this.buckets.delete(client);
+    else {
+      if (this.buckets.size >= this.maxClients) this.buckets.delete(this.buckets.keys().next().value!);
+      bucket = new TokenBucket(this.capacity, this.refillPerSecond, this.now);
+    }
+    this.buckets.set(client, bucket);
+    return bucket.take();
+  }
+
+  get size(): number { return this.buckets.size; }
+}

@@ -2,24 +2,25 @@
 import type { FastifyInstance } from 'fastify';
 import { KwpError } from '../../errors.js';
 import type { ModuleStore } from '../../control/module-store.js';
-import { TokenBucket } from '../token-bucket.js';
+import type { ClientBuckets } from '../token-bucket.js';
 import { errorResponses, moduleInfoSchema } from '../schemas.js';
 import { SIGNATURE_HEADER, type AdminRouteConfig } from '../options.js';
 
 const NAME = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
 const uploadResult = { type: 'object', required: ['created', 'module'], properties: { created: { type: 'boolean' }, module: moduleInfoSchema } } as const;
 
-export function moduleRoutes(app: FastifyInstance, store: ModuleStore, bucket: TokenBucket): void {
+export function moduleRoutes(app: FastifyInstance, store: ModuleStore, buckets: ClientBuckets): void {
   app.addContentTypeParser(['application/wasm', 'application/octet-stream'], { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
   app.post<{ Querystring: { name: string; version: string; config?: string }; Headers: Record<string, string | undefined> }>('/v1/modules', {
     bodyLimit: store.maxModuleBytes + 64 * 1024,
     config: { access: 'write', bodyTooLargeCode: 'KWP_ERR_MODULE_TOO_LARGE' } satisfies AdminRouteConfig,
-    onRequest: async (_request, reply) => {
-      const wait = bucket.take();
+    // Runs after the plugin's auth hook, so a caller without the token takes no one's tokens.
+    onRequest: async (request, reply) => {
+      const wait = buckets.take(request.ip);
       if (wait > 0) {
         reply.header('retry-after', String(wait));
-        throw new KwpError('KWP_ERR_RATE_LIMITED', `POST /v1/modules: too many uploads; retry in ${wait} s`);
+        throw new KwpError('KWP_ERR_RATE_LIMITED', `POST /v1/modules: too many uploads from ${request.ip}; retry in ${wait} s`);
       }
     },
     schema: {
