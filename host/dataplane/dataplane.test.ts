@@ -203,6 +203,46 @@ describe('Dataplane', () => {
     }
   });
 
+  it('raises the packet thread to the nice value it was given before binding the queues', async () => {
+    const order: string[] = [];
+    const queues = fakeQueues();
+    const { dataplane } = setup({
+      packetThreadNice: -10,
+      setThreadPriority: (nice) => order.push(`nice ${nice}`),
+      queueOpener: (queueId, onPacket) => {
+        order.push(`open ${queueId}`);
+        return queues.opener(queueId, onPacket);
+      },
+    });
+    await dataplane.start(new DenySourceJudge('none'));
+    expect(order).toEqual(['nice -10', 'open 10', 'open 11']);
+    expect(dataplane.packetThreadNice).toBe(-10);
+  });
+
+  it('leaves the thread priority alone when no nice value is given', async () => {
+    const calls: number[] = [];
+    const { dataplane } = setup({ setThreadPriority: (nice) => calls.push(nice) });
+    await dataplane.start(new DenySourceJudge('none'));
+    expect(calls).toEqual([]);
+    expect(dataplane.packetThreadNice).toBeUndefined();
+  });
+
+  it('logs a refused nice value and still runs the packet path', async () => {
+    const warnings: string[] = [];
+    const { dataplane, queues } = setup({
+      packetThreadNice: -10,
+      setThreadPriority: () => {
+        throw new Error('EACCES: permission denied');
+      },
+      logger: { ...silent, warn: (_obj, msg) => warnings.push(msg) },
+    });
+    await dataplane.start(new DenySourceJudge('none'));
+    expect(warnings).toEqual([expect.stringMatching(/packet thread priority/)]);
+    expect(dataplane.packetThreadNice).toBeUndefined();
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'));
+    expect(queues.verdicts).toHaveLength(1);
+  });
+
   it('rejects options that would collide in the kernel before touching it', () => {
     expect(() => setup({ queueId: 11 })).toThrow(/must differ/);
   });

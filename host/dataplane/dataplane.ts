@@ -8,6 +8,7 @@
 // answers the kernel and bumps counters. Everything slow (rule updates, the
 // strict-mode conntrack sweep) runs off it, serialized.
 
+import { setPriority } from 'node:os';
 import type { Packet } from '../contract.js';
 import { runCommand, describeFailure, type CommandRunner } from './command-runner.js';
 import { clearMarkArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
@@ -41,9 +42,19 @@ export interface DataplaneOptions {
   /** Called for every A/AAAA record of a DNS answer; off the packet path's verdict. */
   onDnsAnswer?: (name: string, address: string, ttl: number) => void;
   marks?: MarkBits;
+  /**
+   * Nice value (-20..19) for the thread that runs the packet path, set at
+   * start; unset leaves it alone. A verdict wakes the connection's endpoints
+   * inside the verdict syscall, and on a busy node they then preempt the agent
+   * before it reads the next packet: the tail of the packet time is mostly
+   * that wait (docs/dataplane.md, "Where the packet time goes"). Negative values
+   * need root or CAP_SYS_NICE; refusal is logged and the dataplane runs anyway.
+   */
+  packetThreadNice?: number;
   /** Substitutes for tests. */
   runner?: CommandRunner;
   queueOpener?: QueueOpener;
+  setThreadPriority?: (nice: number) => void;
 }
 
 export interface DataplaneCounters {
@@ -91,6 +102,7 @@ export class Dataplane {
   /** Cleared bits ORed with the accepted bit: the mark an accepted packet returns with. */
   private readonly clearQueueBits: number;
   private acceptVerdict = NF_ACCEPT;
+  private appliedNice: number | undefined;
 
   constructor(private readonly options: DataplaneOptions) {
     this.marks = options.marks ?? DEFAULT_MARKS;
@@ -114,6 +126,7 @@ export class Dataplane {
   async start(judge: PacketJudge): Promise<void> {
     if (this.started) throw new Error('Dataplane.start called twice');
     this.judge = judge;
+    this.applyPacketThreadNice();
     const open = this.options.queueOpener ?? nfqueueOpener();
     this.policyQueue = open(this.options.queueId, (id, mark, payload) => this.onPolicyPacket(id, mark, payload));
     this.dnsQueue = open(this.options.dnsQueueId, (id, mark, payload) => this.onDnsPacket(id, mark, payload));
@@ -136,9 +149,28 @@ export class Dataplane {
     this.lastInterestKey = interestKey(interest);
     this.started = true;
     this.options.logger.info(
-      { mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict },
+      { mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, packetThreadNice: this.appliedNice },
       `dataplane running with the ${mode === 'nft' ? 'nftables queue statement' : 'xtables NFQUEUE target'}`,
     );
+  }
+
+  /** The nice value the packet thread asked for and got, if any. */
+  get packetThreadNice(): number | undefined {
+    return this.appliedNice;
+  }
+
+  private applyPacketThreadNice(): void {
+    const nice = this.options.packetThreadNice;
+    if (nice === undefined) return;
+    // Linux keeps a nice value per thread and pid 0 means the calling one: only
+    // the JS thread (the packet path) is raised, not libuv's or V8's helpers.
+    const set = this.options.setThreadPriority ?? ((value: number) => setPriority(0, value));
+    try {
+      set(nice);
+      this.appliedNice = nice;
+    } catch (err) {
+      this.options.logger.warn({ nice, error: err instanceof Error ? err.message : String(err) }, 'could not set the packet thread priority; running at the inherited one');
+    }
   }
 
   /**

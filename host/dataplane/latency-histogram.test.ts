@@ -17,6 +17,17 @@ describe('LatencyHistogram', () => {
     expect(h.meanMicros).toBeCloseTo(500.5);
   });
 
+  it('after a reset reports only what was recorded since', () => {
+    const h = new LatencyHistogram();
+    for (let i = 0; i < 100; i++) h.record(5000);
+    h.reset();
+    expect([h.count, h.p99(), h.maxMicros]).toEqual([0, 0, 0]);
+    h.record(10);
+    expect(h.count).toBe(1);
+    expect(h.maxMicros).toBe(10);
+    expect(h.p99()).toBeLessThanOrEqual(10);
+  });
+
   it('lets a few slow decisions show in p99 but not in p50', () => {
     const h = new LatencyHistogram();
     for (let i = 0; i < 980; i++) h.record(3);

@@ -23,6 +23,14 @@ export class LatencyHistogram {
     if (micros > this.max) this.max = micros;
   }
 
+  /** Forget everything recorded, e.g. between two phases of a benchmark sharing one dataplane. */
+  reset(): void {
+    this.counts.fill(0);
+    this.total = 0;
+    this.sum = 0;
+    this.max = 0;
+  }
+
   get count(): number {
     return this.total;
   }
