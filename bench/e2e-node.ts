@@ -4,7 +4,9 @@
 // packets are decided against 10,000 pods and 1,100 policies.
 //   node e2e-node.js '<E2ENodeConfig JSON>'
 //   stdout: {"event":"started","mode":...}, {"event":"stats",...}, {"event":"error",...}
-//   stdin: {"op":"stats"}, {"op":"stop"}
+//   stdin: {"op":"stats"}, {"op":"reset"} (empty the histograms), {"op":"nice","value":N}
+//          (renice the packet thread, to compare priorities in one process), {"op":"stop"}
+import { setPriority } from 'node:os';
 import { createInterface } from 'node:readline';
 import { kindKeyOf, Kinds, type KubeObject } from '../host/contract.js';
 import { Dataplane, type DataplaneLogger } from '../host/dataplane/dataplane.js';
@@ -24,6 +26,8 @@ export interface E2ENodeConfig {
   tableName: string;
   queueId: number;
   dnsQueueId: number;
+  /** Passed to the Dataplane as packetThreadNice; unset keeps the inherited priority. */
+  packetThreadNice?: number;
 }
 
 const emit = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -80,6 +84,7 @@ async function main(): Promise<void> {
     failOpen: true,
     strict: false,
     logger,
+    packetThreadNice: config.packetThreadNice,
   });
   let stopping = false;
   const stop = async () => {
@@ -104,11 +109,11 @@ async function main(): Promise<void> {
     interest: () => engine.interest(),
   };
   await dataplane.start(judge);
-  emit({ event: 'started', mode: dataplane.queueMode, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
+  emit({ event: 'started', mode: dataplane.queueMode, packetThreadNice: dataplane.packetThreadNice ?? null, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
 
   const lines = createInterface({ input: process.stdin });
   lines.on('line', (line) => {
-    const command = JSON.parse(line) as { op: string };
+    const command = JSON.parse(line) as { op: string; value?: number };
     if (command.op === 'stats') {
       const h = dataplane.decisionMicros;
       emit({
@@ -116,6 +121,13 @@ async function main(): Promise<void> {
         judgeP50Micros: judgeMicros.p50(), judgeP99Micros: judgeMicros.p99(),
         verdictP50Micros: verdictMicros.p50(), verdictP99Micros: verdictMicros.p99(),
       });
+    } else if (command.op === 'reset') {
+      dataplane.decisionMicros.reset();
+      judgeMicros.reset();
+      verdictMicros.reset();
+    } else if (command.op === 'nice') {
+      // Same thread as Dataplane.start: the one running the packet path.
+      setPriority(0, command.value ?? 0);
     } else if (command.op === 'stop') void stop();
   });
   lines.on('close', () => void stop());

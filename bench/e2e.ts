@@ -17,6 +17,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 const PORT = 80;
 const CONCURRENCY = 8;
 const RUNS_PER_MODE = 2;
+/**
+ * The agent's packet thread runs at this nice value (Dataplane packetThreadNice)
+ * in the acceptAll and enforced modes; the enforced agent is then also measured
+ * at the priority it inherited (0), so both figures come from one run.
+ */
+const PACKET_THREAD_NICE = -10;
 
 export type E2EResult =
   | { reason: string }
@@ -31,6 +37,9 @@ export type E2EResult =
       verdictCallP99Micros: number;
       acceptAllPacketProcessP50Micros: number;
       acceptAllPacketProcessP99Micros: number;
+      packetThreadNice: number;
+      /** The enforced agent again, its packet thread at nice 0: the same span, without the priority. */
+      inheritedPriority: { connPerSec: number; packetProcessP50Micros: number; packetProcessP99Micros: number; verdictCallP50Micros: number; verdictCallP99Micros: number };
       queuedPackets: number;
       failedConnections: { enforced: number; acceptAll: number; kernelOnly: number };
       connectionsPerRun: number;
@@ -113,14 +122,15 @@ export async function runE2E(options: { connections: number; rounds: number; log
       },
     };
     const objects = [...lab.manifests(), allowClient];
-    const base = { objects, tableName: 'kwpbench', queueId: 4200, dnsQueueId: 4201 };
+    const base = { objects, tableName: 'kwpbench', queueId: 4200, dnsQueueId: 4201, packetThreadNice: PACKET_THREAD_NICE };
     await runClient(lab, 200); // warm the pods' stacks and the client's JIT
     // The modes take turns, `rounds` times, and each keeps its best run: load
     // from other processes on the machine then hits every mode alike.
-    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined };
+    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined };
     const keep = (mode: keyof typeof best, r: ClientResult) => { if (!best[mode] || r.connPerSec > best[mode]!.connPerSec) best[mode] = r; };
     let acceptAllStats: Record<string, number> = {};
     let enforcedStats: Record<string, number> = {};
+    let inheritedStats: Record<string, number> = {};
     let queueMode = '';
     for (let round = 0; round < options.rounds; round++) {
       options.log(`e2e round ${round + 1}/${options.rounds}: kernelOnly`);
@@ -139,11 +149,22 @@ export async function runE2E(options: { connections: number; rounds: number; log
       await runClient(lab, 200);
       keep('enforced', await bestOf(lab, options.connections));
       enforcedStats = await stats(enforcedNode);
+      if (Number(JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!).packetThreadNice) !== PACKET_THREAD_NICE) {
+        throw new Error(`the e2e agent could not set its packet thread to nice ${PACKET_THREAD_NICE}`);
+      }
+
+      options.log(`e2e round ${round + 1}/${options.rounds}: enforced, packet thread at nice 0`);
+      enforcedNode.send(JSON.stringify({ op: 'nice', value: 0 }));
+      await runClient(lab, 200);
+      enforcedNode.send(JSON.stringify({ op: 'reset' }));
+      keep('inherited', await bestOf(lab, options.connections));
+      inheritedStats = await stats(enforcedNode);
       await stopNode(enforcedNode);
     }
     const kernelOnly = best.kernelOnly!;
     const acceptAll = best.acceptAll!;
     const enforced = best.enforced!;
+    const inherited = best.inherited!;
 
     return {
       mode: queueMode,
@@ -156,12 +177,23 @@ export async function runE2E(options: { connections: number; rounds: number; log
       verdictCallP99Micros: round(enforcedStats.verdictP99Micros, 2),
       acceptAllPacketProcessP50Micros: round(acceptAllStats.p50Micros, 2),
       acceptAllPacketProcessP99Micros: round(acceptAllStats.p99Micros, 2),
+      packetThreadNice: PACKET_THREAD_NICE,
+      inheritedPriority: {
+        connPerSec: Math.round(inherited.connPerSec),
+        packetProcessP50Micros: round(inheritedStats.p50Micros, 2),
+        packetProcessP99Micros: round(inheritedStats.p99Micros, 2),
+        verdictCallP50Micros: round(inheritedStats.verdictP50Micros, 2),
+        verdictCallP99Micros: round(inheritedStats.verdictP99Micros, 2),
+      },
       queuedPackets: enforcedStats.count,
       failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed },
       connectionsPerRun: options.connections,
       concurrency: CONCURRENCY,
       runsPerMode: RUNS_PER_MODE * options.rounds,
-      packetProcessNote: 'packet process = the Dataplane decisionMicros histogram of the last enforced round: parse + judge + the nfqueue verdict call, in which the kernel reinjects the packet',
+      packetProcessNote:
+        `packet process = the Dataplane decisionMicros histogram of the last enforced round: parse + judge + the nfqueue verdict call, the span of kube-network-policies' packet_process_time (parse to SetVerdict returned). ` +
+        `Inside the verdict call the kernel reinjects the packet and, in the softirq it raises, delivers it to the peer pod's TCP stack (the handshake runs there); ` +
+        `the agent's packet thread runs at nice ${PACKET_THREAD_NICE} (inheritedPriority: same agent at nice 0, where the woken endpoints preempt it inside that call)`,
       enforcedObjects: 'lab (2 pods, 1 NetworkPolicy) + default scale (10,000 pods, 1,000 NetworkPolicies, 100 ClusterNetworkPolicies)',
     };
   } finally {
