@@ -6,6 +6,7 @@
 // A module is rebuilt only when a source it may depend on is newer than it.
 import { readdirSync, statSync, existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
 import { join, dirname, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import asc from 'assemblyscript/asc';
 import binaryen from 'binaryen';
@@ -99,3 +100,42 @@ const count = jobs.length;
 await Promise.all([worker(), worker()]);
 if (failed) process.exit(1);
 console.log(`build:wasm: ${count} module(s) built in ${Date.now() - started} ms`);
+
+// The built-in evaluators' fuel-instrumented forms, written into the cache the
+// loader reads (BuiltinModules: dist/wasm/.instrumented), so an agent running
+// only built-ins never loads binaryen. Cache entries are named by content hash,
+// start fuel and rewrite version, so an existing entry is never stale. The
+// rewrite and the default limits are the host's own TypeScript, loaded here
+// before tsc has run; neither file imports anything at run time.
+async function importTs(file) {
+  const { default: ts } = await import('typescript');
+  const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), {
+    fileName: file,
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  });
+  return import(`data:text/javascript,${encodeURIComponent(outputText)}`);
+}
+
+const cacheDir = join(out, '.instrumented');
+const builtins = existsSync(out) ? readdirSync(out).filter((f) => f.endsWith('.wasm')) : [];
+if (builtins.length) {
+  const { rewriteForFuel, instrumentedFileName } = await importTs(join(root, 'host', 'runtime', 'fuel-rewrite.ts'));
+  const { DEFAULT_LIMITS } = await importTs(join(root, 'host', 'runtime', 'limits.ts'));
+  let written = 0;
+  for (const f of builtins) {
+    const bytes = readFileSync(join(out, f));
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    const target = join(cacheDir, instrumentedFileName(sha, DEFAULT_LIMITS.fuelPerCall));
+    if (existsSync(target)) continue;
+    try {
+      mkdirSync(cacheDir, { recursive: true });
+      writeFileSync(`${target}.${process.pid}.tmp`, rewriteForFuel(binaryen, bytes, DEFAULT_LIMITS.fuelPerCall));
+      renameSync(`${target}.${process.pid}.tmp`, target);
+      written++;
+    } catch (err) {
+      console.error(`instrumenting ${f} failed: ${err.message}`);
+      process.exit(1);
+    }
+  }
+  if (written) console.log(`build:wasm: ${written} built-in module(s) fuel-instrumented into ${cacheDir}`);
+}

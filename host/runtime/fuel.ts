@@ -1,53 +1,27 @@
-// CPU bounds for modules. V8 has no fuel counter, so the loader rewrites each
-// module with binaryen: the `log-execution` pass already places a call at
-// every function entry and loop header (exactly where a runaway module must
-// pass), and we replace its logging import with a function that spends one
-// unit from an exported global and traps when the tank is empty. The host
-// refills the tank before each call.
-import binaryen from 'binaryen';
+// CPU bounds for modules (the rewrite is in fuel-rewrite.ts). binaryen costs
+// about 60 MiB of RSS and most of a second to load, and an agent whose modules
+// all come from the instrumentation cache never needs it, so nothing imports
+// it at module load. A thread that expects many cache misses may load it once
+// with prepareInstrumenter(); otherwise a miss is instrumented on a short-lived
+// helper thread (instrument-helper.ts), which keeps instrumentFuel synchronous.
 import { KwpError } from '../errors.js';
+import { rewriteForFuel, type Binaryen } from './fuel-rewrite.js';
+import { rewriteOnHelper } from './instrument-helper.js';
 
-export const FUEL_GLOBAL = 'kwp_fuel';
-/** Bump when the rewrite changes, so cached instrumented modules are not reused. */
-export const FUEL_INSTRUMENTATION_VERSION = 1;
+export { FUEL_GLOBAL, FUEL_INSTRUMENTATION_VERSION, instrumentedFileName } from './fuel-rewrite.js';
+
+let binaryen: Binaryen | undefined;
+
+/** Loads binaryen into this thread, so later cache misses are instrumented here instead of on a helper thread. */
+export async function prepareInstrumenter(): Promise<void> {
+  binaryen ??= (await import('binaryen')).default;
+}
 
 /** `startFuel` is the tank for the start function, which runs during instantiation before the host can refill. */
 export function instrumentFuel(bytes: Uint8Array, startFuel: number): Uint8Array {
-  let mod: binaryen.Module | undefined;
   try {
-    mod = binaryen.readBinary(bytes);
-    mod.setFeatures(binaryen.Features.All);
-    mod.runPasses(['log-execution']);
-    let probe: string | undefined;
-    for (let i = 0; i < mod.getNumFunctions(); i++) {
-      const info = binaryen.getFunctionInfo(mod.getFunctionByIndex(i));
-      if (info.module === 'env' && info.base === 'log_execution') probe = info.name;
-    }
-    if (!probe) throw new Error('log-execution pass added no probe');
-    mod.removeFunction(probe);
-    const fuel = () => mod!.global.get(FUEL_GLOBAL, binaryen.i32);
-    mod.addGlobal(FUEL_GLOBAL, binaryen.i32, true, mod.i32.const(startFuel | 0));
-    mod.addGlobalExport(FUEL_GLOBAL, FUEL_GLOBAL);
-    mod.addFunction(probe, binaryen.createType([binaryen.i32]), binaryen.none, [], mod.block(null, [
-      mod.global.set(FUEL_GLOBAL, mod.i32.sub(fuel(), mod.i32.const(1))),
-      mod.if(mod.i32.lt_s(fuel(), mod.i32.const(0)), mod.unreachable()),
-    ]));
-    if (!mod.validate()) throw new Error('instrumented module does not validate');
-    // Inline the probe so a loop iteration costs a decrement and a compare, not
-    // a call. The probe is bigger than binaryen's default always-inline size,
-    // and the full optimizing inliner costs seconds per module, so raise the
-    // size for this one pass only.
-    const previous = binaryen.getAlwaysInlineMaxSize();
-    binaryen.setAlwaysInlineMaxSize(16);
-    try {
-      mod.runPasses(['inlining']);
-    } finally {
-      binaryen.setAlwaysInlineMaxSize(previous);
-    }
-    return mod.emitBinary();
+    return binaryen ? rewriteForFuel(binaryen, bytes, startFuel) : rewriteOnHelper(bytes, startFuel);
   } catch (err) {
     throw new KwpError('KWP_ERR_INSTRUMENTATION', `fuel instrumentation failed: ${(err as Error).message}`, { cause: err });
-  } finally {
-    mod?.dispose();
   }
 }

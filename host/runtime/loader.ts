@@ -2,12 +2,13 @@
 // order the admin API documents, then fuel instrumentation and compilation.
 // Nothing here runs module code; instantiation is EvaluatorInstance's job.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { threadId } from 'node:worker_threads';
 import { KwpError } from '../errors.js';
 import type { FailurePolicy } from '../contract.js';
 import { readWasmSummary, type Limits, type WasmSummary } from './wasm-binary.js';
-import { instrumentFuel, FUEL_GLOBAL, FUEL_INSTRUMENTATION_VERSION } from './fuel.js';
+import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
 
 export const ABI_MAJOR = 1;
@@ -187,20 +188,24 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
 /**
  * Instrumentation costs most of a module's load time, and its output depends
  * only on the input bytes, the start-function fuel and the instrumentation
- * itself. A cache directory (the built-ins' and the module store's, both
- * written only by this host) keeps the result across restarts.
+ * itself. A cache directory written only by this host (the built-ins' is
+ * filled by the build) keeps the result across restarts, and a process whose
+ * modules all hit it never loads binaryen.
  */
 function cachedInstrumentation(bytes: Uint8Array, sha256: string, startFuel: number, dir: string | undefined): Uint8Array {
   if (!dir) return instrumentFuel(bytes, startFuel);
-  const file = join(dir, `${sha256}-f${startFuel}-v${FUEL_INSTRUMENTATION_VERSION}.wasm`);
-  if (existsSync(file)) {
-    const hit = readFileSync(file);
-    if (WebAssembly.validate(hit as BufferSource)) return hit;
+  const file = join(dir, instrumentedFileName(sha256, startFuel));
+  let hit: Buffer | undefined;
+  try {
+    hit = readFileSync(file);
+  } catch {
+    // Not cached yet (or removed since): instrument below.
   }
+  if (hit && WebAssembly.validate(hit as BufferSource)) return hit;
   const out = instrumentFuel(bytes, startFuel);
   try {
     mkdirSync(dir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
+    const tmp = `${file}.${process.pid}-${threadId}.tmp`;
     writeFileSync(tmp, out);
     renameSync(tmp, file);
   } catch {
