@@ -2,10 +2,13 @@
 // ClusterState, build and activate the default pipeline, drop the generator's
 // copies, collect garbage, and print the process's memory as one JSON line.
 // RSS then holds what an agent holds: the objects, the PodInfo index and
-// every stage's WebAssembly memory.
+// every stage's WebAssembly memory. The built-ins' instrumented forms come
+// from the build's cache, so binaryen is never loaded; `instrumentationHelpers`
+// says otherwise (a cold cache), since a helper thread's memory stays in RSS.
 import { defaultPipeline } from '../host/pipeline/spec.js';
 import { SCALES, generateCluster } from './generator.js';
 import { engineFor, loadState } from './harness.js';
+import { helpersStarted } from '../host/runtime/instrument-helper.js';
 
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
@@ -28,6 +31,7 @@ process.stdout.write(JSON.stringify({
   wasmMemoryMiB: mib(wasm),
   wasmMemoryMiBByStage: Object.fromEntries(pipeline.stages.map((s) => [s.name, mib(s.memoryBytes)])),
   scale: scale.name,
+  instrumentationHelpers: helpersStarted(),
   gcExposed: gc !== undefined,
 }) + '\n');
 process.exit(0);
