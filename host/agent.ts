@@ -7,7 +7,7 @@ import {
   AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
-  type AdminServer, type AutoRollbackOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AdminServer, type AutoRollbackOptions, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
 } from './index.js';
 
 export interface AgentConfig {
@@ -29,6 +29,8 @@ export interface AgentConfig {
   dnsQueueId?: number;
   /** Lowest mark bit of the four the dataplane uses; distinct per agent on a node. */
   markBits?: number;
+  /** Nice value (-20..19) for the packet thread; unset leaves it alone (see DataplaneOptions.packetThreadNice). */
+  packetThreadNice?: number;
   /** Uploaded modules and the active pipeline persist here; without it nothing persists and uploads are refused. */
   stateDir?: string;
   /** `host:port` of the admin API; absent or empty for none. */
@@ -43,6 +45,19 @@ export interface AgentConfig {
   modules?: ModuleResolver[];
   /** More sources (e.g. the multicluster IP tracker), started after the built-in ones. */
   extraSources?: ObjectSource[];
+}
+
+/** The Dataplane settings an agent configuration asks for; the Agent adds its logger and DNS hook. */
+export function dataplaneSettings(config: AgentConfig): Omit<DataplaneOptions, 'logger' | 'onDnsAnswer'> {
+  return {
+    tableName: config.tableName ?? 'kube-wasm-policies',
+    queueId: config.queueId ?? 100,
+    dnsQueueId: config.dnsQueueId ?? 101,
+    failOpen: config.failOpen ?? true,
+    strict: config.strict ?? true,
+    ...(config.markBits !== undefined ? { marks: marksAt(config.markBits) } : {}),
+    ...(config.packetThreadNice !== undefined ? { packetThreadNice: config.packetThreadNice } : {}),
+  };
 }
 
 export function loadPipelineFile(file: string | undefined, verbose: boolean): PipelineSpec {
@@ -130,14 +145,9 @@ export class Agent {
 
   private async startDataplane(): Promise<void> {
     const dp = new Dataplane({
-      tableName: this.config.tableName ?? 'kube-wasm-policies',
-      queueId: this.config.queueId ?? 100,
-      dnsQueueId: this.config.dnsQueueId ?? 101,
-      failOpen: this.config.failOpen ?? true,
-      strict: this.config.strict ?? true,
+      ...dataplaneSettings(this.config),
       logger: this.log.child({ part: 'dataplane' }),
       onDnsAnswer: (name, address, ttl) => this.state.recordResolvedName(name, address, ttl),
-      ...(this.config.markBits !== undefined ? { marks: marksAt(this.config.markBits) } : {}),
     });
     await dp.start(this.engine);
     this.dataplane = dp;

@@ -7,6 +7,8 @@ export interface AgentFlag {
   name: string;
   type: 'string' | 'boolean' | 'number';
   default?: string | boolean | number;
+  /** Inclusive bounds of a number flag; without them it takes 0 and up. */
+  range?: [number, number];
   description: string;
 }
 
@@ -31,6 +33,7 @@ export const agentFlags: AgentFlag[] = [
   { name: 'ip-tracker-prefix', type: 'string', default: '/kwp/ips/', description: 'Key prefix of the IP tracker records in etcd.' },
   { name: 'cluster-id', type: 'string', description: "This cluster's id in the cluster set (multicluster); the kube-system namespace uid when absent." },
   { name: 'mark-bits', type: 'number', default: 20, description: 'Lowest of the packet/conntrack mark bits this agent uses (it takes 4); agents sharing a node need distinct ranges.' },
+  { name: 'packet-thread-nice', type: 'number', range: [-20, 19], description: 'Nice value for the thread that runs the packet path (negative raises it; needs root or CAP_SYS_NICE, else logged and ignored); unset leaves the inherited priority.' },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
 ];
 

@@ -6,7 +6,7 @@ import {
   type MulticlusterAgentConfig, type ObjectSource, type PipelineSpec,
 } from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
-import { Agent, loadPipelineFile } from '../agent.js';
+import { Agent, loadPipelineFile, type AgentConfig } from '../agent.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
 
@@ -29,6 +29,11 @@ function convert(flag: AgentFlag, raw: string | undefined): string | number | bo
   if (raw === undefined || raw === '') throw new KwpError('KWP_ERR_USAGE', `${where} needs a value`);
   if (flag.type === 'number') {
     const n = Number(raw);
+    if (flag.range) {
+      const [min, max] = flag.range;
+      if (!/^-?\d+$/.test(raw) || n < min || n > max) throw new KwpError('KWP_ERR_USAGE', `${where} takes a whole number from ${min} to ${max}, got "${raw}"`);
+      return n;
+    }
     if (!Number.isInteger(n) || n < 0) throw new KwpError('KWP_ERR_USAGE', `${where} takes a whole number, got "${raw}"`);
     return n;
   }
@@ -78,10 +83,12 @@ async function multiclusterConfig(flags: AgentFlagValues): Promise<MulticlusterA
   return { ipTrackerEtcd, ipTrackerPrefix: flags['ip-tracker-prefix'] as string, clusterId };
 }
 
-export async function runAgent(argv: string[]): Promise<number> {
-  const flags = parseAgentFlags(argv);
-  if (flags.help) { process.stdout.write(helpText()); return 0; }
-  const multicluster = await multiclusterConfig(flags);
+/**
+ * The Agent's settings from parsed flags; the logger and the extra sources
+ * (multicluster) are the caller's. Exported so tests can follow a flag to the
+ * dataplane options without starting anything.
+ */
+export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
   let autoRollback: { failures: number; windowMs: number } | undefined;
   if (flags['auto-rollback'] !== undefined) {
     const m = /^(\d+)\/(\d+)$/.exec(String(flags['auto-rollback']));
@@ -89,19 +96,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     autoRollback = { failures: Number(m[1]), windowMs: Number(m[2]) * 1000 };
   }
   const adminAddress = String(flags['admin-address']);
-  // Multicluster: the IP-tracker source (it puts the state into multicluster
-  // mode) and the pipeline with the multicluster NetworkPolicy stage.
-  const logger = createLogger(flags.v as number);
-  let pipeline: PipelineSpec | undefined;
-  const extraSources: ObjectSource[] = [];
-  if (multicluster) {
-    extraSources.push(multiclusterSource(multicluster, logger.child({ source: 'ip-tracker' })));
-    const verbose = (flags.v as number) > 0;
-    pipeline = multiclusterPipeline(loadPipelineFile(flags.pipeline as string | undefined, verbose), multicluster, flags.pipeline === undefined);
-  }
-  const agent = new Agent({
-    logger,
-    extraSources,
+  return {
     manifests: flags.manifests ? String(flags.manifests).split('\n') : undefined,
     kubeconfig: flags.kubeconfig as string | undefined,
     inCluster: !flags.kubeconfig && !flags.manifests && !!process.env.KUBERNETES_SERVICE_HOST,
@@ -115,13 +110,32 @@ export async function runAgent(argv: string[]): Promise<number> {
     queueId: flags['queue-id'] as number,
     dnsQueueId: flags['dns-queue-id'] as number,
     markBits: flags['mark-bits'] as number,
+    packetThreadNice: flags['packet-thread-nice'] as number | undefined,
     stateDir: flags['state-dir'] as string,
     adminAddress: adminAddress === 'off' ? undefined : adminAddress,
     adminTokenFile: flags['admin-token-file'] as string | undefined,
     adminReadsOpen: flags['admin-reads-open'] as boolean,
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
-  });
+  };
+}
+
+export async function runAgent(argv: string[]): Promise<number> {
+  const flags = parseAgentFlags(argv);
+  if (flags.help) { process.stdout.write(helpText()); return 0; }
+  const config = agentConfigFromFlags(flags);
+  const multicluster = await multiclusterConfig(flags);
+  // Multicluster: the IP-tracker source (it puts the state into multicluster
+  // mode) and the pipeline with the multicluster NetworkPolicy stage.
+  const logger = createLogger(flags.v as number);
+  let pipeline: PipelineSpec | undefined;
+  const extraSources: ObjectSource[] = [];
+  if (multicluster) {
+    extraSources.push(multiclusterSource(multicluster, logger.child({ source: 'ip-tracker' })));
+    const verbose = (flags.v as number) > 0;
+    pipeline = multiclusterPipeline(loadPipelineFile(flags.pipeline as string | undefined, verbose), multicluster, flags.pipeline === undefined);
+  }
+  const agent = new Agent({ ...config, logger, extraSources });
   await agent.start(pipeline);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

@@ -20,6 +20,8 @@ export interface InstallOptions {
   strict: boolean;
   /** HOST:PORT the admin API listens on in the host network namespace. */
   adminAddress: string;
+  /** The agent's `--packet-thread-nice`; absent leaves the packet thread at the inherited priority. */
+  packetThreadNice?: number;
   /** Kinds the agent watches; the ClusterRole grants exactly these. */
   kinds?: readonly KindKey[];
   /** Flat-network multicluster: the IP tracker objects, and the agent flags that read its records. */
@@ -62,6 +64,7 @@ export function agentArgs(opts: InstallOptions): string[] {
     ['admin-address', opts.adminAddress],
     ['state-dir', STATE_DIR],
     ['dataplane', 'on'],
+    ...(opts.packetThreadNice !== undefined ? [['packet-thread-nice', String(opts.packetThreadNice)] as [string, string]] : []),
     ...(opts.multicluster ? multiclusterAgentArgs({ namespace: opts.namespace, image: opts.image, ...opts.multicluster }) : []),
   ];
   return values.map(([name, value]) => {
@@ -120,9 +123,11 @@ export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1Clus
               args: ['agent', ...agentArgs(opts)],
               env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
               securityContext: {
-                // NET_ADMIN: nftables/iptables rules, NFQUEUE and conntrack; NET_RAW: iptables' raw sockets. No more.
+                // NET_ADMIN: nftables/iptables rules, NFQUEUE and conntrack; NET_RAW: iptables' raw sockets;
+                // SYS_NICE only to raise the packet thread (a negative nice), which root alone may not do in a
+                // container. No more.
                 privileged: false,
-                capabilities: { add: ['NET_ADMIN', 'NET_RAW'] },
+                capabilities: { add: ['NET_ADMIN', 'NET_RAW', ...((opts.packetThreadNice ?? 0) < 0 ? ['SYS_NICE'] : [])] },
               },
               resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
               livenessProbe: { httpGet: httpGet('/healthz'), initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 6 },

@@ -97,18 +97,40 @@ describe('kwp manifests', () => {
   it("passes arguments the agent's own parser accepts, with the values the flags asked for", () => {
     const c = agentContainer(objects(['--fail-open=false', '--admin-address', '0.0.0.0:9555']));
     const parsed = parseAgentFlags(c.args.slice(1).map((a: string) => a.replace('$(NODE_NAME)', 'node-a')));
-    expect(parsed).toMatchObject({ 'node-name': 'node-a', 'fail-open': false, strict: true, 'admin-address': '0.0.0.0:9555', dataplane: 'on', pipeline: '/etc/kwp/pipeline.yaml' });
+    expect(parsed).toMatchObject({ 'node-name': 'node-a', 'fail-open': false, strict: true, 'admin-address': '0.0.0.0:9555', dataplane: 'on', pipeline: '/etc/kwp/pipeline.yaml', 'packet-thread-nice': -10 });
   });
 
-  it('runs on the host network with NET_ADMIN and NET_RAW, tolerating every taint, with resource requests', () => {
+  it('runs on the host network with NET_ADMIN, NET_RAW and SYS_NICE, tolerating every taint, with resource requests', () => {
     const ds = byKind(objects(), 'DaemonSet');
     const pod = ds.spec.template.spec;
     expect(pod.hostNetwork).toBe(true);
     expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
     expect(pod.serviceAccountName).toBe(byKind(objects(), 'ServiceAccount').metadata.name);
-    expect(pod.containers[0].securityContext.capabilities.add).toEqual(['NET_ADMIN', 'NET_RAW']);
+    expect(pod.containers[0].securityContext.capabilities.add).toEqual(['NET_ADMIN', 'NET_RAW', 'SYS_NICE']);
     expect(pod.containers[0].resources.requests).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
     expect(ds.spec.template.metadata.labels).toMatchObject(ds.spec.selector.matchLabels);
+  });
+
+  it('raises the packet thread to nice -10 by default, and the agent parses that argument', () => {
+    const c = agentContainer(objects());
+    expect(c.args).toContain('--packet-thread-nice=-10');
+    expect(parseAgentFlags(c.args.slice(1))['packet-thread-nice']).toBe(-10);
+    expect(c.securityContext.capabilities.add).toContain('SYS_NICE');
+  });
+
+  it('takes another --packet-thread-nice, adding SYS_NICE only for a negative one', () => {
+    const raised = agentContainer(objects(['--packet-thread-nice=-5']));
+    expect(raised.args).toContain('--packet-thread-nice=-5');
+    expect(raised.securityContext.capabilities.add).toEqual(['NET_ADMIN', 'NET_RAW', 'SYS_NICE']);
+    const lowered = agentContainer(objects(['--packet-thread-nice', '5']));
+    expect(lowered.args).toContain('--packet-thread-nice=5');
+    expect(lowered.securityContext.capabilities.add).toEqual(['NET_ADMIN', 'NET_RAW']);
+  });
+
+  it('leaves the packet thread priority and SYS_NICE out with --packet-thread-nice=off', () => {
+    const c = agentContainer(objects(['--packet-thread-nice=off']));
+    expect(c.args.join(' ')).not.toContain('packet-thread-nice');
+    expect(c.securityContext.capabilities.add).toEqual(['NET_ADMIN', 'NET_RAW']);
   });
 
   it.each([
@@ -153,6 +175,8 @@ describe('kwp manifests', () => {
     [['--admin-address', '9443'], 'KWP_ERR_USAGE: kwp manifests: --admin-address "9443" is not HOST:PORT'],
     [['--namespace', 'Kube_System'], 'KWP_ERR_USAGE: kwp manifests: --namespace "Kube_System"'],
     [['--replicas', '3'], 'KWP_ERR_USAGE: kwp manifests: '],
+    [['--packet-thread-nice=-21'], 'KWP_ERR_USAGE: kwp manifests: --packet-thread-nice takes a whole number from -20 to 19 or off, got "-21"'],
+    [['--packet-thread-nice=fast'], 'KWP_ERR_USAGE: kwp manifests: --packet-thread-nice takes a whole number from -20 to 19 or off, got "fast"'],
     [['--pipeline', '/nonexistent/pipeline.yaml'], 'KWP_ERR_USAGE: kwp manifests: --pipeline /nonexistent/pipeline.yaml could not be read'],
   ])('rejects %j with a usage error naming the flag', (argv, prefix) => {
     expect(usageError(argv)).toContain(prefix);

@@ -11,6 +11,13 @@ import { parseHostPort, renderInstallYaml, type InstallOptions } from './install
 import { toMulticlusterPipeline } from '../multicluster/pipeline.js';
 import { parseEtcdEndpoints } from '../multicluster/etcd-client.js';
 
+/**
+ * The DaemonSet raises the packet thread: on a busy node the endpoints a
+ * verdict wakes otherwise preempt the agent inside the verdict call
+ * (docs/dataplane.md, "Where the packet time goes").
+ */
+export const DEFAULT_PACKET_THREAD_NICE = -10;
+
 const HELP = `usage: kwp manifests [flags]
 
 Prints the YAML that installs the agent (a DaemonSet, its ServiceAccount, a
@@ -25,6 +32,9 @@ flags:
   --fail-open=true|false  let packets pass while no agent listens (default true)
   --strict=true|false     cut established connections a new policy denies (default true)
   --admin-address H:P     admin API address on the node; the probes use it (default 127.0.0.1:9443)
+  --packet-thread-nice N|off
+                          the agent's packet thread priority, -20..19; a negative one adds the
+                          SYS_NICE capability; off leaves both out (default ${DEFAULT_PACKET_THREAD_NICE})
   --multicluster          add the IP tracker (Deployment, RBAC, kubeconfig Secret) for a
                           flat-network cluster set; the agents read its records (docs/multicluster.md)
   --etcd URL[,URL...]     with --multicluster: the etcd the tracker writes and the agents read
@@ -73,6 +83,16 @@ function pipelineText(file: string | undefined): { text: string; from: string } 
   return { text: formatPipelineYAML(defaultPipeline()), from: 'the built-in default pipeline' };
 }
 
+function packetThreadNice(value: string | undefined): number | undefined {
+  if (value === undefined) return DEFAULT_PACKET_THREAD_NICE;
+  if (value === 'off') return undefined;
+  const n = Number(value);
+  if (!/^-?\d+$/.test(value) || n < -20 || n > 19) {
+    throw new KwpError('KWP_ERR_USAGE', `kwp manifests: --packet-thread-nice takes a whole number from -20 to 19 or off, got "${value}"`);
+  }
+  return n;
+}
+
 function booleanFlag(name: string, value: string | undefined, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (value === 'true') return true;
@@ -89,6 +109,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     'fail-open': { type: 'string' },
     strict: { type: 'string' },
     'admin-address': { type: 'string' },
+    'packet-thread-nice': { type: 'string' },
     multicluster: { type: 'boolean' },
     etcd: { type: 'string' },
     'cluster-id': { type: 'string' },
@@ -108,6 +129,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
   const image = values.image ?? defaultImage();
   if (!image || /\s/.test(image)) throw new KwpError('KWP_ERR_USAGE', `kwp manifests: --image "${image}" is not an image reference`);
   const pipeline = pipelineText(values.pipeline);
+  const nice = packetThreadNice(values['packet-thread-nice']);
   if (!values.multicluster && (values.etcd !== undefined || values['cluster-id'] !== undefined || values['tracker-cluster-id'] !== undefined)) {
     throw new KwpError('KWP_ERR_USAGE', 'kwp manifests: --etcd, --cluster-id and --tracker-cluster-id only apply with --multicluster; add --multicluster');
   }
@@ -131,6 +153,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     failOpen: booleanFlag('fail-open', values['fail-open'], true),
     strict: booleanFlag('strict', values.strict, true),
     adminAddress,
+    ...(nice !== undefined ? { packetThreadNice: nice } : {}),
     ...(multicluster ? { multicluster } : {}),
   };
 }

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { isKwpError } from '../errors.js';
+import { dataplaneSettings } from '../agent.js';
+import { agentConfigFromFlags, parseAgentFlags } from './agent.js';
+
+function usageError(argv: string[]): string {
+  try {
+    parseAgentFlags(argv);
+  } catch (err) {
+    return isKwpError(err) ? `${err.code}: ${err.message}` : `not a KwpError: ${String(err)}`;
+  }
+  return 'no error';
+}
+
+/** What `kwp agent ARGV` would hand the Dataplane, short of starting it. */
+const dataplaneFor = (argv: string[]) => dataplaneSettings(agentConfigFromFlags(parseAgentFlags(argv)));
+
+describe('kwp agent flags', () => {
+  it.each([
+    [['--packet-thread-nice=-10']],
+    [['--packet-thread-nice', '-10']],
+  ])('hands --packet-thread-nice to the dataplane as packetThreadNice (%j)', (argv) => {
+    expect(dataplaneFor(argv)).toMatchObject({ packetThreadNice: -10 });
+  });
+
+  it('accepts both ends of the nice range', () => {
+    expect(dataplaneFor(['--packet-thread-nice=-20']).packetThreadNice).toBe(-20);
+    expect(dataplaneFor(['--packet-thread-nice=19']).packetThreadNice).toBe(19);
+  });
+
+  it('leaves the packet thread priority alone unless asked', () => {
+    expect(dataplaneFor([])).not.toHaveProperty('packetThreadNice');
+  });
+
+  it('hands the queue numbers, table and fail mode to the dataplane alongside the nice value', () => {
+    expect(dataplaneFor(['--queue-id=7', '--dns-queue-id=8', '--table-name=t2', '--fail-open=false', '--packet-thread-nice=-5'])).toMatchObject({
+      queueId: 7, dnsQueueId: 8, tableName: 't2', failOpen: false, strict: true, packetThreadNice: -5,
+    });
+  });
+
+  it.each(['-21', '20', '-10.5', 'high', '1e1', ''])('rejects --packet-thread-nice=%s naming the flag and the range', (value) => {
+    expect(usageError([`--packet-thread-nice=${value}`])).toMatch(
+      value === '' ? /^KWP_ERR_USAGE: kwp agent: --packet-thread-nice needs a value/ : /^KWP_ERR_USAGE: kwp agent: --packet-thread-nice takes a whole number from -20 to 19, got "/,
+    );
+  });
+
+  it('still refuses a negative value for a number flag without a range', () => {
+    expect(usageError(['--queue-id=-1'])).toMatch(/^KWP_ERR_USAGE: kwp agent: --queue-id takes a whole number, got "-1"/);
+  });
+});
