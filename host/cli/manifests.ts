@@ -32,9 +32,10 @@ flags:
   --fail-open=true|false  let packets pass while no agent listens (default true)
   --strict=true|false     cut established connections a new policy denies (default true)
   --admin-address H:P     admin API address on the node; the probes use it (default 127.0.0.1:9443)
-  --packet-thread-nice N|off
-                          the agent's packet thread priority, -20..19; a negative one adds the
-                          SYS_NICE capability; off leaves both out (default ${DEFAULT_PACKET_THREAD_NICE})
+  --packet-thread-nice=N|off
+                          the agent's packet thread priority, -20..19 (a negative N needs the "=");
+                          a negative one adds the SYS_NICE capability; off leaves both out
+                          (default ${DEFAULT_PACKET_THREAD_NICE})
   --multicluster          add the IP tracker (Deployment, RBAC, kubeconfig Secret) for a
                           flat-network cluster set; the agents read its records (docs/multicluster.md)
   --etcd URL[,URL...]     with --multicluster: the etcd the tracker writes and the agents read

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, afterEach, describe, it, expect } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeObject } from '../../host/contract.js';
@@ -42,6 +42,17 @@ async function startAgent(policies: KubeObject[], args: string[] = []): Promise<
   agent = await startKwpAgent(lab, { manifests: [dir], args });
   console.log(`kwp agent ${args.join(' ') || '(default flags)'} running, dataplane queue mode: ${agent.queueMode}`);
   return agent;
+}
+
+/** Nice value of each thread of a process, by thread id (field 19 of /proc/PID/task/TID/stat). */
+function threadNice(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    // Fields after the parenthesised command name start at field 3.
+    out.set(Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+  }
+  return out;
 }
 
 async function hold(from: string, to: string, port: number): Promise<HeldConnection> {
@@ -151,5 +162,20 @@ describe('kwp agent on real traffic through edits, crashes and restarts', () => 
     // Three starts, two of them over a killed agent's rules: still one jump into the agent's chain.
     const postrouting = (await lab.execInNode('iptables', ['-t', 'mangle', '-S', 'POSTROUTING'])).stdout;
     expect(postrouting.split('\n').filter((line) => line.includes('-j KUBE-WASM-POLICIES'))).toHaveLength(1);
+  });
+
+  it('raises the packet thread to the --packet-thread-nice it was given, not the whole process, and still enforces', async () => {
+    await agent?.stop();
+    await startAgent([bFromY], ['--packet-thread-nice=-10']);
+    const pid = agent!.process.child.pid!;
+    const nice = threadNice(pid);
+    console.log(`agent thread nice values: ${[...nice].map(([tid, n]) => `${tid === pid ? 'main' : tid}=${n}`).join(' ')}`);
+    // ip netns exec replaces itself with node, so the child's pid is the agent's main (JS) thread.
+    expect(nice.get(pid)).toBe(-10);
+    expect([...nice].filter(([tid]) => tid !== pid).map(([, n]) => n)).toContain(0);
+    const running = agent!.process.errorLines.find((line) => line.includes('"msg":"dataplane running'));
+    expect(JSON.parse(running!).packetThreadNice).toBe(-10);
+    expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
+    expect((await lab.tcp('y/c', 'x/b', 80)).ok).toBe(true);
   });
 });
