@@ -26,6 +26,15 @@ export abstract class Evaluator {
   /** Text for a reason code set in decide. */
   explain(reason: u32): string { return ""; }
 
+  /**
+   * True lets the SDK remember verdicts (sdk/decision-cache.ts): return it only
+   * when decide's verdict and reason depend on nothing but the record (its
+   * source port excepted), the config, the delivered objects and the PodInfos
+   * of the record's two pods — no counters, no other pods' state, no logging
+   * per packet. A stage can still turn the memo off with `decisionCache: false`.
+   */
+  cachesDecisions(): bool { return false; }
+
   /** True when the module must see all traffic (cluster-wide policies); false to name subjects with isSubject. */
   needsAllTraffic(): bool { return true; }
   /** With needsAllTraffic() false: whether traffic to or from this pod must be shown to the module. */

@@ -2,12 +2,13 @@
 //   export * from "kube-wasm-policies/sdk/exports";
 // Everything here only adapts raw memory to the Evaluator API.
 
-import { parseJSON, jsonError } from "./json";
+import { parseJSON, jsonError, JValue, JKind } from "./json";
 import { decodePodInfo } from "./podinfo";
 import { pods } from "./registry";
 import { invalidatePodCaches } from "./podcache";
 import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON } from "./decision";
 import { registered } from "./evaluator";
+import * as decisionCache from "./decision-cache";
 
 /** ABI 1.0. The host reads this initializer from the binary. */
 export const kwp_abi_version: i32 = 0x00010000;
@@ -36,9 +37,31 @@ export function kwp_configure(ptr: usize, len: i32): i32 {
   const cfg = parseJSON(ptr, <usize>len);
   if (ptr != 0) heap.free(ptr);
   if (cfg == null) return max(1, setResultText("config is not valid JSON: " + jsonError));
+  decisionCache.objectsChanged();
+  const cacheErr = takeDecisionCacheKey(cfg);
+  if (cacheErr != null) return max(1, setResultText(cacheErr));
   const err = registered().configure(cfg);
   if (err != null) return max(1, setResultText(err));
   return 0;
+}
+
+// `decisionCache` is the SDK's key, not the evaluator's: it is taken out of
+// the config before the evaluator sees it, so evaluators that refuse unknown
+// keys keep doing so for their own.
+function takeDecisionCacheKey(cfg: JValue): string | null {
+  const on = registered().cachesDecisions();
+  decisionCache.setDecisionCacheEnabled(on);
+  if (cfg.kind != JKind.Object) return null;
+  const keys = cfg.keys!;
+  const idx = keys.indexOf("decisionCache");
+  if (idx < 0) return null;
+  const v = cfg.items![idx];
+  if (v.kind != JKind.Bool) return "config.decisionCache must be true or false";
+  if (v.b && !on) return "config.decisionCache is true, but this evaluator does not cache decisions (its verdicts may depend on more than the record and the delivered state); remove the key";
+  decisionCache.setDecisionCacheEnabled(v.b);
+  keys.splice(idx, 1);
+  cfg.items!.splice(idx, 1);
+  return null;
 }
 
 export function kwp_pod_upsert(ptr: usize, len: i32): void {
@@ -47,17 +70,20 @@ export function kwp_pod_upsert(ptr: usize, len: i32): void {
   if (pod == null) return;
   const prev = pods.put(pod);
   invalidatePodCaches(pod.id);
+  decisionCache.podChanged(pod.id);
   registered().podUpserted(pod, prev);
 }
 
 export function kwp_pod_delete(id: u32): void {
   const prev = pods.remove(id);
   invalidatePodCaches(id);
+  decisionCache.podChanged(id);
   if (prev != null) registered().podDeleted(prev);
 }
 
 export function kwp_object(kind: i32, op: i32, ptr: usize, len: i32): i32 {
   const e = registered();
+  decisionCache.objectsChanged();
   if (op == 2) { e.objectsReset(kind); return 0; }
   if (op == 3) { e.objectsSynced(kind); return 0; }
   const obj = parseJSON(ptr, <usize>len);
@@ -80,6 +106,17 @@ export function kwp_batch_capacity(): i32 {
 export function kwp_decide(count: i32): i32 {
   const e = registered();
   const n = count < BATCH_CAPACITY ? count : BATCH_CAPACITY;
+  if (decisionCache.decisionCacheEnabled()) {
+    for (let i = 0; i < n; i++) {
+      const rec = batchArea + <usize>i * RECORD_SIZE;
+      if (decisionCache.lookup(rec)) continue;
+      store<u32>(rec + OFF_REASON, 0);
+      decision.ptr = rec;
+      store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
+      decisionCache.remember(rec);
+    }
+    return 0;
+  }
   for (let i = 0; i < n; i++) {
     const rec = batchArea + <usize>i * RECORD_SIZE;
     store<u32>(rec + OFF_REASON, 0);
@@ -105,4 +142,12 @@ export function kwp_subjects(): i32 {
   for (let i = 0; i < ids.length; i++) store<u32>(changetype<usize>(buf) + <usize>i * 4, ids[i]);
   result = buf;
   return ids.length;
+}
+
+/**
+ * Optional (ABI.md): the address of two u64 counters, decision-cache hits and
+ * misses since the module started, or 0 when the cache is off.
+ */
+export function kwp_decision_cache_stats(): usize {
+  return decisionCache.decisionCacheEnabled() ? decisionCache.stats : 0;
 }

@@ -69,6 +69,20 @@ export class AdminMetrics {
       name: 'kwp_pipeline_stages', help: 'Stages in the active pipeline.', registers,
       collect() { this.set(controller.livePipelines()[0]?.stages.length ?? 0); },
     });
+    // Gauges, not counters: the module keeps the counts, and they start again
+    // with every new instance (a rebuild after a trap, a pipeline swap).
+    const cacheGauge = (name: string, help: string, pick: (s: { hits: number; misses: number }) => number) => new Gauge({
+      name, help, labelNames: ['stage', 'module'], registers,
+      collect() {
+        this.reset();
+        for (const s of controller.livePipelines()[0]?.stages ?? []) {
+          const stats = s.decisionCacheStats();
+          if (stats) this.set({ stage: s.name, module: s.compiled.meta.name }, pick(stats));
+        }
+      },
+    });
+    cacheGauge('kwp_stage_decision_cache_hits', 'Decisions the stage answered from its decision cache since its module instance started.', (s) => s.hits);
+    cacheGauge('kwp_stage_decision_cache_misses', 'Decisions the stage computed (decision-cache misses) since its module instance started.', (s) => s.misses);
     this.swaps = new Counter({ name: 'kwp_pipeline_swaps_total', help: 'Pipeline activations, by action (startup, set, rollback, auto-rollback).', labelNames: ['action'], registers });
     this.uploads = new Counter({
       name: 'kwp_module_uploads_total', help: 'Module uploads by outcome: stored, unchanged, or the KWP_ERR code that refused them.',

@@ -7,7 +7,7 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, ObjectOp, type InstanceLogger } from '../runtime/instance.js';
+import { EvaluatorInstance, ObjectOp, type DecisionCacheStats, type InstanceLogger } from '../runtime/instance.js';
 import { encodePodInfo } from '../runtime/podinfo-codec.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
@@ -149,6 +149,8 @@ export class Stage implements StateListener {
 
   get healthy(): boolean { return this.instance !== undefined && !this.instance.broken; }
   get memoryBytes(): number { return this.instance?.memoryBytes ?? 0; }
+  /** The current instance's decision-cache hits and misses (they restart with a rebuilt instance); undefined without a cache. */
+  decisionCacheStats(): DecisionCacheStats | undefined { return this.instance?.decisionCacheStats(); }
   get kinds(): readonly string[] { return this.compiled.meta.kinds; }
 
   private freshInstance(): EvaluatorInstance {

@@ -37,7 +37,12 @@ interface Exports {
   kwp_explain(reason: number): number;
   kwp_subjects(): number;
   kwp_result(): number;
+  /** Optional (ABI.md): address of two u64 counters, decision-cache hits and misses; 0 when the cache is off. */
+  kwp_decision_cache_stats?: () => number;
 }
+
+/** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
+export interface DecisionCacheStats { hits: number; misses: number }
 
 export class EvaluatorInstance {
   readonly compiled: CompiledEvaluator;
@@ -250,6 +255,22 @@ export class EvaluatorInstance {
     if (reason === 0) return '';
     const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
     return this.resultText(len);
+  }
+
+  /**
+   * The module's decision-cache counters, or undefined when it has no cache
+   * or has it turned off. Safe to read between decisions: one call returns
+   * the counters' address.
+   */
+  decisionCacheStats(): DecisionCacheStats | undefined {
+    const stats = this.exports.kwp_decision_cache_stats;
+    if (typeof stats !== 'function' || this.broken) return undefined;
+    const ptr = this.guarded(() => stats(), this.callFuel, 'kwp_decision_cache_stats');
+    if (!ptr) return undefined;
+    const u8 = this.bytes();
+    if (ptr + 16 > u8.byteLength) return undefined;
+    const view = new DataView(u8.buffer, ptr, 16);
+    return { hits: Number(view.getBigUint64(0, true)), misses: Number(view.getBigUint64(8, true)) };
   }
 
   /** 'all', or the pod ids the module needs to see traffic for. */

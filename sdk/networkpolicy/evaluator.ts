@@ -237,6 +237,8 @@ export class NetworkPolicyEvaluator extends Evaluator {
   }
 
   needsAllTraffic(): bool { return false; }
+  // A verdict reads only the two pods' PodInfos, the policies and the record.
+  cachesDecisions(): bool { return true; }
 
   isSubject(pod: PodInfo): bool {
     const entry = this.table.get(pod.id);

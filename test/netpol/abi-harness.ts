@@ -45,6 +45,7 @@ interface Exports {
   kwp_explain(reason: number): number;
   kwp_subjects(): number;
   kwp_result(): number;
+  kwp_decision_cache_stats?: () => number;
 }
 
 function encodeStr(out: number[], s: string): void {
@@ -290,6 +291,14 @@ export class ModuleHarness {
     const egress = this.outcome(0);
     const ingress = this.outcome(1);
     return { allowed: egress.verdict !== 'Deny' && ingress.verdict !== 'Deny', egress, ingress };
+  }
+
+  /** Decision-cache hits and misses so far; undefined when the module has no cache or has it off. */
+  cacheStats(): { hits: number; misses: number } | undefined {
+    const ptr = this.e.kwp_decision_cache_stats?.() ?? 0;
+    if (!ptr) return undefined;
+    const v = new DataView(this.e.memory.buffer, ptr, 16);
+    return { hits: Number(v.getBigUint64(0, true)), misses: Number(v.getBigUint64(8, true)) };
   }
 
   /** Pod ids the module asked to see traffic for; 'all' for every packet. */

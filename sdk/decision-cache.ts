@@ -1,0 +1,184 @@
+// A memo of verdicts for evaluators whose answer is a function of the record
+// (minus its source port), the delivered objects and config, and the PodInfos
+// of the record's two pods (Evaluator.cachesDecisions). The NFQUEUE only shows
+// the first packet of each connection, but clients open connections to the
+// same server port over and over, so the same question comes back far more
+// often than the state it depends on changes.
+//
+// Staleness is tracked with a delivery clock instead of clearing the table:
+// every delivery ticks the clock; an object or config change stamps the whole
+// table stale, a pod change stamps only that pod (in a small hashed table, so
+// an unrelated pod sharing the slot may also lose its entries, which costs a
+// recomputation, never a wrong answer). An entry is used only when it is
+// younger than every stamp that could affect it.
+//
+// Two tables of 4-way sets. A full set gives up the way the newcomer's hash
+// picks rather than its oldest entry: traffic cycles through the same
+// questions, and oldest-first eviction would make every key of an overfull
+// set miss on every round instead of only the ones sharing a way.
+//   IPv4, 32-byte entries: 0 head, 8 pod ids, 16 addresses, 24 stamp, 28 reason
+//   IPv6, 64-byte entries: 0 head, 8 pod ids, 16..47 addresses, 48 stamp, 52 reason
+// head = record bytes 0..7 with the reserved byte and the source port masked
+// out and the ICMP type and code put in the source port's place; an entry
+// keeps its verdict in the reserved byte.
+
+import { OFF_REASON, OFF_VERDICT, OFF_SRC_POD, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_ICMP_TYPE } from "./decision";
+
+const WAYS: u32 = 4;
+const V4_SETS: u32 = 8192;
+const V4_ENTRY: usize = 32;
+const V6_SETS: u32 = 1024;
+const V6_ENTRY: usize = 64;
+const POD_SLOTS: u32 = 16384;
+const HEAD_MASK: u64 = 0xFFFF_0000_00FF_FFFF;
+const VERDICT_SHIFT: u64 = 24;
+
+let v4Table: usize = 0;
+let v6Table: usize = 0;
+const podStamps = new StaticArray<u32>(<i32>POD_SLOTS);
+let clock: u32 = 1;
+let objectsStamp: u32 = 1;
+// Off until kwp_configure has asked the evaluator (cachesDecisions).
+let enabled: bool = false;
+
+// The key of the record being decided, kept between lookup and remember.
+let head: u64 = 0;
+let podIds: u64 = 0;
+let a0: u64 = 0;
+let a1: u64 = 0;
+let a2: u64 = 0;
+let a3: u64 = 0;
+let slot: usize = 0;
+
+// Hits and misses since the module started (u64 each), read by the host
+// through the optional kwp_decision_cache_stats export.
+export const stats = memory.data(16, 8);
+
+const V4_BYTES: usize = <usize>V4_SETS * WAYS * V4_ENTRY;
+const V6_BYTES: usize = <usize>V6_SETS * WAYS * V6_ENTRY;
+
+/** Stage config `decisionCache: false` turns the memo off (measurements, debugging). */
+export function setDecisionCacheEnabled(on: bool): void {
+  // Allocated here, not on the first lookup, so deciding never allocates.
+  if (on && v4Table == 0) {
+    v4Table = heap.alloc(V4_BYTES);
+    memory.fill(v4Table, 0, V4_BYTES);
+    v6Table = heap.alloc(V6_BYTES);
+    memory.fill(v6Table, 0, V6_BYTES);
+  }
+  enabled = on;
+}
+export function decisionCacheEnabled(): bool { return enabled; }
+
+function tick(): u32 {
+  if (clock == u32.MAX_VALUE) {
+    // Four billion deliveries: start the clock again on empty tables.
+    if (v4Table != 0) {
+      memory.fill(v4Table, 0, V4_BYTES);
+      memory.fill(v6Table, 0, V6_BYTES);
+    }
+    for (let i: i32 = 0; i < <i32>POD_SLOTS; i++) unchecked(podStamps[i] = 0);
+    clock = 1;
+    objectsStamp = 1;
+  }
+  return ++clock;
+}
+
+/** An object, a reset or the config changed: nothing cached so far holds. */
+export function objectsChanged(): void { objectsStamp = tick(); }
+
+/** Pod `id` was upserted or deleted: answers about it are stale. */
+export function podChanged(id: u32): void { unchecked(podStamps[id & (POD_SLOTS - 1)] = tick()); }
+
+@inline function fresh(stamp: u32): bool {
+  return stamp >= objectsStamp
+    && stamp >= unchecked(podStamps[<u32>podIds & (POD_SLOTS - 1)])
+    && stamp >= unchecked(podStamps[<u32>(podIds >> 32) & (POD_SLOTS - 1)]);
+}
+
+@inline function hit(rec: usize, entryHead: u64, reason: u32): bool {
+  store<u8>(rec + OFF_VERDICT, <u8>(entryHead >> VERDICT_SHIFT));
+  store<u32>(rec + OFF_REASON, reason);
+  store<u64>(stats, load<u64>(stats) + 1);
+  return true;
+}
+
+@inline function mix(h: u64): u64 {
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9;
+  return h ^ (h >> 32);
+}
+
+/**
+ * Looks `rec` up. On a hit, writes the cached verdict and reason into the
+ * record and returns true; on a miss, notes where `remember` will put it.
+ */
+export function lookup(rec: usize): bool {
+  head = (load<u64>(rec) & HEAD_MASK) | (<u64>load<u16>(rec + OFF_ICMP_TYPE) << 32);
+  podIds = load<u64>(rec + OFF_SRC_POD);
+  const v6 = load<u8>(rec, 1) == 6;
+  let h: u64;
+  if (v6) {
+    a0 = load<u64>(rec + OFF_SRC_ADDR);
+    a1 = load<u64>(rec + OFF_SRC_ADDR, 8);
+    a2 = load<u64>(rec + OFF_DST_ADDR);
+    a3 = load<u64>(rec + OFF_DST_ADDR, 8);
+    h = mix(head * 0x9E3779B97F4A7C15 ^ podIds * 0xC2B2AE3D27D4EB4F ^ a0 * 0x165667B19E3779F9
+      ^ a1 * 0xD6E8FEB86659FD93 ^ a2 * 0xFF51AFD7ED558CCD ^ a3 * 0xC4CEB9FE1A85EC53);
+  } else {
+    a0 = <u64>load<u32>(rec + OFF_SRC_ADDR) | (<u64>load<u32>(rec + OFF_DST_ADDR) << 32);
+    h = mix(head * 0x9E3779B97F4A7C15 ^ podIds * 0xC2B2AE3D27D4EB4F ^ a0 * 0x165667B19E3779F9);
+  }
+  const victim = <usize>(<u32>(h >> 13) & (WAYS - 1));
+  let spare: usize = 0;
+  if (!v6) {
+    const set = v4Table + <usize>(<u32>h & (V4_SETS - 1)) * WAYS * V4_ENTRY;
+    for (let w: usize = 0; w < <usize>WAYS; w++) {
+      const e = set + w * V4_ENTRY;
+      const eh = load<u64>(e);
+      const stamp = load<u32>(e, 24);
+      if ((eh & HEAD_MASK) == head && load<u64>(e, 8) == podIds && load<u64>(e, 16) == a0) {
+        if (fresh(stamp)) return hit(rec, eh, load<u32>(e, 28));
+        spare = e;
+        break;
+      }
+      if (spare == 0 && stamp < objectsStamp) spare = e;
+    }
+    slot = spare != 0 ? spare : set + victim * V4_ENTRY;
+  } else {
+    const set = v6Table + <usize>(<u32>h & (V6_SETS - 1)) * WAYS * V6_ENTRY;
+    for (let w: usize = 0; w < <usize>WAYS; w++) {
+      const e = set + w * V6_ENTRY;
+      const eh = load<u64>(e);
+      const stamp = load<u32>(e, 48);
+      if ((eh & HEAD_MASK) == head && load<u64>(e, 8) == podIds && load<u64>(e, 16) == a0
+        && load<u64>(e, 24) == a1 && load<u64>(e, 32) == a2 && load<u64>(e, 40) == a3) {
+        if (fresh(stamp)) return hit(rec, eh, load<u32>(e, 52));
+        spare = e;
+        break;
+      }
+      if (spare == 0 && stamp < objectsStamp) spare = e;
+    }
+    slot = spare != 0 ? spare : set + victim * V6_ENTRY;
+  }
+  store<u64>(stats + 8, load<u64>(stats + 8) + 1);
+  return false;
+}
+
+/** Stores the verdict `decide` just wrote into the record `lookup` missed. */
+export function remember(rec: usize): void {
+  const e = slot;
+  store<u64>(e, head | (<u64>load<u8>(rec + OFF_VERDICT) << VERDICT_SHIFT));
+  store<u64>(e, podIds, 8);
+  store<u64>(e, a0, 16);
+  if (load<u8>(rec, 1) == 6) {
+    store<u64>(e, a1, 24);
+    store<u64>(e, a2, 32);
+    store<u64>(e, a3, 40);
+    store<u32>(e, clock, 48);
+    store<u32>(e, load<u32>(rec + OFF_REASON), 52);
+  } else {
+    store<u32>(e, clock, 24);
+    store<u32>(e, load<u32>(rec + OFF_REASON), 28);
+  }
+}
