@@ -80,6 +80,8 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   private warnedTies: Set<string> = new Set<string>();
   private cache: PodCache<PodPolicies> = new PodCache<PodPolicies>();
   private ready: bool = false;
+  /** Every pod's policy list was filled at the last rebuild (and is kept filled since). */
+  private eager: bool = false;
 
   /** How many kinds module.json lists. */
   protected abstract kindCount(): i32;
@@ -194,7 +196,8 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     // Filling every pod's list now keeps the first decision for each pod free
     // of allocation, but costs pods x policies selector matches in one call.
     // Past a bound that fuel would not cover, pods fill in on first use.
-    if (<i64>all.length * <i64>this.active.length > EAGER_FILL_LIMIT) {
+    this.eager = <i64>all.length * <i64>this.active.length <= EAGER_FILL_LIMIT;
+    if (!this.eager) {
       log.info(this.instanceName() + ": " + all.length.toString() + " pods x " + this.active.length.toString()
         + " policies: computing each pod's policy list at its first decision instead of now");
       return;
@@ -340,6 +343,21 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   }
 
   // ---- decisions ----
+
+  // Subjects let the host skip records between pods no policy of this tier
+  // selects (most traffic, when the tier is used sparingly; all of it when
+  // the tier is empty). Only once every pod's list is known: before the first
+  // sync, or when lists fill in lazily, naming subjects would mean computing
+  // every list in one call.
+  needsAllTraffic(): bool { return !this.ready || !this.eager; }
+  isSubject(pod: PodInfo): bool {
+    if (!this.cache.has(pod.id)) return true;
+    return this.cache.get(pod.id) != NO_POLICIES;
+  }
+
+  // A verdict reads only the two pods' PodInfos, the policies, nodes and
+  // resolved names (all delivered objects) and the record.
+  cachesDecisions(): bool { return true; }
 
   decide(d: Decision): Verdict {
     const egress = d.isEgress;

@@ -52,11 +52,35 @@ describe('the cluster-network-policy module configuration', () => {
     await expect(ModuleHarness.load(release, config)).rejects.toThrow(message);
   });
 
-  it('accepts both tiers and asks to see all traffic', async () => {
+  it('accepts both tiers and asks to see all traffic until its objects are synced', async () => {
     for (const tier of ['Admin', 'Baseline']) {
       const h = await ModuleHarness.load(release, { tier });
       expect(h.subjects()).toBe('all');
     }
+  });
+});
+
+describe('the cluster-network-policy module subjects', () => {
+  const podNames = (h: ModuleHarness, ids: number[]) => ids.map((id) => {
+    const p = podsFromObjects(topology).find((x) => x.id === id);
+    return p ? `${p.namespace}/${p.name}` : `id ${id}`;
+  }).sort();
+
+  it('names exactly the pods a policy of its own tier selects', async () => {
+    const admin = cnp('admin-deny', 'Admin', 1, subjectNamespace('gryffindor'), { egress: [{ name: 'a', action: 'Deny', to: [toNamespace('slytherin')] }] });
+    const baseline = cnp('baseline-deny', 'Baseline', 1, subjectNamespace('ravenclaw'), { ingress: [{ name: 'b', action: 'Deny', from: [toNamespace('slytherin')] }] });
+    const a = await moduleWith([admin, baseline], { tier: 'Admin' });
+    const b = await moduleWith([admin, baseline], { tier: 'Baseline' });
+    const inNamespace = (house: string) => podsFromObjects(topology).filter((p) => p.namespace === ns(house) && !p.hostNetwork).map((p) => `${p.namespace}/${p.name}`).sort();
+    expect(podNames(a, a.subjects() as number[])).toEqual(inNamespace('gryffindor'));
+    expect(podNames(b, b.subjects() as number[])).toEqual(inNamespace('ravenclaw'));
+  });
+
+  it('names no pod when its tier has no policy, and follows a policy added later', async () => {
+    const h = await moduleWith([]);
+    expect(h.subjects()).toEqual([]);
+    h.upsert(cnp('late', 'Admin', 1, subjectNamespace('hufflepuff'), { egress: [{ name: 'a', action: 'Deny', to: [toNamespace('slytherin')] }] }), KIND_CNP);
+    expect(podNames(h, h.subjects() as number[])).toEqual(podsFromObjects(topology).filter((p) => p.namespace === ns('hufflepuff') && !p.hostNetwork).map((p) => `${p.namespace}/${p.name}`).sort());
   });
 });
 
