@@ -9,7 +9,7 @@ import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kinds, type Packet } from '../host/contract.js';
-import { defaultPipeline } from '../host/pipeline/spec.js';
+import { defaultPipeline, type PipelineSpec } from '../host/pipeline/spec.js';
 import type { Pipeline } from '../host/pipeline/pipeline.js';
 import type { PolicyEngine } from '../host/pipeline/engine.js';
 import { SCALES, generateCluster, generateFlows, policyChange, type Scale } from './generator.js';
@@ -72,9 +72,26 @@ function throughput(fn: (ms: number) => number, ms = settings.measureMs): number
   return Math.max(fn(ms), fn(ms));
 }
 
+/** The default pipeline with every stage's decision cache off: the cost of computing each verdict. */
+function uncachedSpec(): PipelineSpec {
+  return { stages: defaultPipeline().stages.map((s) => ({ ...s, config: { ...(s.config ?? {}), decisionCache: false } })) };
+}
+
+/** Hits and misses summed over the stages' decision caches. */
+function cacheCounts(pipeline: Pipeline): { hits: number; misses: number } {
+  let hits = 0;
+  let misses = 0;
+  for (const s of pipeline.stages) {
+    const stats = s.decisionCacheStats();
+    if (stats) { hits += stats.hits; misses += stats.misses; }
+  }
+  return { hits, misses };
+}
+
 function pipelineSection(setup: Setup) {
   const { engine, pipeline, packets } = setup;
   const empty = timed('default: build empty pipeline', () => engine.build(emptyPipelineSpec()));
+  const uncached = timed('default: build pipeline without decision caches', () => engine.build(uncachedSpec()));
   const fraction = allowedFraction(pipeline, packets);
   // The batched path must agree with the one-packet path on every packet.
   const out = new Uint8Array(packets.length);
@@ -82,6 +99,11 @@ function pipelineSection(setup: Setup) {
   let mismatches = 0;
   for (let i = 0; i < packets.length; i++) if ((out[i] === 1) !== pipeline.allows(packets[i])) mismatches++;
   if (mismatches) throw new Error(`allowsBatch disagrees with allows on ${mismatches} of ${packets.length} packets`);
+  // The decision caches must not change a single verdict.
+  const computed = new Uint8Array(packets.length);
+  uncached.allowsBatch(packets, computed);
+  for (let i = 0; i < packets.length; i++) if (computed[i] !== out[i]) mismatches++;
+  if (mismatches) throw new Error(`the pipeline without decision caches disagrees on ${mismatches} of ${packets.length} packets`);
 
   // The four loops take turns for three rounds and each keeps its best: a
   // disturbance (the machine is a shared VM) then hits a round, not a figure.
@@ -90,9 +112,11 @@ function pipelineSection(setup: Setup) {
     () => batchThroughput(empty, packets, settings.measureMs),
     () => singleThroughput(pipeline, packets, settings.measureMs),
     () => singleThroughput(empty, packets, settings.measureMs),
+    () => batchThroughput(uncached, packets, settings.measureMs),
   ];
   for (const loop of loops) loop();
-  const best = [0, 0, 0, 0];
+  const before = cacheCounts(pipeline);
+  const best = [0, 0, 0, 0, 0];
   let decisionsPerWallSec = 0;
   for (let round = 0; round < 3; round++) {
     loops.forEach((loop, i) => {
@@ -103,10 +127,13 @@ function pipelineSection(setup: Setup) {
       }
     });
   }
-  const [decisionsPerSec, emptyDecisionsPerSec, singleDecisionsPerSec, singleEmptyDecisionsPerSec] = best;
+  const after = cacheCounts(pipeline);
+  const [decisionsPerSec, emptyDecisionsPerSec, singleDecisionsPerSec, singleEmptyDecisionsPerSec, uncachedDecisionsPerSec] = best;
   singleLatency(pipeline, packets, Math.min(10_000, settings.latencySamples));
   const latency = singleLatency(pipeline, packets, settings.latencySamples);
   empty.dispose();
+  uncached.dispose();
+  const lookups = after.hits - before.hits + after.misses - before.misses;
   return {
     decisionsPerSec: Math.round(decisionsPerSec),
     decisionsPerWallSec: Math.round(decisionsPerWallSec),
@@ -117,6 +144,9 @@ function pipelineSection(setup: Setup) {
     singleDecisionsPerSec: Math.round(singleDecisionsPerSec),
     singleEmptyDecisionsPerSec: Math.round(singleEmptyDecisionsPerSec),
     singleRatioToEmpty: round(singleDecisionsPerSec / singleEmptyDecisionsPerSec, 3),
+    uncachedDecisionsPerSec: Math.round(uncachedDecisionsPerSec),
+    uncachedRatioToEmpty: round(uncachedDecisionsPerSec / emptyDecisionsPerSec, 3),
+    decisionCacheHitRate: lookups > 0 ? round((after.hits - before.hits) / lookups, 4) : 0,
     latencySamples: latency.samples,
     allowedFraction: round(fraction, 3),
     packets: packets.length,
@@ -169,8 +199,12 @@ function breakdownSection(setup: Setup) {
   };
 }
 
-function scalingThroughput(setup: Setup): number {
-  return Math.round(throughput((ms) => batchThroughput(setup.pipeline, setup.packets, ms)));
+function scalingThroughput(setup: Setup): { cached: number; uncached: number } {
+  const cached = Math.round(throughput((ms) => batchThroughput(setup.pipeline, setup.packets, ms)));
+  const without = setup.engine.build(uncachedSpec());
+  const uncached = Math.round(throughput((ms) => batchThroughput(without, setup.packets, ms)));
+  without.dispose();
+  return { cached, uncached };
 }
 
 /**
@@ -319,10 +353,11 @@ async function main(): Promise<void> {
     const largeRate = scalingThroughput(large);
     if (wanted('scaling')) {
       result.scaling = {
-        small: { decisionsPerSec: smallRate, ...SCALES.small },
-        manyPods: { decisionsPerSec: manyPodsRate, ...SCALES.manyPods },
-        large: { decisionsPerSec: largeRate, ...SCALES.large },
-        ratio: round(largeRate / smallRate, 3),
+        small: { decisionsPerSec: smallRate.cached, uncachedDecisionsPerSec: smallRate.uncached, ...SCALES.small },
+        manyPods: { decisionsPerSec: manyPodsRate.cached, uncachedDecisionsPerSec: manyPodsRate.uncached, ...SCALES.manyPods },
+        large: { decisionsPerSec: largeRate.cached, uncachedDecisionsPerSec: largeRate.uncached, ...SCALES.large },
+        ratio: round(largeRate.cached / smallRate.cached, 3),
+        uncachedRatio: round(largeRate.uncached / smallRate.uncached, 3),
       };
     }
     if (wanted('update')) result.update = timed('update section', () => updateSection(large));
