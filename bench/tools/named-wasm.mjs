@@ -4,7 +4,7 @@
 // shows evaluator function names instead of wasm-function[N].
 //   node bench/tools/named-wasm.mjs /tmp/named network-policy cluster-network-policy ...
 //   KWP_BENCH_WASM_DIR=/tmp/named node --cpu-prof dist/bench/profile.js default
-// Needs `npm run build` first (it uses dist/host/runtime/fuel.js).
+// Needs `npm run build` first (it uses dist/host/runtime/fuel-rewrite.js).
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -13,7 +13,9 @@ import asc from 'assemblyscript/asc';
 import binaryen from 'binaryen';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const { instrumentFuel, FUEL_INSTRUMENTATION_VERSION } = await import(join(root, 'dist', 'host', 'runtime', 'fuel.js'));
+// The rewrite runs on this script's binaryen, whose debug-info switch (set
+// below) keeps the names; the host's instrumentFuel would use a fresh binaryen.
+const { rewriteForFuel, instrumentedFileName } = await import(join(root, 'dist', 'host', 'runtime', 'fuel-rewrite.js'));
 const { DEFAULT_LIMITS } = await import(join(root, 'dist', 'host', 'runtime', 'limits.js'));
 const [out, ...names] = process.argv.slice(2);
 if (!out || names.length === 0) {
@@ -30,7 +32,6 @@ for (const name of names) {
   if (error) { console.error(`${name}: ${stderr}`); process.exit(1); }
   const bytes = readFileSync(target);
   const sha = createHash('sha256').update(bytes).digest('hex');
-  // The loader's cache key: content hash, start fuel (fuelPerCall), instrumentation version.
-  writeFileSync(join(out, '.instrumented', `${sha}-f${DEFAULT_LIMITS.fuelPerCall}-v${FUEL_INSTRUMENTATION_VERSION}.wasm`), instrumentFuel(bytes, DEFAULT_LIMITS.fuelPerCall));
+  writeFileSync(join(out, '.instrumented', instrumentedFileName(sha, DEFAULT_LIMITS.fuelPerCall)), rewriteForFuel(binaryen, bytes, DEFAULT_LIMITS.fuelPerCall));
   console.log(`${target} (${bytes.length} bytes, named)`);
 }
