@@ -9,7 +9,8 @@ import swagger from '@fastify/swagger';
 import { builtinWasmDir } from '../pipeline/modules.js';
 import { sandboxModule, INFINITE_LOOP, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
 import { signModule } from '../control/signature.js';
-import { adminHarness, auth, ADMIN_TOKEN, ALLOW_FIRST, DENY_FIRST, type AdminHarness, type HarnessOptions } from '../../test/fixtures/admin-harness.js';
+import { adminHarness, auth, ADMIN_TOKEN, ALLOW_FIRST, DENY_FIRST, scriptedStage, type AdminHarness, type HarnessOptions } from '../../test/fixtures/admin-harness.js';
+import { Kinds } from '../contract.js';
 import { adminApi } from './plugin.js';
 
 const scripted = () => readFileSync(join(builtinWasmDir(), 'fixtures', 'scripted.wasm'));
@@ -40,7 +41,7 @@ describe('module routes', () => {
     const h = await harness();
     const first = await upload(h, scripted(), 'scripted');
     expect(first.statusCode).toBe(201);
-    expect(first.json()).toMatchObject({ created: true, module: { name: 'scripted', version: '1.0.0', abi: '1.0', size: scripted().length } });
+    expect(first.json()).toMatchObject({ created: true, module: { name: 'scripted', version: '1.0.0', abi: '1.1', size: scripted().length } });
     const again = await upload(h, scripted(), 'scripted');
     expect(again.statusCode).toBe(200);
     expect(again.json().created).toBe(false);
@@ -311,6 +312,28 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(text).toMatch(/kwp_stage_decision_seconds_count\{stage="allow"\} 10/);
     expect(text).toContain('kwp_nfqueue_waiting_packets{queue="100"} 3');
     expect(text).toContain('kwp_nfqueue_user_dropped_packets{queue="100"} 9');
+  });
+
+  it('metrics show the decision-cache hits and misses of each stage that keeps a cache', async () => {
+    const h = await harness();
+    h.engine.state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: {
+      apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace: 'default', name: 'b-from-a' },
+      spec: { podSelector: { matchLabels: { app: 'b' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'a' } } }] }] },
+    } });
+    expect((await upload(h, readFileSync(join(builtinWasmDir(), 'network-policy.wasm')), 'network-policy')).statusCode).toBe(201);
+    await h.controller.set({ stages: [
+      { name: 'np', module: 'network-policy' },
+      { name: 'np-computed', module: 'network-policy', config: { decisionCache: false } },
+      scriptedStage('allow', 'Accept'),
+    ] });
+    const packet = { family: 4 as const, protocol: 6, src: new Uint8Array([10, 0, 0, 2]), dst: new Uint8Array([10, 0, 0, 1]), srcPort: 1, dstPort: 80, icmpType: 0, icmpCode: 0 };
+    // b → a: b's egress is not isolated (Next), a's ingress is not either.
+    for (let i = 0; i < 3; i++) h.engine.allows({ ...packet, srcPort: 1000 + i });
+    const text = (await h.server.app.inject({ method: 'GET', url: '/metrics', headers: auth })).body;
+    expect(text).toContain('kwp_stage_decision_cache_misses{stage="np",module="network-policy"} 2');
+    expect(text).toContain('kwp_stage_decision_cache_hits{stage="np",module="network-policy"} 4');
+    expect(text).not.toMatch(/kwp_stage_decision_cache_\w+\{stage="np-computed"/);
+    expect(text).not.toMatch(/kwp_stage_decision_cache_\w+\{stage="allow"/);
   });
 
   it('the OpenAPI document lists every route', async () => {
