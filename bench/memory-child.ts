@@ -1,37 +1,88 @@
-// Run by bench/run.ts in a fresh process: load one scale's cluster into a
-// ClusterState, build and activate the default pipeline, drop the generator's
-// copies, collect garbage, and print the process's memory as one JSON line.
-// RSS then holds what an agent holds: the objects, the PodInfo index and
-// every stage's WebAssembly memory. The built-ins' instrumented forms come
-// from the build's cache, so binaryen is never loaded; `instrumentationHelpers`
-// says otherwise (a cold cache), since a helper thread's memory stays in RSS.
-import { defaultPipeline } from '../host/pipeline/spec.js';
-import { SCALES, generateCluster } from './generator.js';
-import { engineFor, loadState } from './harness.js';
+// Run by bench/run.ts in a fresh process: the RSS of an agent holding one
+// scale's cluster. The figure is meant to be the DaemonSet agent's, so the
+// process loads what `kwp agent --kubeconfig …` loads (the CLI's agent module,
+// hence the public API with the Kubernetes source, the admin API and metrics)
+// and runs an Agent the way runAgent does: module store and pipeline state in
+// a state directory, the default pipeline built at start, the admin API on
+// loopback. Only two things differ, both because the bench has no cluster and
+// no root: the objects come from the generator through a source instead of an
+// API server's watches, and the dataplane stays off.
+//
+// The built-ins' instrumented forms come from the build's cache, so binaryen
+// is never loaded; `instrumentationHelpers` says otherwise (a cold cache),
+// since a helper thread's memory stays in RSS. `modules` lists the heavy
+// CommonJS packages that ended up loaded, so a change that pulls one back in shows.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import type { ObjectSink, ObjectSource } from '../host/contract.js';
+import { SCALES, clusterObjects, generateCluster, type SyntheticCluster } from './generator.js';
 import { helpersStarted } from '../host/runtime/instrument-helper.js';
 
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
+/** Delivers the generated cluster once, as a Kubernetes source's first lists would, and lets go of it. */
+class GeneratedSource implements ObjectSource {
+  readonly name = 'generated';
+  private delivered = false;
+  constructor(private cluster: SyntheticCluster | undefined) {}
+  async start(sink: ObjectSink): Promise<void> {
+    for (const [kind, objects] of clusterObjects(this.cluster!)) sink.replace(kind, objects);
+    this.cluster = undefined;
+    this.delivered = true;
+  }
+  async stop(): Promise<void> {}
+  ready(): boolean { return this.delivered; }
+}
+
 const scale = SCALES[(process.argv[2] ?? 'large') as keyof typeof SCALES];
-let cluster: ReturnType<typeof generateCluster> | undefined = generateCluster(scale);
-const state = loadState(cluster);
-cluster = undefined;
-const engine = engineFor(state);
-const pipeline = engine.build(defaultPipeline());
-engine.activate(pipeline);
-const gc = (globalThis as { gc?: () => void }).gc;
-for (let i = 0; i < 3; i++) gc?.();
-const usage = process.memoryUsage();
-const wasm = pipeline.stages.reduce((sum, s) => sum + s.memoryBytes, 0);
-process.stdout.write(JSON.stringify({
-  rssMiB: mib(usage.rss),
-  heapUsedMiB: mib(usage.heapUsed),
-  externalMiB: mib(usage.external),
-  arrayBuffersMiB: mib(usage.arrayBuffers),
-  wasmMemoryMiB: mib(wasm),
-  wasmMemoryMiBByStage: Object.fromEntries(pipeline.stages.map((s) => [s.name, mib(s.memoryBytes)])),
-  scale: scale.name,
-  instrumentationHelpers: helpersStarted(),
-  gcExposed: gc !== undefined,
-}) + '\n');
-process.exit(0);
+// The CLI entry of `kwp agent` first: its static imports are the agent's module graph.
+await import('../host/cli/agent.js');
+const { Agent } = await import('../host/agent.js');
+const { createLogger } = await import('../host/log.js');
+
+const stateDir = mkdtempSync(join(tmpdir(), 'kwp-bench-memory-'));
+const discard = new Writable({ write(_chunk, _enc, done) { done(); } });
+const agent = new Agent({
+  stateDir,
+  adminAddress: '127.0.0.1:0',
+  dataplane: false,
+  logger: createLogger(0, discard),
+  extraSources: [new GeneratedSource(generateCluster(scale))],
+});
+let exitCode = 0;
+try {
+  await agent.start();
+  const gc = (globalThis as { gc?: () => void }).gc;
+  for (let i = 0; i < 3; i++) gc?.();
+  const usage = process.memoryUsage();
+  const stages = agent.engine.active.stages;
+  const wasm = stages.reduce((sum, s) => sum + s.memoryBytes, 0);
+  // CommonJS packages only: ESM ones (the Kubernetes client, binaryen) leave no public trace of being loaded.
+  const cjs = Object.keys(createRequire(import.meta.url).cache);
+  const loaded = ['etcd3', 'fastify', 'prom-client', 'pino'].filter((name) => cjs.some((f) => f.includes(`/node_modules/${name}/`)));
+  process.stdout.write(JSON.stringify({
+    rssMiB: mib(usage.rss),
+    heapUsedMiB: mib(usage.heapUsed),
+    externalMiB: mib(usage.external),
+    arrayBuffersMiB: mib(usage.arrayBuffers),
+    wasmMemoryMiB: mib(wasm),
+    wasmMemoryMiBByStage: Object.fromEntries(stages.map((s) => [s.name, mib(s.memoryBytes)])),
+    scale: scale.name,
+    pods: [...agent.state.pods()].length,
+    ready: agent.ready(),
+    instrumentationHelpers: helpersStarted(),
+    modules: loaded,
+    gcExposed: gc !== undefined,
+  }) + '\n');
+} catch (err) {
+  process.stderr.write(`memory child: ${(err as Error).stack ?? err}\n`);
+  exitCode = 1;
+} finally {
+  await agent.stop().catch(() => undefined);
+  rmSync(stateDir, { recursive: true, force: true });
+}
+process.exit(exitCode);
+
