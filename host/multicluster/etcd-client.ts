@@ -3,8 +3,13 @@
 // per host; both callers here run their own reconnect loop with backoff (and
 // must notice a dead etcd promptly to keep serving the last known state), so
 // every call goes straight through and its failure reaches the caller.
+//
+// etcd3 (with gRPC, about 28 MiB of a process once loaded) is imported when
+// the first client opens: only the IP tracker and agents in multicluster mode
+// talk to etcd, and the public API that names these functions is loaded by
+// every agent.
 
-import { Etcd3, type IOptions } from 'etcd3';
+import type { Etcd3, IOptions } from 'etcd3';
 import { KwpError } from '../errors.js';
 
 /** A pass-through policy with the shape etcd3 expects from cockatiel. */
@@ -35,7 +40,8 @@ export function parseEtcdEndpoints(text: string, flag: string): string[] {
   return endpoints;
 }
 
-export function openEtcd(endpoints: string[], extra: Partial<IOptions> = {}): Etcd3 {
+export async function openEtcd(endpoints: string[], extra: Partial<IOptions> = {}): Promise<Etcd3> {
+  const { Etcd3 } = await import('etcd3');
   return new Etcd3({
     hosts: endpoints,
     dialTimeout: 3000,

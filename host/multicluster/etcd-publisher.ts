@@ -44,7 +44,9 @@ export class EtcdPublisher {
 
   /** One pass; throws when etcd cannot be reached (the caller retries with backoff). */
   async publish(pass: PublishPass): Promise<PublishResult> {
-    const client = (this.client ??= openEtcd(this.opts.endpoints));
+    // Passes run one at a time and close() waits for the running one, so no second client can open meanwhile.
+    if (!this.client) this.client = await openEtcd(this.opts.endpoints);
+    const client = this.client;
     const leaseId = await this.currentLease(client);
     const listing = await client.getAll().prefix(this.opts.prefix).exec();
     const actual = new Map<string, { value: string; lease: string }>();

@@ -220,9 +220,13 @@ export class IpTracker {
 
   /** A deleted key may be one a dead replica's lease took along: a pass writes it back if it is still wanted. */
   private watchDeletes(): void {
-    const client = openEtcd(this.opts.endpoints);
-    this.deleteWatchClient = client;
-    void client.watch().prefix(this.prefix).create().then((watcher) => {
+    void openEtcd(this.opts.endpoints).then((client) => {
+      // stop() may have run while etcd3 was loading: nothing would close this client then.
+      if (this.stopped) { client.close(); return undefined; }
+      this.deleteWatchClient = client;
+      return client.watch().prefix(this.prefix).create();
+    }).then((watcher) => {
+      if (!watcher) return;
       if (this.stopped) { void watcher.cancel().catch(() => undefined); return; }
       this.deleteWatcher = watcher;
       watcher.on('delete', () => this.schedule());

@@ -129,8 +129,10 @@ export class RemotePodSource implements ObjectSource {
 
   /** One session: list, watch until the watch breaks. Returns when it should be retried. */
   private async listAndWatch(onHealthy: () => void): Promise<void> {
-    const client = openEtcd(this.opts.endpoints);
+    const client = await openEtcd(this.opts.endpoints);
     this.client = client;
+    // stop() closes this.client; had it run while etcd3 was loading, it saw none.
+    if (this.stopped) { this.closeClient(); return; }
     const listing = await withDeadline(client.getAll().prefix(this.prefix).exec(), CALL_DEADLINE_MS, 'listing the prefix');
     if (this.stopped) return;
     this.replaceAll(listing.kvs);
