@@ -1,4 +1,4 @@
-import { describe, it, expect, beforeEach } from 'vitest';
+import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync, readdirSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,16 @@ import { KwpError } from '../errors.js';
 import { builtinWasmDir } from '../pipeline/modules.js';
 import { sandboxModule, INFINITE_LOOP, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
 import { codeOf, codeOfAsync } from '../../test/fixtures/error-code.js';
+import { instrumentedFileName } from '../runtime/fuel.js';
+import { DEFAULT_LIMITS } from '../runtime/limits.js';
+
+// Counts the fuel rewrites of this thread (binaryen is never prepared here, so
+// every instrumentation-cache miss goes through the helper), passing them on.
+const rewrites = vi.hoisted(() => ({ count: 0 }));
+vi.mock('../runtime/instrument-helper.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../runtime/instrument-helper.js')>();
+  return { ...real, rewriteOnHelper: (bytes: Uint8Array, startFuel: number) => { rewrites.count++; return real.rewriteOnHelper(bytes, startFuel); } };
+});
 
 const scriptedBytes = () => readFileSync(join(builtinWasmDir(), 'fixtures', 'scripted.wasm'));
 const named = (name: string, version: string, extra: Parameters<typeof sandboxModule>[0] = {}) =>
@@ -189,6 +199,24 @@ describe('listing, removing and persistence', () => {
     const store = open({ logger: { log: (level, message) => logged.push(`${level} ${message}`) } });
     expect(store.list().map((m) => m.name)).toEqual(['scripted']);
     expect(logged.join('\n')).toMatch(/^error .*modules\/index\.json: .*kept it as .*index\.json\.corrupt-\d+/m);
+  });
+
+  it('a second store on the same directory compiles the stored modules from the cache the upload filled, without instrumenting them', async () => {
+    const before = rewrites.count;
+    const { module } = await open().add(scriptedBytes(), { name: 'scripted', version: '1.0.0' });
+    expect(rewrites.count).toBe(before + 1);
+    const second = open();
+    expect(readdirSync(second.instrumentationCache)).toEqual([instrumentedFileName(module.sha256, DEFAULT_LIMITS.fuelPerCall)]);
+    expect(second.resolve('scripted')?.meta.name).toBe('scripted');
+    expect(rewrites.count).toBe(before + 1);
+  });
+
+  it('removing a module drops its cached instrumented form too', async () => {
+    const store = open();
+    await store.add(named('pair', '1.0.0'), { name: 'pair', version: '1.0.0' });
+    const kept = (await store.add(named('pair', '2.0.0'), { name: 'pair', version: '2.0.0' })).module;
+    store.remove('pair', '1.0.0');
+    expect(readdirSync(store.instrumentationCache)).toEqual([instrumentedFileName(kept.sha256, DEFAULT_LIMITS.fuelPerCall)]);
   });
 
   it('a module file changed on disk is refused when resolved', async () => {

@@ -80,6 +80,13 @@ const INDEX_VERSION = 1;
 
 export class ModuleStore implements ModuleResolver {
   readonly dir: string;
+  /**
+   * Instrumented forms of the stored modules (named by sha256, start fuel and
+   * instrumentation version, so an upgraded host never reads an older
+   * rewrite). Without it every restart instruments every stored module again,
+   * loading binaryen on a helper thread whose memory stays in the agent's RSS.
+   */
+  readonly instrumentationCache: string;
   private readonly indexFile: string;
   private readonly limits: SandboxLimits;
   private readonly trustedKeys: readonly KeyObject[];
@@ -96,6 +103,7 @@ export class ModuleStore implements ModuleResolver {
   constructor(options: ModuleStoreOptions) {
     this.dir = join(options.stateDir, 'modules');
     this.indexFile = join(this.dir, 'index.json');
+    this.instrumentationCache = join(this.dir, '.instrumented');
     this.limits = resolveLimits(options.limits);
     this.trustedKeys = options.trustedKeys ?? [];
     this.selfTestTimeoutMs = options.selfTestTimeoutMs ?? DEFAULT_SELF_TEST_TIMEOUT_MS;
@@ -149,7 +157,7 @@ export class ModuleStore implements ModuleResolver {
         const bytes = readFileSync(path);
         const sha = sha256Hex(bytes);
         if (`${sha}.wasm` !== file) throw new Error(`its content hashes to ${sha}`);
-        const c = compileEvaluator(bytes, { source: path, limits: this.limits });
+        const c = compileEvaluator(bytes, { source: path, limits: this.limits, instrumentationCache: this.instrumentationCache });
         this.entries.set(sha, this.describe(c, undefined));
         this.compiled.set(sha, c);
       } catch (err) {
@@ -162,6 +170,17 @@ export class ModuleStore implements ModuleResolver {
   private saveIndex(): void {
     const modules = [...this.entries.values()].sort(byNameThenVersion);
     writeFileAtomic(this.indexFile, JSON.stringify({ version: INDEX_VERSION, modules }, null, 2) + '\n');
+  }
+
+  /** Every cached rewrite of one module (any start fuel or instrumentation version). */
+  private forgetInstrumentation(sha256: string): void {
+    let names: string[];
+    try {
+      names = readdirSync(this.instrumentationCache);
+    } catch {
+      return; // nothing was ever cached
+    }
+    for (const f of names) if (f.startsWith(`${sha256}-`)) rmSync(join(this.instrumentationCache, f), { force: true });
   }
 
   private fileOf(sha256: string): string {
@@ -246,7 +265,7 @@ export class ModuleStore implements ModuleResolver {
     if (stored) return { module: this.info(stored), created: false };
 
     const compiled = await this.validator.validate({
-      bytes, name, version, limits: this.limits,
+      bytes, name, version, limits: this.limits, instrumentationCache: this.instrumentationCache,
       selfTestConfig: request.selfTestConfig ?? {}, selfTestTimeoutMs: this.selfTestTimeoutMs,
     });
     // Another upload may have stored these bytes, or others under this name, while this one was validated.
@@ -311,7 +330,10 @@ export class ModuleStore implements ModuleResolver {
       this.compiled.delete(m.sha256);
     }
     this.saveIndex();
-    for (const m of targets) rmSync(this.fileOf(m.sha256), { force: true });
+    for (const m of targets) {
+      rmSync(this.fileOf(m.sha256), { force: true });
+      this.forgetInstrumentation(m.sha256);
+    }
     this.logger?.log('info', `removed module ${targets.map((m) => `${m.name}@${m.version}`).join(', ')}`);
     return targets;
   }
@@ -335,7 +357,7 @@ export class ModuleStore implements ModuleResolver {
       if (sha256Hex(bytes) !== entry.sha256) {
         throw new KwpError('KWP_ERR_STATE_CORRUPT', `${file}: the stored bytes of ${entry.name}@${entry.version} no longer match their sha256; remove and push the module again`);
       }
-      c = compileEvaluator(bytes, { source: `store:${entry.name}@${entry.version}`, limits: this.limits });
+      c = compileEvaluator(bytes, { source: `store:${entry.name}@${entry.version}`, limits: this.limits, instrumentationCache: this.instrumentationCache });
       this.compiled.set(entry.sha256, c);
     }
     return c;

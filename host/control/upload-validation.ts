@@ -15,11 +15,13 @@ export interface UploadValidationRequest {
   limits: SandboxLimits;
   selfTestConfig: Record<string, unknown>;
   selfTestTimeoutMs: number;
+  /** The store's cache of instrumented forms, so a restart need not instrument an upload again. */
+  instrumentationCache?: string;
 }
 
 export function validateUpload(req: UploadValidationRequest): CompiledEvaluator {
   const source = `upload ${req.name}@${req.version}`;
-  const compiled = compileEvaluator(req.bytes, { source, limits: req.limits });
+  const compiled = compileEvaluator(req.bytes, { source, limits: req.limits, instrumentationCache: req.instrumentationCache });
   if (compiled.meta.name !== req.name || compiled.meta.version !== req.version) {
     throw new KwpError('KWP_ERR_NAME_MISMATCH', `${source}: the module's kwp.meta says ${compiled.meta.name}@${compiled.meta.version}; upload it with name=${compiled.meta.name}&version=${compiled.meta.version}, or change module.json and rebuild`);
   }
