@@ -79,11 +79,38 @@ class RecordReader {
     if (n == 0) return NO_LABELS;
     const p = new StaticArray<string>(n << 1);
     for (let i = 0; i < n && this.ok; i++) {
-      p[i << 1] = this.str();
+      p[i << 1] = interned(labelKeys, this.str());
       p[(i << 1) + 1] = this.str();
     }
     return new Labels(p);
   }
+}
+
+// Every stage holds every pod, so per-pod copies of what many pods share
+// dominate a module's memory at scale (about 2 KiB per pod per stage before
+// this). Pods of one namespace carry the same namespace labels and pods of
+// one node the same node labels: they share one Labels object while it is
+// equal to what the host sends. Label keys, namespace and node names are
+// interned; these sets are bounded by the cluster's schema and topology, not
+// by pod churn (label values and pod names, which churn, are not interned).
+const labelKeys = new Map<string, string>();
+const names = new Map<string, string>();
+const namespaceLabels = new Map<string, Labels>();
+const nodeLabels = new Map<string, Labels>();
+
+function interned(table: Map<string, string>, s: string): string {
+  if (table.has(s)) return table.get(s);
+  table.set(s, s);
+  return s;
+}
+
+function shared(table: Map<string, Labels>, owner: string, labels: Labels): Labels {
+  if (table.has(owner)) {
+    const known = table.get(owner);
+    if (known.equals(labels)) return known;
+  }
+  table.set(owner, labels);
+  return labels;
 }
 
 /** Decodes a PodInfo record; null when the record is truncated. */
@@ -95,16 +122,16 @@ export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
   r.u8(); r.u8(); r.u8();
   pod.hostNetwork = (flags & 1) != 0;
   pod.name = r.str();
-  pod.namespace = r.str();
-  pod.nodeName = r.str();
-  pod.clusterId = r.str();
+  pod.namespace = interned(names, r.str());
+  pod.nodeName = interned(names, r.str());
+  pod.clusterId = interned(names, r.str());
   pod.labels = r.labels();
-  pod.namespaceLabels = r.labels();
-  pod.nodeLabels = r.labels();
+  pod.namespaceLabels = shared(namespaceLabels, pod.clusterId + "/" + pod.namespace, r.labels());
+  pod.nodeLabels = shared(nodeLabels, pod.clusterId + "/" + pod.nodeName, r.labels());
   const nPorts = <i32>r.u16();
   const ports = new Array<ContainerPort>(0);
   for (let i = 0; i < nPorts && r.ok; i++) {
-    const name = r.str();
+    const name = interned(labelKeys, r.str());
     const port = r.u16();
     const proto = r.u8();
     r.u8();
