@@ -67,6 +67,13 @@ describe('the decision cache', () => {
     expect(delta(h, () => h.probe({ src: 'x/a', dst: 'x/b', protocol: 'TCP', port: 80 }))).toEqual({ hits: 0, misses: 2 });
   });
 
+  it('answers repeated ICMP questions from the cache too', async () => {
+    const h = await networkPolicyModule();
+    const ping: Probe = { src: 'x/b', dst: 'x/a', protocol: 'ICMP', port: 0 };
+    const first = h.probe(ping);
+    expect(delta(h, () => expect(h.probe(ping)).toEqual(first))).toEqual({ hits: 2, misses: 0 });
+  });
+
   it('makes every answer stale when a policy changes, and the next answer follows the new policy', async () => {
     const h = await networkPolicyModule();
     const probe: Probe = { src: 'y/a', dst: 'x/a', protocol: 'TCP', port: 80 };
