@@ -6,7 +6,7 @@ import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
-import { encodeRecord, RECORD_SIZE } from './record.js';
+import { encodeRecord, encodeRecordWords, RECORD_SIZE } from './record.js';
 
 export const EGRESS = 0;
 export const INGRESS = 1;
@@ -107,7 +107,7 @@ export class Pipeline {
         this.remoteDst[i] = this.isRemote(dst) ? 1 : 0;
         this.anyRemote ||= this.remoteSrc[i] === 1 || this.remoteDst[i] === 1;
       }
-      encodeRecord(enc, i * RECORD_SIZE, packet, srcId, dstId);
+      encodeRecordWords(this.encoded32, enc, i * (RECORD_SIZE >> 2), packet, srcId, dstId);
     }
     if (this.auditing.length) {
       for (const dir of [EGRESS, INGRESS]) {
