@@ -95,6 +95,16 @@ describe('the decision cache', () => {
     expect(delta(h, () => h.probe(other))).toEqual({ hits: 2, misses: 0 });
   });
 
+  it('relabelling one of several pods that share a label set leaves the others as they were', async () => {
+    const h = await networkPolicyModule();
+    h.upsert(networkPolicy('z', 'c-from-any-b', { podSelector: podLabel('c'), ingress: [{ from: [{ namespaceSelector: all, podSelector: podLabel('b') }] }] }));
+    const from = (src: string) => h.probe({ src, dst: 'z/c', protocol: 'UDP', port: 53 }).ingress.verdict;
+    expect([from('x/b'), from('y/b'), from('z/b')]).toEqual(['Accept', 'Accept', 'Accept']);
+    h.upsertPod(relabel(h.podByKey('y/b')!, { pod: 'b', extra: 'yes' }));
+    h.upsertPod(relabel(h.podByKey('x/b')!, { pod: 'not-b' }));
+    expect([from('x/b'), from('y/b'), from('z/b')]).toEqual(['Deny', 'Accept', 'Accept']);
+  });
+
   it('makes answers about a deleted pod stale', async () => {
     const h = await networkPolicyModule();
     const probe: Probe = { src: 'x/b', dst: 'x/a', protocol: 'TCP', port: 80 };

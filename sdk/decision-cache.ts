@@ -39,6 +39,8 @@ const ENTRY_HEAD_MASK: u64 = ~(<u64>0xFF << VERDICT_SHIFT);
 let v4Table: usize = 0;
 let v6Table: usize = 0;
 const podStamps = new StaticArray<u32>(<i32>POD_SLOTS);
+const v4Ready = new StaticArray<u8>(<i32>V4_SETS);
+const v6Ready = new StaticArray<u8>(<i32>V6_SETS);
 let clock: u32 = 1;
 let objectsStamp: u32 = 1;
 // Off until kwp_configure has asked the evaluator (cachesDecisions).
@@ -63,11 +65,12 @@ const V6_BYTES: usize = <usize>V6_SETS * WAYS * V6_ENTRY;
 /** Stage config `decisionCache: false` turns the memo off (measurements, debugging). */
 export function setDecisionCacheEnabled(on: bool): void {
   // Allocated here, not on the first lookup, so deciding never allocates.
+  // Sets are cleared on first use (v4Ready/v6Ready), so a stage that never
+  // decides — or a cluster with few distinct flows — never touches most of
+  // the table's pages.
   if (on && v4Table == 0) {
     v4Table = heap.alloc(V4_BYTES);
-    memory.fill(v4Table, 0, V4_BYTES);
     v6Table = heap.alloc(V6_BYTES);
-    memory.fill(v6Table, 0, V6_BYTES);
   }
   enabled = on;
 }
@@ -76,10 +79,8 @@ export function decisionCacheEnabled(): bool { return enabled; }
 function tick(): u32 {
   if (clock == u32.MAX_VALUE) {
     // Four billion deliveries: start the clock again on empty tables.
-    if (v4Table != 0) {
-      memory.fill(v4Table, 0, V4_BYTES);
-      memory.fill(v6Table, 0, V6_BYTES);
-    }
+    memory.fill(changetype<usize>(v4Ready), 0, <usize>V4_SETS);
+    memory.fill(changetype<usize>(v6Ready), 0, <usize>V6_SETS);
     for (let i: i32 = 0; i < <i32>POD_SLOTS; i++) unchecked(podStamps[i] = 0);
     clock = 1;
     objectsStamp = 1;
@@ -135,7 +136,12 @@ export function lookup(rec: usize): bool {
   const victim = <usize>(<u32>(h >> 13) & (WAYS - 1));
   let spare: usize = 0;
   if (!v6) {
-    const set = v4Table + <usize>(<u32>h & (V4_SETS - 1)) * WAYS * V4_ENTRY;
+    const index = <u32>h & (V4_SETS - 1);
+    const set = v4Table + <usize>index * WAYS * V4_ENTRY;
+    if (unchecked(v4Ready[index]) == 0) {
+      memory.fill(set, 0, <usize>WAYS * V4_ENTRY);
+      unchecked(v4Ready[index] = 1);
+    }
     for (let w: usize = 0; w < <usize>WAYS; w++) {
       const e = set + w * V4_ENTRY;
       const eh = load<u64>(e);
@@ -149,7 +155,12 @@ export function lookup(rec: usize): bool {
     }
     slot = spare != 0 ? spare : set + victim * V4_ENTRY;
   } else {
-    const set = v6Table + <usize>(<u32>h & (V6_SETS - 1)) * WAYS * V6_ENTRY;
+    const index = <u32>h & (V6_SETS - 1);
+    const set = v6Table + <usize>index * WAYS * V6_ENTRY;
+    if (unchecked(v6Ready[index]) == 0) {
+      memory.fill(set, 0, <usize>WAYS * V6_ENTRY);
+      unchecked(v6Ready[index] = 1);
+    }
     for (let w: usize = 0; w < <usize>WAYS; w++) {
       const e = set + w * V6_ENTRY;
       const eh = load<u64>(e);

@@ -98,6 +98,37 @@ const names = new Map<string, string>();
 const namespaceLabels = new Map<string, Labels>();
 const nodeLabels = new Map<string, Labels>();
 
+// Pods of one workload carry equal label sets and equal port lists. Those are
+// shared through content-keyed tables; a table that reaches its bound starts
+// over (sharing is an optimisation: a pod decoded after the reset simply gets
+// its own copy), so a cluster whose pods all differ costs no unbounded memory.
+const LABEL_SETS_BOUND = 4096;
+const PORT_LISTS_BOUND = 1024;
+const labelSets = new Map<string, Labels>();
+const portLists = new Map<string, ContainerPort[]>();
+
+function sharedLabelSet(labels: Labels): Labels {
+  if (labels.size == 0) return labels;
+  let key = "";
+  for (let i = 0, n = labels.size; i < n; i++) key += labels.keyAt(i) + "\u0000" + labels.valueAt(i) + "\u0000";
+  if (labelSets.has(key)) return labelSets.get(key);
+  if (labelSets.size >= LABEL_SETS_BOUND) labelSets.clear();
+  labelSets.set(key, labels);
+  return labels;
+}
+
+function sharedPortList(ports: ContainerPort[]): ContainerPort[] {
+  let key = "";
+  for (let i = 0, n = ports.length; i < n; i++) {
+    const p = unchecked(ports[i]);
+    key += p.name + "\u0000" + p.port.toString() + "/" + p.protocol.toString() + "\u0000";
+  }
+  if (portLists.has(key)) return portLists.get(key);
+  if (portLists.size >= PORT_LISTS_BOUND) portLists.clear();
+  portLists.set(key, ports);
+  return ports;
+}
+
 function interned(table: Map<string, string>, s: string): string {
   if (table.has(s)) return table.get(s);
   table.set(s, s);
@@ -125,7 +156,7 @@ export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
   pod.namespace = interned(names, r.str());
   pod.nodeName = interned(names, r.str());
   pod.clusterId = interned(names, r.str());
-  pod.labels = r.labels();
+  pod.labels = sharedLabelSet(r.labels());
   pod.namespaceLabels = shared(namespaceLabels, pod.clusterId + "/" + pod.namespace, r.labels());
   pod.nodeLabels = shared(nodeLabels, pod.clusterId + "/" + pod.nodeName, r.labels());
   const nPorts = <i32>r.u16();
@@ -137,7 +168,7 @@ export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
     r.u8();
     ports.push(new ContainerPort(name, port, proto));
   }
-  pod.ports = ports;
+  pod.ports = sharedPortList(ports);
   const nIPs = <i32>r.u8();
   const addrs = new Array<PodAddress>(0);
   for (let i = 0; i < nIPs && r.ok; i++) {
