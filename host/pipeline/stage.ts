@@ -12,17 +12,29 @@ import { encodePodInfo } from '../runtime/podinfo-codec.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
 
-const jsonCache = new WeakMap<KubeObject, Uint8Array>();
 const encoder = new TextEncoder();
+let scratch = new Uint8Array(64 * 1024);
+let lastObject: KubeObject | undefined;
+let lastJson: Uint8Array | undefined;
 
-/** Objects are immutable once stored, so each is serialized once for all stages. */
+/**
+ * An object's JSON as a view into a buffer the next call overwrites: the
+ * instance copies it into the module's memory at once. Keeping every
+ * object's bytes (10,000 policies: several MiB) only saved re-serializing
+ * when another stage or a rebuild is fed. Objects are immutable once stored,
+ * so the last one is remembered: one event delivered to several stages is
+ * serialized once.
+ */
 function encodeObject(obj: KubeObject): Uint8Array {
-  let bytes = jsonCache.get(obj);
-  if (!bytes) {
-    bytes = encoder.encode(JSON.stringify(obj));
-    jsonCache.set(obj, bytes);
-  }
-  return bytes;
+  if (obj === lastObject) return lastJson!;
+  lastObject = undefined;
+  const text = JSON.stringify(obj);
+  // UTF-8 takes at most three bytes per UTF-16 unit.
+  if (text.length * 3 > scratch.length) scratch = new Uint8Array(Math.max(text.length * 3, scratch.length * 2));
+  const { written } = encoder.encodeInto(text, scratch);
+  lastObject = obj;
+  lastJson = scratch.subarray(0, written);
+  return lastJson;
 }
 
 export interface StageCounters {

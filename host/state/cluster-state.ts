@@ -1,4 +1,5 @@
-// The host's one copy of the cluster: every object the sources deliver, the
+// The host's one copy of the cluster: every object the sources deliver, in
+// its stored form (stored-form.ts decides which fields an agent keeps), the
 // PodInfo records derived from Pods, Namespaces and Nodes, the IP index the
 // packet path resolves addresses with, and the DNS answers ClusterNetworkPolicy
 // `domainNames` peers match on. Everything downstream (evaluator instances, the
@@ -16,6 +17,7 @@ import {
 } from '../contract.js';
 import { KwpError } from '../errors.js';
 import { formatIP, parseIP } from '../net/ip.js';
+import { sharedJson, sharedLabels, storedForm } from './stored-form.js';
 
 export interface StateListener {
   /** A pod was added, or anything in its PodInfo changed (labels, namespace or node labels, ports, IPs). */
@@ -67,7 +69,7 @@ const EMPTY_LABELS: Readonly<Record<string, string>> = Object.freeze({});
 interface PodRecord {
   /** `namespace/name`: where the object is stored. */
   readonly objectKey: string;
-  /** The uid when the object has one, else `namespace/name`: what the id is stable for. */
+  /** What the id is stable for: the uid ("" when the object has none); for remote pods, cluster, name and uid. */
   readonly identity: string;
   readonly id: number;
   object: KubeObject;
@@ -82,13 +84,6 @@ interface PodRecord {
 export function objectKeyOf(obj: KubeObject): string {
   const ns = obj.metadata?.namespace;
   return ns ? `${ns}/${obj.metadata.name}` : obj.metadata.name;
-}
-
-/** A shallow copy without `metadata.managedFields`, which no evaluator needs and which dominates object size. */
-function trimObject(kind: KindKey, obj: KubeObject): KubeObject {
-  const { managedFields: _dropped, ...metadata } = obj.metadata ?? ({} as KubeObject['metadata']);
-  if (kind === Kinds.Pod && !metadata.namespace) metadata.namespace = 'default';
-  return { ...obj, metadata };
 }
 
 function labelsOf(obj: KubeObject | undefined): Record<string, string> {
@@ -141,7 +136,7 @@ function containerPortsOf(spec: any): ContainerPort[] {
       if (!Number.isInteger(number) || number < 1 || number > 65535) continue;
       const protocol = PROTOCOL_NUMBERS[String(port.protocol ?? 'TCP').toUpperCase()];
       if (protocol === undefined) continue;
-      ports.push(Object.freeze({ name: typeof port.name === 'string' ? port.name : '', port: number, protocol }));
+      ports.push({ name: typeof port.name === 'string' ? port.name : '', port: number, protocol });
     }
   }
   return ports;
@@ -156,7 +151,9 @@ function podIPsOf(status: any): string[] {
     if (typeof candidate !== 'string') continue;
     const parsed = parseIP(candidate);
     if (!parsed) continue;
-    const text = formatIP(parsed.bytes);
+    const formatted = formatIP(parsed.bytes);
+    // The stored object's string when it is already canonical: one copy of each address.
+    const text = formatted === candidate ? candidate : formatted;
     if (!ips.includes(text)) ips.push(text);
   }
   return ips;
@@ -215,8 +212,12 @@ export class ClusterState implements ObjectSink {
   private readonly podsById = new Map<number, PodInfo>();
   private readonly podKeysByNamespace = new Map<string, Set<string>>();
   private readonly podKeysByNode = new Map<string, Set<string>>();
-  /** Every pod claiming an address, by canonical address text; the winner goes into the lookup maps. */
-  private readonly ipClaims = new Map<string, Set<PodRecord>>();
+  /**
+   * Every pod claiming an address, by canonical address text; the winner goes
+   * into the lookup maps. A lone claimant (nearly every address) is stored
+   * as itself: a Set per pod IP cost ~150 bytes each.
+   */
+  private readonly ipClaims = new Map<string, PodRecord | Set<PodRecord>>();
   private readonly podsByIPv4 = new Map<number, PodInfo>();
   private readonly podsByIPv6 = new Map<string, PodInfo>();
   /** name → address → expiry (ms since the epoch). */
@@ -258,7 +259,7 @@ export class ClusterState implements ObjectSink {
     const previous = this.objectsByKind.get(kind) ?? new Map<string, KubeObject>();
     const next = new Map<string, KubeObject>();
     for (const obj of objects) {
-      const trimmed = trimObject(kind, obj);
+      const trimmed = storedForm(kind, obj);
       next.set(objectKeyOf(trimmed), trimmed);
     }
     this.objectsByKind.set(kind, next);
@@ -283,7 +284,7 @@ export class ClusterState implements ObjectSink {
 
   apply(kind: KindKey, event: ObjectEvent): void {
     if (event.type === 'delete') {
-      const key = objectKeyOf(trimObject(kind, event.object));
+      const key = objectKeyOf(storedForm(kind, event.object));
       const stored = this.objectsByKind.get(kind)?.get(key);
       if (!stored) return;
       this.objectsByKind.get(kind)!.delete(key);
@@ -291,7 +292,7 @@ export class ClusterState implements ObjectSink {
       else this.afterLabelsMayHaveChanged(kind, key, labelsOf(stored), EMPTY_LABELS);
       this.pending.push({ type: 'objectApplied', kind, event: { type: 'delete', object: stored } });
     } else {
-      const trimmed = trimObject(kind, event.object);
+      const trimmed = storedForm(kind, event.object);
       const key = objectKeyOf(trimmed);
       let store = this.objectsByKind.get(kind);
       if (!store) this.objectsByKind.set(kind, (store = new Map()));
@@ -366,6 +367,7 @@ export class ClusterState implements ObjectSink {
         id: this.nextPodId++,
         object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: pod.name, namespace: pod.namespace } },
         running: true,
+        info: undefined,
         remote: true,
       };
       this.remoteRecords.set(key, record);
@@ -382,16 +384,16 @@ export class ClusterState implements ObjectSink {
       id: record.id,
       name: pod.name,
       namespace: pod.namespace,
-      podLabels: Object.freeze({ ...pod.podLabels }),
-      namespaceLabels: Object.freeze({
+      podLabels: sharedLabels(pod.podLabels),
+      namespaceLabels: sharedLabels({
         ...pod.namespaceLabels,
         [NAMESPACE_NAME_LABEL]: pod.namespace,
         ...(this.multicluster ? { [CLUSTER_LABEL]: pod.clusterId } : {}),
       }),
       nodeName: pod.nodeName,
-      nodeLabels: Object.freeze({ ...pod.nodeLabels }),
+      nodeLabels: sharedLabels(pod.nodeLabels),
       clusterId: pod.clusterId,
-      containerPorts: Object.freeze(pod.containerPorts.map((p) => Object.freeze({ name: p.name, port: p.port, protocol: p.protocol }))) as ContainerPort[],
+      containerPorts: sharedJson(pod.containerPorts.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol }))),
       hostNetwork: false,
       ips: Object.freeze(ips) as string[],
     });
@@ -535,7 +537,8 @@ export class ClusterState implements ObjectSink {
   // ---- Pods ----
 
   private upsertPodRecord(key: string, obj: KubeObject): void {
-    const identity = obj.metadata.uid ? `uid:${obj.metadata.uid}` : `name:${key}`;
+    // The uid itself (no prefix): records are found by `namespace/name`, so "" means "the pod under this name".
+    const identity = typeof obj.metadata.uid === 'string' ? obj.metadata.uid : '';
     let record = this.podRecords.get(key);
     if (record && record.identity !== identity) {
       // Same name, different uid: the old pod is gone and this is a new one with a new id.
@@ -543,7 +546,8 @@ export class ClusterState implements ObjectSink {
       record = undefined;
     }
     if (!record) {
-      record = { objectKey: key, identity, id: this.nextPodId++, object: obj, running: false };
+      // Every field in the literal: one added later would cost each record an out-of-object property array.
+      record = { objectKey: key, identity, id: this.nextPodId++, object: obj, running: false, info: undefined, remote: false };
       this.podRecords.set(key, record);
     } else {
       this.unindexPlacement(record);
@@ -617,16 +621,17 @@ export class ClusterState implements ObjectSink {
       id: record.id,
       name: obj.metadata.name,
       namespace,
-      podLabels: Object.freeze({ ...labelsOf(obj) }),
-      namespaceLabels: Object.freeze({
+      // Stored labels are already shared and frozen (stored-form.ts).
+      podLabels: labelsOf(obj),
+      namespaceLabels: sharedLabels({
         ...labelsOf(namespaceObject),
         [NAMESPACE_NAME_LABEL]: namespace,
         ...(this.multicluster ? { [CLUSTER_LABEL]: this.clusterId } : {}),
       }),
       nodeName,
-      nodeLabels: Object.freeze({ ...labelsOf(nodeObject) }),
+      nodeLabels: labelsOf(nodeObject),
       clusterId: this.clusterId,
-      containerPorts: Object.freeze(containerPortsOf(obj.spec)) as ContainerPort[],
+      containerPorts: sharedJson(containerPortsOf(obj.spec)),
       hostNetwork: obj.spec?.hostNetwork === true,
       ips: Object.freeze(ips) as string[],
     });
@@ -657,13 +662,17 @@ export class ClusterState implements ObjectSink {
     for (const ip of oldIPs) {
       if (newIPs.includes(ip)) continue;
       const claimants = this.ipClaims.get(ip);
-      claimants?.delete(record);
-      if (claimants && claimants.size === 0) this.ipClaims.delete(ip);
+      if (claimants === record) this.ipClaims.delete(ip);
+      else if (claimants instanceof Set) {
+        claimants.delete(record);
+        if (claimants.size === 1) this.ipClaims.set(ip, claimants.values().next().value!);
+      }
     }
     for (const ip of newIPs) {
-      let claimants = this.ipClaims.get(ip);
-      if (!claimants) this.ipClaims.set(ip, (claimants = new Set()));
-      claimants.add(record);
+      const claimants = this.ipClaims.get(ip);
+      if (claimants === undefined) this.ipClaims.set(ip, record);
+      else if (claimants instanceof Set) claimants.add(record);
+      else if (claimants !== record) this.ipClaims.set(ip, new Set([claimants, record]));
     }
     for (const ip of new Set([...oldIPs, ...newIPs])) this.electIPOwner(ip);
   }
@@ -675,7 +684,8 @@ export class ClusterState implements ObjectSink {
    */
   private electIPOwner(ip: string): void {
     let winner: PodRecord | undefined;
-    for (const candidate of this.ipClaims.get(ip) ?? []) {
+    const claimants = this.ipClaims.get(ip);
+    for (const candidate of claimants instanceof Set ? claimants : claimants ? [claimants] : []) {
       if (!candidate.info) continue;
       const candidateLocal = candidate.remote !== true;
       const winnerLocal = winner?.remote !== true;
