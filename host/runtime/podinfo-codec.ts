@@ -25,11 +25,29 @@ class RecordWriter {
   u16(v: number): void { this.ensure(2); this.view.setUint16(this.len, v, true); this.len += 2; }
   u32(v: number): void { this.ensure(4); this.view.setUint32(this.len, v, true); this.len += 4; }
   bytes(b: Uint8Array): void { this.ensure(b.length); this.buf.set(b, this.len); this.len += b.length; }
+  /**
+   * A u16 length and the UTF-8 bytes, written in place: pods are encoded
+   * again for every stage that is fed, and an encode() per string (a fresh
+   * buffer each) made that ~16 µs a pod. Names and labels are ASCII nearly
+   * always, so those bytes are copied directly.
+   */
   str(s: string): void {
-    const b = encoder.encode(s);
-    if (b.length > 0xffff) throw new RangeError(`string too long for a PodInfo record: ${s.slice(0, 40)}...`);
-    this.u16(b.length);
-    this.bytes(b);
+    const n = s.length;
+    this.ensure(2 + n * 3);
+    const start = this.len + 2;
+    const buf = this.buf;
+    let pos = start;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) break;
+      buf[pos++] = c;
+    }
+    if (i < n) pos += encoder.encodeInto(s.slice(i), buf.subarray(pos)).written;
+    const length = pos - start;
+    if (length > 0xffff) throw new RangeError(`string too long for a PodInfo record: ${s.slice(0, 40)}...`);
+    this.view.setUint16(this.len, length, true);
+    this.len = pos;
   }
   labels(l: Record<string, string>): void {
     const keys = Object.keys(l);
