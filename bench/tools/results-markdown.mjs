@@ -21,13 +21,18 @@ const t = [
   ['`pipeline.emptyDecisionsPerSec` (5 Next stages, batched)', r.pipeline?.emptyDecisionsPerSec, '', ''],
   ['`pipeline.ratioToEmpty`', r.pipeline?.ratioToEmpty, '≥ 0.33', r.pipeline && status(r.pipeline.ratioToEmpty >= 0.33)],
   ['`pipeline.singleRatioToEmpty` (one per call)', r.pipeline?.singleRatioToEmpty, '', ''],
+  ['`pipeline.decisionCacheHitRate` (timed loop)', r.pipeline?.decisionCacheHitRate, '', ''],
+  ['`pipeline.uncachedDecisionsPerSec` (decision caches off, batched)', r.pipeline?.uncachedDecisionsPerSec, '', ''],
+  ['`pipeline.uncachedRatioToEmpty`', r.pipeline?.uncachedRatioToEmpty, '', ''],
   ['`pipeline.allowedFraction` (flow mix allowed)', r.pipeline?.allowedFraction, '', ''],
   ['`scaling.small.decisionsPerSec`', r.scaling?.small.decisionsPerSec, '', ''],
   ['`scaling.manyPods.decisionsPerSec` (small policies, 10,000 pods)', r.scaling?.manyPods?.decisionsPerSec, '', ''],
   ['`scaling.large.decisionsPerSec`', r.scaling?.large.decisionsPerSec, '', ''],
   ['`scaling.ratio` (large / small)', r.scaling?.ratio, '≥ 0.5', r.scaling && status(r.scaling.ratio >= 0.5)],
+  ['`scaling.small` / `large.uncachedDecisionsPerSec` (caches off)', `${n(r.scaling?.small.uncachedDecisionsPerSec)} / ${n(r.scaling?.large.uncachedDecisionsPerSec)}`, '', ''],
+  ['`scaling.uncachedRatio` (large / small, caches off)', r.scaling?.uncachedRatio, '', ''],
   ['`update.p50Millis` / `p99Millis` (large)', `${n(r.update?.p50Millis)} / ${n(r.update?.p99Millis)}`, '≤ 100 (p99)', r.update && status(r.update.p99Millis <= 100)],
-  ['`memory.rssMiB` (large, fresh process)', r.memory?.rssMiB, '≤ 256', r.memory && status(r.memory.rssMiB <= 256)],
+  ['`memory.rssMiB` (large, an Agent as `kwp agent` starts it, fresh process)', r.memory?.rssMiB, '≤ 256', r.memory && status(r.memory.rssMiB <= 256)],
   ['`hotSwap.swaps` / `errors`', `${n(r.hotSwap?.swaps)} / ${n(r.hotSwap?.errors)}`, 'errors = 0', r.hotSwap && status(r.hotSwap.errors === 0)],
   ['`hotSwap.buildP50Millis` / `buildMaxMillis` (`buildAsync`)', `${n(r.hotSwap?.buildP50Millis)} / ${n(r.hotSwap?.buildMaxMillis)}`, '', ''],
   ['`hotSwap.maxStallMillis` (longest wait of the decision loop)', r.hotSwap?.maxStallMillis, '', ''],
@@ -43,6 +48,7 @@ else if (e.connPerSec) {
   t.push(['`e2e.packetProcessP99Micros`', e.packetProcessP99Micros, '≤ 100', status(e.packetProcessP99Micros <= 100)]);
   t.push(['`e2e.judgeP50Micros` / `judgeP99Micros` (pipeline only)', `${n(e.judgeP50Micros)} / ${n(e.judgeP99Micros)}`, '', '']);
   t.push(['`e2e.verdictCallP50Micros` / `verdictCallP99Micros`', `${n(e.verdictCallP50Micros)} / ${n(e.verdictCallP99Micros)}`, '', '']);
+  if (e.inheritedPriority) t.push([`same agent at nice 0 (packet thread at ${e.packetThreadNice} above): conn/s, packet p50 / p99 µs`, `${n(e.inheritedPriority.connPerSec)}, ${n(e.inheritedPriority.packetProcessP50Micros)} / ${n(e.inheritedPriority.packetProcessP99Micros)}`, '', '']);
 }
 for (const [a, b, c, d] of t) lines.push(row([a, n(b), c, d ?? '']));
 if (r.breakdown) {
