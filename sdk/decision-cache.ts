@@ -18,7 +18,7 @@
 // questions, and oldest-first eviction would make every key of an overfull
 // set miss on every round instead of only the ones sharing a way.
 //   IPv4, 32-byte entries: 0 head, 8 pod ids, 16 addresses, 24 stamp, 28 reason
-//   IPv6, 64-byte entries: 0 head, 8 pod ids, 16..47 addresses, 48 stamp, 52 reason
+//   IPv6, 64-byte entries: 0 head, 8 pod ids, 16..47 addresses, 56 stamp, 60 reason
 // head = record bytes 0..7 with the reserved byte and the source port masked
 // out and the ICMP type and code put in the source port's place; an entry
 // keeps its verdict in the reserved byte.
@@ -113,6 +113,11 @@ export function podChanged(id: u32): void { unchecked(podStamps[id & (POD_SLOTS 
   return h ^ (h >> 32);
 }
 
+@inline function sameKey(e: usize, v6: bool): bool {
+  if ((load<u64>(e) & ENTRY_HEAD_MASK) != head || load<u64>(e, 8) != podIds || load<u64>(e, 16) != a0) return false;
+  return !v6 || (load<u64>(e, 24) == a1 && load<u64>(e, 32) == a2 && load<u64>(e, 40) == a3);
+}
+
 /**
  * Looks `rec` up. On a hit, writes the cached verdict and reason into the
  * record and returns true; on a miss, notes where `remember` will put it.
@@ -133,48 +138,27 @@ export function lookup(rec: usize): bool {
     a0 = <u64>load<u32>(rec + OFF_SRC_ADDR) | (<u64>load<u32>(rec + OFF_DST_ADDR) << 32);
     h = mix(head * 0x9E3779B97F4A7C15 ^ podIds * 0xC2B2AE3D27D4EB4F ^ a0 * 0x165667B19E3779F9);
   }
-  const victim = <usize>(<u32>(h >> 13) & (WAYS - 1));
-  let spare: usize = 0;
-  if (!v6) {
-    const index = <u32>h & (V4_SETS - 1);
-    const set = v4Table + <usize>index * WAYS * V4_ENTRY;
-    if (unchecked(v4Ready[index]) == 0) {
-      memory.fill(set, 0, <usize>WAYS * V4_ENTRY);
-      unchecked(v4Ready[index] = 1);
-    }
-    for (let w: usize = 0; w < <usize>WAYS; w++) {
-      const e = set + w * V4_ENTRY;
-      const eh = load<u64>(e);
-      const stamp = load<u32>(e, 24);
-      if ((eh & ENTRY_HEAD_MASK) == head && load<u64>(e, 8) == podIds && load<u64>(e, 16) == a0) {
-        if (fresh(stamp)) return hit(rec, eh, load<u32>(e, 28));
-        spare = e;
-        break;
-      }
-      if (spare == 0 && stamp < objectsStamp) spare = e;
-    }
-    slot = spare != 0 ? spare : set + victim * V4_ENTRY;
-  } else {
-    const index = <u32>h & (V6_SETS - 1);
-    const set = v6Table + <usize>index * WAYS * V6_ENTRY;
-    if (unchecked(v6Ready[index]) == 0) {
-      memory.fill(set, 0, <usize>WAYS * V6_ENTRY);
-      unchecked(v6Ready[index] = 1);
-    }
-    for (let w: usize = 0; w < <usize>WAYS; w++) {
-      const e = set + w * V6_ENTRY;
-      const eh = load<u64>(e);
-      const stamp = load<u32>(e, 48);
-      if ((eh & ENTRY_HEAD_MASK) == head && load<u64>(e, 8) == podIds && load<u64>(e, 16) == a0
-        && load<u64>(e, 24) == a1 && load<u64>(e, 32) == a2 && load<u64>(e, 40) == a3) {
-        if (fresh(stamp)) return hit(rec, eh, load<u32>(e, 52));
-        spare = e;
-        break;
-      }
-      if (spare == 0 && stamp < objectsStamp) spare = e;
-    }
-    slot = spare != 0 ? spare : set + victim * V6_ENTRY;
+  const size = v6 ? V6_ENTRY : V4_ENTRY;
+  const stampAt = size - 8;
+  const index = <u32>h & ((v6 ? V6_SETS : V4_SETS) - 1);
+  const set = (v6 ? v6Table : v4Table) + <usize>index * WAYS * size;
+  const ready = changetype<usize>(v6 ? v6Ready : v4Ready) + <usize>index;
+  if (load<u8>(ready) == 0) {
+    memory.fill(set, 0, <usize>WAYS * size);
+    store<u8>(ready, 1);
   }
+  let spare: usize = 0;
+  for (let w: usize = 0; w < <usize>WAYS; w++) {
+    const e = set + w * size;
+    const stamp = load<u32>(e + stampAt);
+    if (sameKey(e, v6)) {
+      if (fresh(stamp)) return hit(rec, load<u64>(e), load<u32>(e + stampAt, 4));
+      spare = e;
+      break;
+    }
+    if (spare == 0 && stamp < objectsStamp) spare = e;
+  }
+  slot = spare != 0 ? spare : set + <usize>(<u32>(h >> 13) & (WAYS - 1)) * size;
   store<u64>(stats + 8, load<u64>(stats + 8) + 1);
   return false;
 }
@@ -182,17 +166,16 @@ export function lookup(rec: usize): bool {
 /** Stores the verdict `decide` just wrote into the record `lookup` missed. */
 export function remember(rec: usize): void {
   const e = slot;
+  const v6 = load<u8>(rec, 1) == 6;
+  const stampAt = (v6 ? V6_ENTRY : V4_ENTRY) - 8;
   store<u64>(e, head | (<u64>load<u8>(rec + OFF_VERDICT) << VERDICT_SHIFT));
   store<u64>(e, podIds, 8);
   store<u64>(e, a0, 16);
-  if (load<u8>(rec, 1) == 6) {
+  if (v6) {
     store<u64>(e, a1, 24);
     store<u64>(e, a2, 32);
     store<u64>(e, a3, 40);
-    store<u32>(e, clock, 48);
-    store<u32>(e, load<u32>(rec + OFF_REASON), 52);
-  } else {
-    store<u32>(e, clock, 24);
-    store<u32>(e, load<u32>(rec + OFF_REASON), 28);
   }
+  store<u32>(e + stampAt, clock);
+  store<u32>(e + stampAt, load<u32>(rec + OFF_REASON), 4);
 }
