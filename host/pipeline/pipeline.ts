@@ -157,6 +157,10 @@ export class Pipeline {
       const stage = stages[s];
       const subjects = stage.subjectFilter();
       let m = n;
+      if (subjects !== null && subjects.length === 0) {
+        stage.countSkipped(n);
+        continue;
+      }
       if (subjects !== null) {
         m = 0;
         for (let k = 0; k < n; k++) {

@@ -37,6 +37,8 @@ function encodeObject(obj: KubeObject): Uint8Array {
   return lastJson;
 }
 
+
+const NO_SUBJECTS = new Uint8Array(0);
 export interface StageCounters {
   decisions: number;
   accept: number;
@@ -312,6 +314,9 @@ export class Stage implements StateListener {
     const subjects = this.subjects();
     if (this.instance === undefined) return; // kwp_subjects trapped: no filter until the rebuild
     if (subjects === 'all') this.subjectIds = null;
+    // An empty filter (a stage whose policies select no pod) lets the batched
+    // walk skip the stage without looking at a record.
+    else if (subjects.length === 0) this.subjectIds = NO_SUBJECTS;
     else {
       let max = 0;
       for (const id of subjects) if (id > max) max = id;
