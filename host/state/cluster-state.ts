@@ -5,6 +5,7 @@
 // `domainNames` peers match on. Everything downstream (evaluator instances, the
 // admin API, `kwp eval`) reads from here and learns of changes by subscribing.
 
+import { Ipv4PodIndex } from './ipv4-index.js';
 import {
   Kinds,
   type ContainerPort,
@@ -218,7 +219,7 @@ export class ClusterState implements ObjectSink {
    * as itself: a Set per pod IP cost ~150 bytes each.
    */
   private readonly ipClaims = new Map<string, PodRecord | Set<PodRecord>>();
-  private readonly podsByIPv4 = new Map<number, PodInfo>();
+  private readonly podsByIPv4 = new Ipv4PodIndex();
   private readonly podsByIPv6 = new Map<string, PodInfo>();
   /** name → address → expiry (ms since the epoch). */
   private readonly resolvedNames = new Map<string, Map<string, number>>();
