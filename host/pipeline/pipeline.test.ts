@@ -183,17 +183,23 @@ describe('stages whose module names its subjects are not asked about other traff
   });
 });
 
+/** Pods a and b in namespace x, no NetworkPolicy, and a network-policy stage whose module therefore names no subject. */
+function unselectedPods() {
+  const state = new ClusterState();
+  state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
+  const pod = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels: { app: name } }, spec: {}, status: { phase: 'Running', podIP: ip } });
+  state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
+  state.replace(Kinds.NetworkPolicy, []);
+  const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+  engine.activate(engine.build({ stages: [{ name: 'np', module: 'network-policy' }] }));
+  const np = engine.active.stages[0];
+  const a2b: Packet = { family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0 };
+  return { state, engine, np, a2b, pod };
+}
+
 describe('a stage whose policies select no pod', () => {
   it('is skipped for every record of a batch, and allows what it would have answered Next', () => {
-    const state = new ClusterState();
-    state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
-    const pod = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels: { app: name } }, spec: {}, status: { phase: 'Running', podIP: ip } });
-    state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
-    state.replace(Kinds.NetworkPolicy, []);
-    const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
-    engine.activate(engine.build({ stages: [{ name: 'np', module: 'network-policy' }] }));
-    const np = engine.active.stages[0];
-    const a2b: Packet = { family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0 };
+    const { state, engine, np, a2b, pod } = unselectedPods();
     const out = new Uint8Array(3);
     engine.active.allowsBatch([a2b, a2b, { ...a2b, dst: new Uint8Array([8, 8, 8, 8]) }], out);
     expect([...out]).toEqual([1, 1, 1]);
@@ -205,15 +211,7 @@ describe('a stage whose policies select no pod', () => {
 
 describe('the subject filter after a change', () => {
   it('is rebuilt off the packet path and then skips traffic between unselected pods again', async () => {
-    const state = new ClusterState();
-    state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }]);
-    const pod = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'x', uid: name, labels: { app: name } }, spec: {}, status: { phase: 'Running', podIP: ip } });
-    state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
-    state.replace(Kinds.NetworkPolicy, []);
-    const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
-    engine.activate(engine.build({ stages: [{ name: 'np', module: 'network-policy' }] }));
-    const np = engine.active.stages[0];
-    const a2b: Packet = { family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0 };
+    const { state, engine, np, a2b, pod } = unselectedPods();
     engine.allows(a2b);
     expect(np.counters.skipped).toBe(2);
     state.apply(Kinds.Pod, { type: 'upsert', object: pod('c', '10.0.0.3') });
