@@ -2,11 +2,10 @@
 // arguments are checked against the same list) and run the Agent until a
 // signal stops it.
 import {
-  KwpError, createLogger, kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource, parseEtcdEndpoints,
+  KwpError, createLogger, kubeSystemUid, parseLimitSettings, resolveLimits, loadKubeConfig, multiclusterPipeline, multiclusterSource, parseEtcdEndpoints,
   type MulticlusterAgentConfig, type ObjectSource, type PipelineSpec,
 } from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
-import { parseLimitSettings, resolveLimits } from '../runtime/limits.js';
 import { Agent, loadPipelineFile, type AgentConfig } from '../agent.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
