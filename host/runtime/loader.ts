@@ -12,7 +12,7 @@ import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
 
 export const ABI_MAJOR = 1;
-export const ABI_MINOR = 1;
+export const ABI_MINOR = 2;
 
 /** Imports a module may have (ABI.md, "Imports"). */
 export const IMPORT_ALLOWLIST: ReadonlyArray<{ module: string; name: string; kind: string }> = [
