@@ -54,6 +54,8 @@ export interface ServiceHop {
   address: string;
   /** The target port the destination port was rewritten to. */
   port: number;
+  /** The endpoint is the source pod itself: a Service hairpin. */
+  hairpin?: true;
 }
 
 const FIELDS = ['src', 'dst', 'protocol', 'port', 'srcPort', 'name', 'expect'];
@@ -353,7 +355,7 @@ export function resolveFlowRoutes(flow: FlowSpec, state: ClusterState): Resolved
       resolved.packet.serviceHairpin = true;
       resolved.notes.push(`${flow.src} reaches itself through Service ${route!.service}: a Service hairpin, which ClusterNetworkPolicy and AdminNetworkPolicy judge (docs/semantics.md, "Hairpin")`);
     }
-    resolved.via = { service: route!.service, endpoint: endpoint.label, address: endpoint.address, port: endpoint.port };
+    resolved.via = { service: route!.service, endpoint: endpoint.label, address: endpoint.address, port: endpoint.port, ...(hairpin ? { hairpin: true as const } : {}) };
     return resolved;
   });
 }
