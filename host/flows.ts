@@ -319,14 +319,10 @@ export function resolveFlowRoutes(flow: FlowSpec, state: ClusterState): Resolved
         if (byNodePort) route = services.route(byNodePort, flow.protocol, flow.port, true);
       }
     } else {
+      // A pod of that name wins (flows written before Services were understood
+      // keep their meaning); its Service is then named by its ClusterIP.
       const service = services.byName(flow.dst);
-      if (service) {
-        const [namespace, name] = flow.dst.split('/');
-        if (state.podByName(namespace, name) || state.object(Kinds.Pod, flow.dst)) {
-          throw flowError(where, `field "dst": both a pod and a Service are named ${flow.dst}; write the pod's IP or the Service's ClusterIP to say which`);
-        }
-        route = services.route(service, flow.protocol, flow.port);
-      }
+      if (service && !state.object(Kinds.Pod, flow.dst)) route = services.route(service, flow.protocol, flow.port);
     }
   } catch (err) {
     if (err instanceof ServiceLookupError) throw flowError(where, `field "dst": ${err.message}; use one of its ports`);

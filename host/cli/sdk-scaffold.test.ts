@@ -140,7 +140,7 @@ describe('a project from kwp sdk new', () => {
       return (await run(process.execPath, [kwp, ...args, '--server', url], { cwd: project, env })).stdout;
     };
     try {
-      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.1\)\n$/);
+      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.2\)\n$/);
       await cli('pipeline', 'set', 'pipeline.yaml');
       const blocks = guideBlocks();
       expect(await cli('explain', '--src', 'shop/web', '--dst', 'shop/db', '--port', '23')).toBe(blocks.get('walkthrough:audit'));

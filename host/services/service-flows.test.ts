@@ -68,6 +68,11 @@ describe('a flow to a Service', () => {
     expect(await lines(objects.slice(0, -1), [{ src: 'shop/client', dst: 'shop/web', port: 80 }])).toEqual(['shop/client -> shop/web TCP/80 via shop/web-1:8080  ALLOW']);
   });
 
+  it('takes a name that is both a pod and a Service as the pod', async () => {
+    const objects = [...base, service('shop/web-1', { app: 'web' }, [{ port: 80 }])];
+    expect(await lines(objects, [{ src: 'shop/client', dst: 'shop/web-1', port: 8080 }])).toEqual(['shop/client -> shop/web-1 TCP/8080  ALLOW']);
+  });
+
   it('marks the endpoint that is the client itself as a Service hairpin', async () => {
     const results = await evaluateFlows({ objects: base, flows: [{ src: 'shop/web-1', dst: 'shop/web', port: 80 }] });
     expect(results.map((r) => [r.via?.endpoint, r.via?.hairpin])).toEqual([['shop/web-1', true], ['shop/web-2', undefined]]);
@@ -77,9 +82,8 @@ describe('a flow to a Service', () => {
     ['a port the Service does not have', { src: 'shop/client', dst: 'shop/web', port: 81 }, /field "dst": Service shop\/web has no port TCP\/81 \(its ports: TCP\/80\); use one of its ports/],
     ['a Service without endpoints', { src: 'shop/client', dst: 'shop/none', port: 80 }, /Service shop\/none has no ready endpoints for TCP\/80, so a Service proxy would reject the connection/],
     ['a Service as the source', { src: 'shop/web', dst: 'shop/client', port: 80 }, /field "src": shop\/web is a Service; only a flow's destination may name a Service/],
-    ['a name both a pod and a Service have', { src: 'shop/client', dst: 'shop/web-1', port: 80 }, /both a pod and a Service are named shop\/web-1; write the pod's IP or the Service's ClusterIP/],
   ])('is refused with what to fix for %s', async (_name, flow, message) => {
-    const objects = [...base, service('shop/none', { app: 'nobody' }, [{ port: 80 }]), service('shop/web-1', { app: 'web' }, [{ port: 80 }])];
+    const objects = [...base, service('shop/none', { app: 'nobody' }, [{ port: 80 }])];
     const error = await evaluateFlows({ objects, flows: [flow] }).then(() => undefined, (err: unknown) => err);
     expect(isKwpError(error) && error.code).toBe('KWP_ERR_FLOWS');
     expect((error as Error).message).toMatch(message);
