@@ -92,10 +92,13 @@ export class Agent {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
     this.state = new ClusterState();
     const ilog = instanceLogger(this.log);
+    const builtins = new BuiltinModules(config.limits);
     if (config.stateDir) {
-      this.store = new ModuleStore({ stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits });
+      this.store = new ModuleStore({
+        stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits, reservedNames: builtins.names(),
+      });
     }
-    const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), new BuiltinModules(config.limits)];
+    const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), builtins];
     this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
@@ -138,6 +141,8 @@ export class Agent {
         store: this.store, controller, engine: this.engine, metrics,
         token: loadAdminToken({ file: this.config.adminTokenFile }), readsOpen: this.config.adminReadsOpen ?? false,
         ready: () => this.ready(), host, port,
+        // Warnings and errors only (every 5xx, with its request id): request lines would drown the agent's log.
+        logger: this.log.child({ part: 'admin-api' }, { level: 'warn' }),
       });
       this.adminUrl = await this.admin.listen();
       this.log.info({ url: this.adminUrl }, 'admin API listening');

@@ -31,7 +31,8 @@ export const ErrorCatalogue = {
   // Admin API and control plane
   KWP_ERR_NAME_MISMATCH: { status: 422, summary: "The name or version in the upload request differs from the module's kwp.meta." },
   KWP_ERR_MODULE_CONFLICT: { status: 409, summary: 'Different bytes are already stored under this module name and version.' },
-  KWP_ERR_MODULE_IN_USE: { status: 409, summary: 'The module is used by the active pipeline and cannot be removed.' },
+  KWP_ERR_MODULE_IN_USE: { status: 409, summary: 'The module is used by the active pipeline, the one kept for rollback, or one being built, and cannot be removed.' },
+  KWP_ERR_MODULE_NAME_RESERVED: { status: 409, summary: 'The upload is named like a built-in module.' },
   KWP_ERR_SIGNATURE_REQUIRED: { status: 401, summary: 'Trusted signing keys are configured and the upload carries no signature.' },
   KWP_ERR_SIGNATURE_INVALID: { status: 422, summary: 'The upload signature does not verify against any trusted key for this module, name and version.' },
   KWP_ERR_PRECONDITION_FAILED: { status: 412, summary: 'If-Match names a pipeline revision that is no longer the active one.' },

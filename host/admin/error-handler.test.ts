@@ -43,3 +43,26 @@ describe('every failure leaves as a KWP error with the catalogue status', () => 
     expect([res.statusCode, res.json().code]).toEqual([400, 'KWP_ERR_REQUEST_INVALID']);
   });
 });
+
+describe('every 5xx is logged under a request id that the answer carries', () => {
+  it('an unexpected exception answers 500 with the id in the X-Request-Id header and the body, and the log line has the same id and the details', async () => {
+    const lines: string[] = [];
+    app = Fastify({ logger: { level: 'info', stream: { write: (l: string) => { lines.push(l); } } } as never, genReqId: () => 'req-under-test' });
+    app.setErrorHandler(kwpErrorHandler);
+    app.get('/boom', async () => { throw new Error('disk on fire at /var/lib/kwp'); });
+    app.get('/busy', async () => { throw new KwpError('KWP_ERR_MODULE_IN_USE', 'busy'); });
+    await app.ready();
+    const res = await app.inject({ method: 'GET', url: '/boom' });
+    expect(res.statusCode).toBe(500);
+    expect(res.headers['x-request-id']).toBe('req-under-test');
+    expect(res.json()).toMatchObject({ code: 'KWP_ERR_INTERNAL', requestId: 'req-under-test' });
+    expect(res.json().message).toContain('request id req-under-test');
+    const logged = lines.map((l) => JSON.parse(l)).find((l) => l.level === 50);
+    expect(logged).toMatchObject({ requestId: 'req-under-test', code: 'KWP_ERR_INTERNAL' });
+    expect(logged.err.message).toBe('disk on fire at /var/lib/kwp');
+    // A 4xx is the client's to fix: no id, nothing at error level.
+    const busy = await app.inject({ method: 'GET', url: '/busy' });
+    expect(busy.headers['x-request-id']).toBeUndefined();
+    expect(busy.json().requestId).toBeUndefined();
+  });
+});

@@ -37,12 +37,24 @@ export function toKwpError(err: FastifyError, request: FastifyRequest): KwpError
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
     return new KwpError('KWP_ERR_REQUEST_INVALID', `${what}: ${err.message}`);
   }
-  return new KwpError('KWP_ERR_INTERNAL', `${what}: an unexpected error; the agent's log has the details`, { cause: err });
+  return new KwpError('KWP_ERR_INTERNAL', `${what}: an unexpected error; the agent's log has the details under request id ${request.id}`, { cause: err });
 }
 
+export const REQUEST_ID_HEADER = 'x-request-id';
+
+/**
+ * Every 5xx is logged at error level with the request id, and the answer
+ * carries that id (header and body), so "the agent's log has the details"
+ * leads to the line that has them.
+ */
 export function kwpErrorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const kerr = toKwpError(err, request);
-  if (kerr.code === 'KWP_ERR_INTERNAL') request.log.error({ err }, kerr.message);
-  else request.log.info({ code: kerr.code }, kerr.message);
+  if (kerr.status >= 500) {
+    request.log.error({ err, code: kerr.code, requestId: request.id }, `${kerr.message} (request id ${request.id})`);
+    reply.header(REQUEST_ID_HEADER, request.id);
+    reply.status(kerr.status).type('application/json; charset=utf-8').send({ ...kerr.toJSON(), requestId: request.id });
+    return;
+  }
+  request.log.info({ code: kerr.code }, kerr.message);
   reply.status(kerr.status).type('application/json; charset=utf-8').send(kerr.toJSON());
 }

@@ -31,6 +31,13 @@ export interface AdminApiOptions {
   uploadsPerMinute?: number;
   /** Client buckets kept at most; past that the least recently used is forgotten. Default 1024. */
   uploadClients?: number;
+  /**
+   * One bucket all clients draw from besides their own: `uploadGlobalBurst`
+   * tokens refilled at `uploadsPerMinuteGlobal`. Defaults 20 and 120, so many
+   * addresses cannot multiply the per-address rate.
+   */
+  uploadGlobalBurst?: number;
+  uploadsPerMinuteGlobal?: number;
 }
 
 /** Per-route settings read by the plugin's hooks. */

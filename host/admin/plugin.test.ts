@@ -202,7 +202,9 @@ describe('pipeline routes', () => {
     const app = h.server.app;
     const get = await app.inject({ method: 'GET', url: '/v1/pipeline', headers: auth });
     expect(get.headers.etag).toBe('"1"');
-    expect(get.json()).toEqual({ revision: 1, stages: ALLOW_FIRST.stages });
+    expect(get.json()).toMatchObject({ revision: 1, stages: ALLOW_FIRST.stages });
+    // Each stage's module resolved to the exact bytes it runs.
+    expect(get.json().modules.map((m: any) => [m.stage, m.name, /^[0-9a-f]{64}$/.test(m.sha256)])).toEqual(ALLOW_FIRST.stages.map((st) => [st.name, 'scripted', true]));
     const put = await app.inject({ method: 'PUT', url: '/v1/pipeline', headers: { ...auth, 'if-match': '"1"' }, payload: DENY_FIRST });
     expect([put.statusCode, put.headers.etag]).toEqual([200, '"2"']);
     expect(put.json()).toMatchObject({ revision: 2, previousRevision: 1 });
@@ -241,7 +243,7 @@ describe('pipeline routes', () => {
     expect([a.statusCode, a.headers.etag, a.json().revision]).toEqual([200, '"2"', 2]);
     expect([b.statusCode, b.json().code]).toEqual([412, 'KWP_ERR_PRECONDITION_FAILED']);
     expect(activated).toBe(1);
-    expect((await app.inject({ method: 'GET', url: '/v1/pipeline', headers: auth })).json()).toEqual({ revision: 2, previousRevision: 1, stages: DENY_FIRST.stages });
+    expect((await app.inject({ method: 'GET', url: '/v1/pipeline', headers: auth })).json()).toMatchObject({ revision: 2, previousRevision: 1, stages: DENY_FIRST.stages });
   });
 
   it('rolling back with nothing to roll back to is a 409', async () => {

@@ -19,7 +19,9 @@ import type { AdminApiOptions, AdminRouteConfig } from './options.js';
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
   const tokens = new TokenCheck(options.token, options.readsOpen ?? false);
-  const buckets = new ClientBuckets(options.uploadBurst ?? 5, (options.uploadsPerMinute ?? 30) / 60, options.uploadClients ?? 1024);
+  const buckets = new ClientBuckets(options.uploadBurst ?? 5, (options.uploadsPerMinute ?? 30) / 60, options.uploadClients ?? 1024, Date.now, {
+    capacity: options.uploadGlobalBurst ?? 20, refillPerSecond: (options.uploadsPerMinuteGlobal ?? 120) / 60,
+  });
   const metrics = options.metrics ?? new AdminMetrics({ controller: options.controller, store: options.store });
 
   app.addSchema(errorSchema);

@@ -5,7 +5,11 @@ export const errorSchema = {
   type: 'object',
   description: 'Every error: a stable code from docs/errors.md and a message saying what to fix.',
   required: ['code', 'message'],
-  properties: { code: { type: 'string', pattern: '^KWP_ERR_' }, message: { type: 'string' } },
+  properties: {
+    code: { type: 'string', pattern: '^KWP_ERR_' },
+    message: { type: 'string' },
+    requestId: { type: 'string', description: '5xx only: the id the agent logged the error under (also the X-Request-Id header)' },
+  },
 } as const;
 
 export const errorResponses = {
@@ -27,7 +31,7 @@ export const moduleInfoSchema = {
     description: { type: 'string' },
     uploadedAt: { type: 'string', format: 'date-time' },
     signedBy: { type: 'string', description: 'fingerprint of the trusted key that verified the upload' },
-    usedBy: { type: 'array', items: { type: 'string' }, description: 'stages of the active pipeline running these bytes' },
+    usedBy: { type: 'array', items: { type: 'string' }, description: 'stages of the active pipeline running these bytes (the rollback pipeline\'s also keep them from removal)' },
   },
 } as const;
 
@@ -51,6 +55,14 @@ export const pipelineViewSchema = {
     revision: { type: 'integer' },
     previousRevision: { type: 'integer', description: 'the revision a rollback returns to, when there is one' },
     stages: { type: 'array', items: stageSchema },
+    modules: {
+      type: 'array',
+      description: 'the bytes each stage runs: its module reference resolved to name, version and sha256',
+      items: {
+        type: 'object', required: ['stage', 'name', 'version', 'sha256'],
+        properties: { stage: { type: 'string' }, name: { type: 'string' }, version: { type: 'string' }, sha256: { type: 'string' } },
+      },
+    },
   },
 } as const;
 

@@ -4,6 +4,7 @@
 // finish, then closes idle keep-alive connections.
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
+import { randomUUID } from 'node:crypto';
 import { adminApi } from './plugin.js';
 import type { AdminApiOptions } from './options.js';
 
@@ -35,6 +36,8 @@ export async function createAdminServer(options: AdminServerOptions): Promise<Ad
     ...(https ? { https } : {}),
     ...(logger ? { loggerInstance: logger } : { logger: false }),
     forceCloseConnections: 'idle',
+    // Ids that stay unique across restarts, since 5xx answers and log lines carry them.
+    genReqId: () => randomUUID(),
     return503OnClosing: true,
   }) as FastifyInstance;
   await app.register(adminApi, { ...api, prefix });

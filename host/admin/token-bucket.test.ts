@@ -46,3 +46,23 @@ describe('upload buckets per client', () => {
     expect(() => new ClientBuckets(1, 1, 0)).toThrow(RangeError);
   });
 });
+
+describe('the global upload bucket', () => {
+  it('a client cycling through many addresses is held to the global rate, and a refusal says which bucket was empty', () => {
+    let now = 0;
+    const buckets = new ClientBuckets(5, 0.5, 1024, () => now, { capacity: 20, refillPerSecond: 2 });
+    const answers = Array.from({ length: 100 }, (_, i) => buckets.takeFor(`10.0.${i >> 8}.${i & 0xff}`));
+    expect(answers.filter((a) => a.wait === 0)).toHaveLength(20);
+    expect(answers[20]).toEqual({ wait: 1, bucket: 'global' });
+    now += 1000;
+    expect(buckets.takeFor('192.0.2.1')).toEqual({ wait: 0 });
+  });
+
+  it('a client refused by its own bucket takes nothing from the global one', () => {
+    const now = 0;
+    const buckets = new ClientBuckets(1, 0.5, 1024, () => now, { capacity: 2, refillPerSecond: 1 });
+    expect(buckets.takeFor('a')).toEqual({ wait: 0 });
+    for (let i = 0; i < 10; i++) expect(buckets.takeFor('a').bucket).toBe('client');
+    expect(buckets.takeFor('b')).toEqual({ wait: 0 });
+  });
+});

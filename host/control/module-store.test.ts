@@ -226,7 +226,7 @@ describe('listing, removing and persistence', () => {
   });
 });
 
-describe('validation on a worker thread', () => {
+describe('validation in a child process', () => {
   it('uploads are validated off the main thread with the same answers, and the main thread keeps running meanwhile', async () => {
     const store = open({ validation: 'worker' });
     try {
@@ -251,7 +251,7 @@ describe('validation on a worker thread', () => {
     } finally {
       await store.close();
     }
-  });
+  }, 120_000);
 
   it('inline validation holds the main thread for the whole upload', async () => {
     const store = open({ validation: 'inline' });

@@ -73,10 +73,16 @@ export interface ModuleStoreOptions {
   validation?: 'worker' | 'inline';
   logger?: InstanceLogger;
   now?: () => Date;
+  /**
+   * Names no upload may take: the built-in modules'. A stage names its module
+   * by name, and the store is asked first, so an upload called like a
+   * built-in would otherwise replace it at the next pipeline change.
+   */
+  reservedNames?: readonly string[];
 }
 
-/** Which module bytes a pipeline runs, stage by stage; `building` marks a stage of a pipeline not activated yet. */
-export type ModuleUsage = () => Array<{ stage: string; sha256: string; building?: boolean }>;
+/** Which module bytes the pipelines run, stage by stage; `building` marks a stage of a pipeline not activated yet, `rollback` one of the pipeline kept for rollback. */
+export type ModuleUsage = () => Array<{ stage: string; sha256: string; building?: boolean; rollback?: boolean }>;
 
 const INDEX_VERSION = 1;
 
@@ -95,6 +101,7 @@ export class ModuleStore implements ModuleResolver {
   private readonly selfTestTimeoutMs: number;
   private readonly logger?: InstanceLogger;
   private readonly now: () => Date;
+  private readonly reservedNames: ReadonlySet<string>;
   /** By sha256. */
   private readonly entries = new Map<string, StoredModule>();
   private readonly compiled = new Map<string, CompiledEvaluator>();
@@ -111,6 +118,7 @@ export class ModuleStore implements ModuleResolver {
     this.selfTestTimeoutMs = options.selfTestTimeoutMs ?? DEFAULT_SELF_TEST_TIMEOUT_MS;
     this.logger = options.logger;
     this.now = options.now ?? (() => new Date());
+    this.reservedNames = new Set(options.reservedNames ?? []);
     this.validator = options.validation === 'inline' ? new InlineValidator() : new ProcessValidator(undefined, this.limits.validationHeapMiB);
     mkdirSync(this.dir, { recursive: true });
     this.loadIndex();
@@ -206,7 +214,7 @@ export class ModuleStore implements ModuleResolver {
   }
 
   private info(m: StoredModule): ModuleInfo {
-    const usedBy = this.usage().filter((u) => u.sha256 === m.sha256 && !u.building).map((u) => u.stage);
+    const usedBy = this.usage().filter((u) => u.sha256 === m.sha256 && !u.building && !u.rollback).map((u) => u.stage);
     return { ...m, usedBy };
   }
 
@@ -261,6 +269,9 @@ export class ModuleStore implements ModuleResolver {
     if (bytes.length > this.limits.maxModuleBytes) {
       throw new KwpError('KWP_ERR_MODULE_TOO_LARGE', `${source}: the module is ${bytes.length} bytes, over the cap of ${this.limits.maxModuleBytes} bytes; shrink it (asc -Oz) or raise the cap`);
     }
+    if (this.reservedNames.has(name)) {
+      throw new KwpError('KWP_ERR_MODULE_NAME_RESERVED', `${source}: "${name}" is the name of a built-in module, which stages name without a version; give your module a name of its own (module.json "name") and rebuild`);
+    }
     const sha256 = sha256Hex(bytes);
     const signedBy = this.checkSignature(sha256, request, source);
     const stored = this.alreadyStored(sha256, name, version, source);
@@ -312,15 +323,19 @@ export class ModuleStore implements ModuleResolver {
     return [...this.entries.values()].filter((m) => m.name === name).sort((a, b) => compareVersions(b.version, a.version));
   }
 
-  /** Removes one version, or every version of `name`; refused while the active pipeline, or one being built, runs any of them. */
+  /** Removes one version, or every version of `name`; refused while the active pipeline, the one kept for rollback, or one being built, runs any of them. */
   remove(name: string, version?: string): StoredModule[] {
     const targets = this.versionsOf(name).filter((m) => version === undefined || m.version === version);
     if (!targets.length) throw notStored(version === undefined ? name : `${name}@${version}`);
     const used = this.usage();
     for (const m of targets) {
-      const stages = used.filter((u) => u.sha256 === m.sha256 && !u.building).map((u) => u.stage);
+      const stages = used.filter((u) => u.sha256 === m.sha256 && !u.building && !u.rollback).map((u) => u.stage);
       if (stages.length) {
         throw new KwpError('KWP_ERR_MODULE_IN_USE', `module ${m.name}@${m.version} is used by stage(s) ${stages.join(', ')} of the active pipeline; set a pipeline without it first`);
+      }
+      const rollback = used.filter((u) => u.sha256 === m.sha256 && u.rollback).map((u) => u.stage);
+      if (rollback.length) {
+        throw new KwpError('KWP_ERR_MODULE_IN_USE', `module ${m.name}@${m.version} is used by stage(s) ${rollback.join(', ')} of the pipeline kept for rollback, which a restart or a rollback would run again; set pipelines without it until it is no longer the rollback target`);
       }
       const building = used.filter((u) => u.sha256 === m.sha256 && u.building).map((u) => u.stage);
       if (building.length) {

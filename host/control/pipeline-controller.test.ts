@@ -187,7 +187,8 @@ describe('restarts and state files', () => {
     expect(second.controller.history().map((h) => h.action)).toEqual(['startup', 'set', 'startup']);
     expect((await second.controller.rollback()).revision).toBe(1);
     expect(second.engine.allows(packet())).toBe(true);
-    expect(codeOf(() => second.store.remove('uploaded'))).toBeUndefined();
+    // Revision 2 is now the rollback target, so its module must stay.
+    expect(codeOf(() => second.store.remove('uploaded'))).toBe('KWP_ERR_MODULE_IN_USE');
   });
 
   it('a corrupt state file is reported with its name and reason, kept aside, and the configured pipeline is used', () => {

@@ -43,9 +43,17 @@ export interface PipelineControllerOptions {
   now?: () => Date;
 }
 
+/** One stage's use of a module's bytes (the module store's "in use" check). */
+export interface ModuleUse { stage: string; sha256: string; building?: true; rollback?: true }
+
+/** Which bytes a stage runs: its module reference resolved. */
+export interface StageModule { stage: string; name: string; version: string; sha256: string }
+
 export interface PipelineView {
   revision: number;
   stages: StageSpec[];
+  /** The module each stage runs, exactly: name, version and the sha256 of its bytes. */
+  modules: StageModule[];
   /** The revision a rollback returns to, when there is one. */
   previousRevision?: number;
 }
@@ -188,7 +196,11 @@ export class PipelineController {
 
   get(): PipelineView {
     const p = this.engine.active;
-    const view: PipelineView = { revision: p.revision, stages: p.spec.stages.map((s) => ({ ...s })) };
+    const view: PipelineView = {
+      revision: p.revision,
+      stages: p.spec.stages.map((s) => ({ ...s })),
+      modules: p.stages.map((s) => ({ stage: s.name, name: s.compiled.meta.name, version: s.compiled.meta.version, sha256: s.compiled.sha256 })),
+    };
     if (this.previous) view.previousRevision = this.previous.revision;
     return view;
   }
@@ -201,15 +213,18 @@ export class PipelineController {
   }
 
   /**
-   * Which module bytes the active pipeline runs, and the pipeline being built
-   * (`building`), for the module store's "in use" check: a module removed
-   * while a build runs would otherwise be activated and then be missing at
-   * the next restart.
+   * Which module bytes the active pipeline runs, the one kept for rollback
+   * (`rollback`) and the pipeline being built (`building`), for the module
+   * store's "in use" check: a module removed while a build runs would
+   * otherwise be activated and then be missing at the next restart.
    */
-  moduleUsage(): Array<{ stage: string; sha256: string; building?: true }> {
-    const out: Array<{ stage: string; sha256: string; building?: true }> = this.engine.hasActive
+  moduleUsage(): ModuleUse[] {
+    const out: ModuleUse[] = this.engine.hasActive
       ? this.engine.active.stages.map((s) => ({ stage: s.name, sha256: s.compiled.sha256 }))
       : [];
+    // The pipeline kept for rollback is persisted and rebuilt at the next
+    // start: a module it runs must stay, or that restart loses it.
+    for (const s of this.previous?.stages ?? []) out.push({ stage: s.name, sha256: s.compiled.sha256, rollback: true });
     for (const s of this.buildingStages) out.push({ stage: s.name, sha256: s.compiled.sha256, building: true });
     return out;
   }

@@ -17,10 +17,11 @@ export function moduleRoutes(app: FastifyInstance, store: ModuleStore, buckets: 
     config: { access: 'write', bodyTooLargeCode: 'KWP_ERR_MODULE_TOO_LARGE' } satisfies AdminRouteConfig,
     // Runs after the plugin's auth hook, so a caller without the token takes no one's tokens.
     onRequest: async (request, reply) => {
-      const wait = buckets.take(request.ip);
+      const { wait, bucket } = buckets.takeFor(request.ip);
       if (wait > 0) {
         reply.header('retry-after', String(wait));
-        throw new KwpError('KWP_ERR_RATE_LIMITED', `POST /v1/modules: too many uploads from ${request.ip}; retry in ${wait} s`);
+        const who = bucket === 'global' ? 'from all clients together' : `from ${request.ip}`;
+        throw new KwpError('KWP_ERR_RATE_LIMITED', `POST /v1/modules: too many uploads ${who}; retry in ${wait} s`);
       }
     },
     schema: {
