@@ -250,14 +250,15 @@ export class Pipeline {
     const dst = dstPod ?? this.state.podByIP(packet.dst);
     const rec = new Uint8Array(RECORD_SIZE);
     encodeRecord(rec, 0, packet, src ? src.id : 0, dst ? dst.id : 0);
+    const budget = { left: this.stages[0]?.compiled.limits.maxExplainBytes ?? 0 };
     rec[0] = EGRESS;
-    const egress = this.isRemote(src) ? { allowed: true, trace: [] } : this.walkTraced(rec);
+    const egress = this.isRemote(src) ? { allowed: true, trace: [] } : this.walkTraced(rec, budget);
     rec[0] = INGRESS;
-    const ingress = this.isRemote(dst) ? { allowed: true, trace: [] } : this.walkTraced(rec);
+    const ingress = this.isRemote(dst) ? { allowed: true, trace: [] } : this.walkTraced(rec, budget);
     return { allowed: egress.allowed && ingress.allowed, egress, ingress };
   }
 
-  private walkTraced(rec: Uint8Array): DirectionResult {
+  private walkTraced(rec: Uint8Array, budget: { left: number }): DirectionResult {
     const trace: StageTrace[] = [];
     let decided: boolean | undefined;
     for (const stage of this.stages) {
@@ -267,7 +268,16 @@ export class Pipeline {
       if (stage.lastFailure) step.failure = stage.lastFailure;
       else {
         const reason = stage.lastExplanation();
-        if (reason) step.reason = reason;
+        if (reason) {
+          // One explanation's reasons share maxExplainBytes (counted in UTF-16 units, at most the bytes they take).
+          if (reason.length <= budget.left) {
+            step.reason = reason;
+            budget.left -= reason.length;
+          } else {
+            step.reason = `(reason left out: this explanation's reasons are over ${stage.compiled.limits.maxExplainBytes} bytes, sandbox limit maxExplainBytes)`;
+            budget.left = 0;
+          }
+        }
       }
       trace.push(step);
       if (stage.mode === 'audit') continue;

@@ -9,6 +9,7 @@ import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
 import { EvaluatorInstance, ObjectOp, type DecisionCacheStats, type InstanceLogger } from '../runtime/instance.js';
 import { encodePodInfo } from '../runtime/podinfo-codec.js';
+import { LineRate } from '../runtime/line-rate.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
 
@@ -95,7 +96,11 @@ export class Stage implements StateListener {
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
   onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
 
+  /** The failure-policy error lines: a module failing on every packet would otherwise write one per packet. */
+  private readonly failureLines: LineRate;
+
   constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: InstanceLogger) {
+    this.failureLines = new LineRate(compiled.limits.failureLinesPerSecond);
     this.spec = spec;
     this.name = spec.name;
     this.label = spec.label ?? spec.name;
@@ -190,11 +195,20 @@ export class Stage implements StateListener {
     if (failure === 'fuel') this.counters.fuelExhausted++;
     else this.counters.traps++;
     this.lastFailure = failure;
-    this.logger?.log('error', `stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, { stage: this.name, code: kerr.code });
+    this.logFailure(`stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, kerr.code);
     this.instance = undefined;
     this.onFailure?.(this, failure, kerr);
     this.scheduleRebuild();
   }
+
+  private logFailure(message: string, code?: string): void {
+    const note = this.failureLines.take();
+    if (note === undefined) return;
+    this.logger?.log('error', message + note, code ? { stage: this.name, code } : { stage: this.name });
+  }
+
+  /** Failure-policy error lines dropped by the rate limit (failureLinesPerSecond). */
+  get suppressedFailureLines(): number { return this.failureLines.dropped; }
 
   private scheduleRebuild(): void {
     if (this.rebuildScheduled || this.disposed) return;
@@ -207,7 +221,7 @@ export class Stage implements StateListener {
         this.instance = this.freshInstance();
         this.counters.rebuilds++;
       } catch (err) {
-        this.logger?.log('error', `stage ${this.name}: rebuilding the module failed: ${(err as Error).message}`, { stage: this.name });
+        this.logFailure(`stage ${this.name}: rebuilding the module failed: ${(err as Error).message}`);
         // A module that traps on its own state will trap again; retry slowly.
         setTimeout(() => this.scheduleRebuild(), 1000).unref?.();
       }
@@ -244,7 +258,7 @@ export class Stage implements StateListener {
   private badVerdict(v: number): number {
     this.counters.traps++;
     this.lastFailure = 'trap';
-    this.logger?.log('error', `stage ${this.name}: module ${this.compiled.meta.name} returned verdict ${v}, which ABI 1 does not define; answering ${this.failurePolicy}`, { stage: this.name });
+    this.logFailure(`stage ${this.name}: module ${this.compiled.meta.name} returned verdict ${v}, which ABI 1 does not define; answering ${this.failurePolicy}`);
     return this.failureVerdict;
   }
 

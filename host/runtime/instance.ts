@@ -5,6 +5,7 @@
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from './loader.js';
 import { FUEL_GLOBAL } from './fuel.js';
+import { LineRate } from './line-rate.js';
 
 export const RECORD_SIZE = 64;
 export const OFF_VERDICT = 52;
@@ -19,6 +20,7 @@ export interface InstanceLogger {
 const LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
+const textDecoderUtf16 = new TextDecoder('utf-16le');
 
 /** Thrown by env.abort so a module's own abort is told apart from a trap. */
 class ModuleAbort extends Error {}
@@ -57,16 +59,15 @@ export class EvaluatorInstance {
   private readonly callFuel: number;
   /** Set once a call trapped or ran out of fuel. */
   broken: KwpError | undefined;
+  private readonly logRate: LineRate;
   /** Log lines dropped by the rate limit. */
-  droppedLogLines = 0;
-  private logTokens: number;
-  private logRefillAt = 0;
+  get droppedLogLines(): number { return this.logRate.dropped; }
 
   constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger) {
     this.compiled = compiled;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
-    this.logTokens = compiled.limits.logLinesPerSecond;
+    this.logRate = new LineRate(compiled.limits.logLinesPerSecond);
     let memory: WebAssembly.Memory | undefined;
     const env: Record<string, unknown> = {
       abort: (msg: number, file: number, line: number, col: number) => {
@@ -127,24 +128,26 @@ export class EvaluatorInstance {
 
   private readAsString(ptr: number): string {
     // AssemblyScript strings: UTF-16 code units, byte length in the header word before them.
+    // Only the first maxAbortMessageChars are copied: the length is the module's to choose.
     const mem = this.bytes();
     if (ptr < 4 || ptr > mem.length) return '?';
     const len = new DataView(mem.buffer).getUint32(ptr - 4, true);
     if (ptr + len > mem.length) return '?';
-    return String.fromCharCode(...new Uint16Array(mem.buffer.slice(ptr, ptr + (len & ~1))));
+    const max = this.compiled.limits.maxAbortMessageChars;
+    const units = Math.min(len >>> 1, max);
+    const text = textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2));
+    return units < len >>> 1 ? `${text}… (${(len >>> 1) - units} more characters cut)` : text;
   }
 
   private onLog(level: number, ptr: number, len: number): void {
-    const now = Date.now();
-    if (now >= this.logRefillAt) {
-      this.logTokens = this.compiled.limits.logLinesPerSecond;
-      this.logRefillAt = now + 1000;
-    }
-    if (this.logTokens <= 0) { this.droppedLogLines++; return; }
-    this.logTokens--;
+    const note = this.logRate.take();
+    if (note === undefined) return;
     const mem = this.bytes();
     if (ptr < 0 || len < 0 || ptr + len > mem.length) return;
-    const message = textDecoder.decode(mem.subarray(ptr, ptr + len));
+    // Only the first maxLogLineBytes are decoded: one call could name all of memory.
+    const max = this.compiled.limits.maxLogLineBytes;
+    const cut = len > max ? `… (${len - max} more bytes cut)` : '';
+    const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
     this.logger?.log(LEVELS[level] ?? 'info', message, { module: this.name });
   }
 
@@ -254,7 +257,10 @@ export class EvaluatorInstance {
   explain(reason: number): string {
     if (reason === 0) return '';
     const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
-    return this.resultText(len);
+    // Only the first maxReasonBytes are copied out of the module.
+    const max = this.compiled.limits.maxReasonBytes;
+    if (len <= max) return this.resultText(len);
+    return `${this.resultText(max)}… (${len - max} more bytes cut)`;
   }
 
   /**

@@ -40,8 +40,26 @@ export interface SandboxLimits {
    * maximum and its tables at their maximum.
    */
   memoryBudgetMiB: number;
-  /** V8 heap of each thread that validates, instruments or self-tests an upload, in MiB. */
+  /** V8 heap of the process that validates and self-tests uploads (and of the instrumentation helper thread), in MiB. */
   validationHeapMiB: number;
+
+  // ---- what a module may write ----
+  /** Bytes of one kwp.log line; the rest is cut, with a note saying how much. */
+  maxLogLineBytes: number;
+  /** Bytes of one explanation reason (kwp_explain's text). */
+  maxReasonBytes: number;
+  /** Bytes of all reasons of one explained flow, both directions; later reasons are left out with a note. */
+  maxExplainBytes: number;
+  /** UTF-16 code units of an env.abort message (and of its file name) the host copies. */
+  maxAbortMessageChars: number;
+  /** Bytes of the kwp.meta custom section. */
+  maxMetaBytes: number;
+  /** Characters of any one kwp.meta string (name, version, description, each kind). */
+  maxMetaStringChars: number;
+  /** Entries of kwp.meta's kinds list. */
+  maxMetaKinds: number;
+  /** Failure-policy error lines one stage may log per second; the rest are counted and reported with the next line. */
+  failureLinesPerSecond: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -59,6 +77,14 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   maxStages: 32,
   memoryBudgetMiB: 2048,
   validationHeapMiB: 512,
+  maxLogLineBytes: 4096,
+  maxReasonBytes: 1024,
+  maxExplainBytes: 65_536,
+  maxAbortMessageChars: 512,
+  maxMetaBytes: 16_384,
+  maxMetaStringChars: 1024,
+  maxMetaKinds: 64,
+  failureLinesPerSecond: 1,
 };
 
 /** What one table element costs the host: V8 keeps the table and the instance's dispatch table, 8 bytes an entry each. */

@@ -57,11 +57,15 @@ export interface CompiledEvaluator {
 
 const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
-function parseMeta(summary: WasmSummary, source: string): Omit<ModuleMeta, 'abi'> {
+function parseMeta(summary: WasmSummary, limits: SandboxLimits, source: string): Omit<ModuleMeta, 'abi'> {
   const sections = summary.customSections.get('kwp.meta');
   const hint = 'build the module with the SDK (its transform writes kwp.meta from module.json)';
   if (!sections || sections.length !== 1) {
     throw new KwpError('KWP_ERR_METADATA', `${source}: ${sections ? 'more than one' : 'no'} kwp.meta custom section; ${hint}`);
+  }
+  // The metadata is copied into the module index and every GET /v1/modules answer.
+  if (sections[0].length > limits.maxMetaBytes) {
+    throw new KwpError('KWP_ERR_METADATA', `${source}: kwp.meta is ${sections[0].length} bytes but the host allows ${limits.maxMetaBytes} (sandbox limit maxMetaBytes); shorten module.json`);
   }
   let meta: any;
   try {
@@ -76,6 +80,13 @@ function parseMeta(summary: WasmSummary, source: string): Omit<ModuleMeta, 'abi'
     if (typeof meta.version !== 'string' || !meta.version) problems.push('"version" must be a non-empty string');
     if (!Array.isArray(meta.kinds) || meta.kinds.some((k: unknown) => typeof k !== 'string')) problems.push('"kinds" must be a list of "apiVersion/Kind" strings');
     if (meta.failurePolicy !== 'fail-open' && meta.failurePolicy !== 'fail-closed') problems.push('"failurePolicy" must be "fail-open" or "fail-closed"');
+    if (meta.description !== undefined && typeof meta.description !== 'string') problems.push('"description" must be a string');
+    if (Array.isArray(meta.kinds) && meta.kinds.length > limits.maxMetaKinds) problems.push(`"kinds" lists ${meta.kinds.length} kinds but the host allows ${limits.maxMetaKinds} (sandbox limit maxMetaKinds)`);
+    const strings: Array<[string, unknown]> = [['name', meta.name], ['version', meta.version], ['description', meta.description],
+      ...(Array.isArray(meta.kinds) ? meta.kinds.map((k: unknown, i: number): [string, unknown] => [`kinds[${i}]`, k]) : [])];
+    for (const [field, value] of strings) {
+      if (typeof value === 'string' && value.length > limits.maxMetaStringChars) problems.push(`"${field}" is ${value.length} characters but the host allows ${limits.maxMetaStringChars} (sandbox limit maxMetaStringChars)`);
+    }
   }
   if (problems.length) throw new KwpError('KWP_ERR_METADATA', `${source}: kwp.meta: ${problems.join('; ')}`);
   return {
@@ -224,7 +235,7 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
     throw new KwpError('KWP_ERR_MODULE_INVALID', `${source}: ${(err as Error).message}`);
   }
   const abi = abiVersion(summary, source);
-  const meta = parseMeta(summary, source);
+  const meta = parseMeta(summary, limits, source);
   checkImports(summary, source);
   const memoryImport = checkMemory(summary, limits, source);
   checkShape(summary, limits, source);
