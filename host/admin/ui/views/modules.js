@@ -120,7 +120,7 @@ export function mount(root) {
             h('td', { title: `sha256:${m.sha256}` }, h('code', null, shortDigest(m.sha256))),
             h('td', null, `${m.size} B`),
             h('td', null, m.abi),
-            h('td', null, m.kinds.join(', ')),
+            h('td', null, m.kinds.length ? m.kinds.join(', ') : '\u2013'),
             h('td', null, m.failurePolicy),
             h('td', null, m.signedBy ? h('span', { class: 'badge enforce', title: `signed by the trusted key ${m.signedBy}` }, `signed ${m.signedBy.slice(0, 16)}`) : h('span', { class: 'badge audit' }, 'unsigned')),
             h('td', null, h('time', { datetime: m.uploadedAt }, new Date(m.uploadedAt).toLocaleString())),

@@ -50,7 +50,7 @@ export function mount(root) {
     messages,
     h('p', { id: 'reorder-help', class: 'hint' },
       'Each packet walks the stages left to right, once for the source\u2019s egress and once for the destination\u2019s ingress; the first Accept or Deny decides. ',
-      'To reorder, drag a stage, or focus it and press Alt+Left or Alt+Right (or use its Earlier and Later buttons). Nothing changes until you apply the draft.'),
+      'To reorder, drag a stage onto another, or focus it and press Alt+Up (earlier) or Alt+Down (later), or use its Earlier and Later buttons. Nothing changes until you apply the draft.'),
     diagram,
     preview,
     historyBox,

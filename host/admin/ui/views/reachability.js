@@ -15,6 +15,9 @@ export function mount(root) {
   /** @type {{namespace?: string, selector?: string, ports: string[]} | undefined} */ let query;
   let matrix;
   let selected; // {src, dst}
+  let only = ''; // one port's matrix (`TCP/80`), or '' for every port together
+  const portKey = (m) => `${m.protocol}/${m.port}`;
+  const shown = () => (only ? matrix.matrices.filter((m) => portKey(m) === only) : matrix.matrices);
 
   const nsSelect = h('select', { id: 'matrix-namespace', name: 'namespace' }, h('option', { value: '' }, 'all namespaces'));
   const selector = h('input', { id: 'matrix-selector', name: 'selector', placeholder: 'app=web,tier!=db', autocomplete: 'off', 'aria-describedby': 'matrix-selector-hint' });
@@ -43,20 +46,25 @@ export function mount(root) {
       ...(selector.value.trim() ? { selector: selector.value.trim() } : {}),
     };
     selected = undefined;
+    only = '';
     replace(detail, null);
     matrixPoll.now();
   }
 
   function render() {
     if (!matrix) return;
-    const focused = heat.contains(document.activeElement) ? /** @type {HTMLElement} */ (document.activeElement).dataset : undefined;
+    // A refresh redraws the table: keep the keyboard where it was.
+    const active = heat.contains(document.activeElement) ? /** @type {HTMLElement} */ (document.activeElement) : undefined;
     draw();
-    if (focused?.src) heat.querySelector(`button[data-src="${CSS.escape(focused.src)}"][data-dst="${CSS.escape(focused.dst)}"]`)?.focus();
+    if (active?.id) document.getElementById(active.id)?.focus();
+    else if (active?.dataset.src) heat.querySelector(`button[data-src="${CSS.escape(active.dataset.src)}"][data-dst="${CSS.escape(active.dataset.dst)}"]`)?.focus();
   }
 
   function draw() {
-    const { pods, matrices, revision } = matrix;
-    const portNames = matrices.map((m) => `${m.protocol}/${m.port}`);
+    const { pods, revision } = matrix;
+    const matrices = shown();
+    const portNames = matrices.map(portKey);
+    const all = matrix.matrices.map(portKey);
     if (pods.length === 0) { replace(heat, h('p', { class: 'hint' }, 'No pod matches this selection.')); return; }
     const cell = (i, j) => {
       const allowed = matrices.filter((m) => m.rows[i][j] === '.').map((m) => `${m.protocol}/${m.port}`);
@@ -74,8 +82,12 @@ export function mount(root) {
         onclick: () => { selected = { src, dst }; render(); explainCell(src, dst); },
       }, symbol));
     };
+    const picker = all.length > 1 ? h('p', null, h('label', { for: 'matrix-show' }, 'Show '),
+      h('select', { id: 'matrix-show', onchange: (e) => { only = e.target.value; render(); } },
+        h('option', { value: '' }, 'every port together'), all.map((p) => h('option', { value: p, selected: p === only }, `${p} only`)))) : null;
     replace(heat,
-      h('p', { class: 'meta' }, `${pods.length} pods \u00d7 ${portNames.join(', ')} \u00b7 decided by pipeline revision ${revision}`),
+      h('p', { class: 'meta' }, `${pods.length} pods \u00d7 ${all.join(', ')} \u00b7 decided by pipeline revision ${revision}`),
+      picker,
       h('div', { class: 'heatmap-scroll' },
         h('table', { class: 'heatmap' },
           h('caption', { class: 'visually-hidden' }, `Reachability on ${portNames.join(', ')}: rows are sources, columns destinations`),
@@ -91,7 +103,7 @@ export function mount(root) {
     replace(detail, h('p', { class: 'hint' }, `Explaining ${src} \u2192 ${dst}\u2026`));
     try {
       const parts = [];
-      for (const m of matrix.matrices) {
+      for (const m of shown()) {
         const flow = { src, dst, protocol: m.protocol, port: m.port };
         parts.push(explanation('Cell', flow, (await api('v1/explain', { method: 'POST', body: flow })).data));
       }
