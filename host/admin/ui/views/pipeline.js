@@ -170,18 +170,13 @@ export function mount(root) {
         h('button', { type: 'button', disabled: busy, onclick: () => { draft = undefined; announce('draft discarded'); render(); } }, 'Discard draft')));
   }
 
-  async function apply() {
-    if (!draft || busy) return;
+  /** Runs one change (apply or rollback) at a time; `act` returns the text to announce. */
+  async function change(act) {
+    if (busy) return;
     busy = true;
     render();
     try {
-      // The specs carry each stage's config, which the status leaves out.
-      const { data: current } = await api('v1/pipeline');
-      const specs = new Map(current.stages.map((s) => [s.name, s]));
-      const stages = draft.order.map((n) => specs.get(n)).filter(Boolean);
-      const { data } = await api('v1/pipeline', { method: 'PUT', body: { stages }, headers: { 'if-match': `"${draft.base}"` } });
-      outcome = { ok: true, text: `Applied: revision ${data.revision} is active (rollback goes to revision ${data.previousRevision}).` };
-      draft = undefined;
+      outcome = { ok: true, text: await act() };
       announce(outcome.text);
     } catch (err) {
       outcome = { ok: false, error: err };
@@ -191,21 +186,20 @@ export function mount(root) {
     await poll.now();
   }
 
-  async function rollback() {
-    if (busy) return;
-    busy = true;
-    render();
-    try {
-      const { data } = await api('v1/pipeline/rollback', { method: 'POST', headers: { 'if-match': `"${status.revision}"` } });
-      outcome = { ok: true, text: `Rolled back: revision ${data.revision} is active.` };
-      announce(outcome.text);
-    } catch (err) {
-      outcome = { ok: false, error: err };
-    } finally {
-      busy = false;
-    }
-    await poll.now();
-  }
+  const apply = () => change(async () => {
+    // The specs carry each stage's config, which the status leaves out.
+    const { data: current } = await api('v1/pipeline');
+    const specs = new Map(current.stages.map((s) => [s.name, s]));
+    const stages = draft.order.map((n) => specs.get(n)).filter(Boolean);
+    const { data } = await api('v1/pipeline', { method: 'PUT', body: { stages }, headers: { 'if-match': `"${draft.base}"` } });
+    draft = undefined;
+    return `Applied: revision ${data.revision} is active (rollback goes to revision ${data.previousRevision}).`;
+  });
+
+  const rollback = () => change(async () => {
+    const { data } = await api('v1/pipeline/rollback', { method: 'POST', headers: { 'if-match': `"${status.revision}"` } });
+    return `Rolled back: revision ${data.revision} is active.`;
+  });
 
   function renderHistory() {
     const rows = history.slice().reverse().slice(0, 20);
