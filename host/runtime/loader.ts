@@ -12,7 +12,7 @@ import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
 
 export const ABI_MAJOR = 1;
-export const ABI_MINOR = 1;
+export const ABI_MINOR = 2;
 
 const I32 = 0x7f;
 
