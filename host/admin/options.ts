@@ -38,6 +38,8 @@ export interface AdminApiOptions {
    */
   uploadGlobalBurst?: number;
   uploadsPerMinuteGlobal?: number;
+  /** Serve the web console at /ui/ (docs/console.md). Default true. */
+  console?: boolean;
 }
 
 /** Per-route settings read by the plugin's hooks. */
