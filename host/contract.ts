@@ -100,12 +100,9 @@ export interface Packet {
   icmpCode: number;
 }
 
-/** Pass is an explicit Next: the engine treats both alike, explanations tell them apart. */
-export const Verdict = { Next: 0, Accept: 1, Deny: 2, Pass: 3 } as const;
-export type Verdict = (typeof Verdict)[keyof typeof Verdict];
-export type VerdictName = 'Next' | 'Accept' | 'Deny' | 'Pass';
-export const verdictName = (v: number): VerdictName =>
-  v === Verdict.Accept ? 'Accept' : v === Verdict.Deny ? 'Deny' : v === Verdict.Pass ? 'Pass' : 'Next';
+// The verdict values are the ABI's (host/abi/verdict.ts); every part of the host reads them from here.
+import type { VerdictName } from './abi/verdict.js';
+export { Verdict, verdictName, type VerdictName } from './abi/verdict.js';
 
 export type Direction = 'egress' | 'ingress';
 export type FailurePolicy = 'fail-open' | 'fail-closed';

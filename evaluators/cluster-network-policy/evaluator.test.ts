@@ -5,7 +5,7 @@ import { describe, it, expect, beforeAll } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ModuleHarness, podsFromObjects, type Probe } from '../../test/netpol/abi-harness.js';
+import { ModuleHarness, podsFromObjects, type Probe } from '../../test/fixtures/abi-harness.js';
 import { conformanceTopology, student, studentIPs, ns, NODES } from '../../test/cnp/topology.js';
 import { cnp, tcp, udp, destinationNamedPort, subjectNamespace, subjectHousePods, toNamespace, toHousePods } from '../../test/cnp/policies.js';
 

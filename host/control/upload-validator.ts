@@ -6,7 +6,7 @@ import type { Worker } from 'node:worker_threads';
 import { KwpError, ErrorCatalogue, type ErrorCode } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
-import { startPackageWorker } from './source-worker.js';
+import { startPackageWorker } from '../package-worker.js';
 import type { WorkerAnswer } from './upload-worker.js';
 
 export interface UploadValidator {

@@ -10,21 +10,9 @@ import type { FailurePolicy } from '../contract.js';
 import { readWasmSummary, type Limits, type WasmSummary } from './wasm-binary.js';
 import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
-
-export const ABI_MAJOR = 1;
-export const ABI_MINOR = 1;
-
-/** Imports a module may have (ABI.md, "Imports"). */
-export const IMPORT_ALLOWLIST: ReadonlyArray<{ module: string; name: string; kind: string }> = [
-  { module: 'env', name: 'abort', kind: 'function' },
-  { module: 'env', name: 'memory', kind: 'memory' },
-  { module: 'kwp', name: 'log', kind: 'function' },
-];
-
-export const REQUIRED_FUNCTIONS = [
-  'kwp_alloc', 'kwp_configure', 'kwp_pod_upsert', 'kwp_pod_delete', 'kwp_object',
-  'kwp_batch', 'kwp_batch_capacity', 'kwp_decide', 'kwp_explain', 'kwp_subjects', 'kwp_result',
-] as const;
+import { ABI_MAJOR, ABI_MINOR, ABI_VERSION_GLOBAL, splitAbiVersion } from '../abi/version.js';
+import { IMPORT_ALLOWLIST } from '../abi/imports.js';
+import { REQUIRED_FUNCTIONS } from '../abi/exports.js';
 
 export interface ModuleMeta {
   name: string;
@@ -77,7 +65,7 @@ function parseMeta(summary: WasmSummary, source: string): Omit<ModuleMeta, 'abi'
 }
 
 function abiVersion(summary: WasmSummary, source: string): { major: number; minor: number } {
-  const exp = summary.exports.find((e) => e.name === 'kwp_abi_version');
+  const exp = summary.exports.find((e) => e.name === ABI_VERSION_GLOBAL);
   const fix = `rebuild it with the kube-wasm-policies SDK for ABI ${ABI_MAJOR}.x`;
   if (!exp || exp.kind !== 'global') throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: the module exports no kwp_abi_version global; ${fix}`);
   const local = exp.index - summary.importedGlobalCount;
@@ -85,8 +73,7 @@ function abiVersion(summary: WasmSummary, source: string): { major: number; mino
   if (!g || g.mutable || g.i32Init === undefined) {
     throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: kwp_abi_version must be an immutable i32 global with a constant value; ${fix}`);
   }
-  const major = g.i32Init >>> 16;
-  const minor = g.i32Init & 0xffff;
+  const { major, minor } = splitAbiVersion(g.i32Init);
   if (major !== ABI_MAJOR) {
     throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: the module speaks ABI ${major}.${minor} but this host implements ABI ${ABI_MAJOR}.${ABI_MINOR}; ${fix}`);
   }
@@ -135,8 +122,8 @@ function checkMemory(summary: WasmSummary, limits: SandboxLimits, source: string
 
 function checkExports(summary: WasmSummary, hasImportedMemory: boolean, source: string): void {
   const funcs = new Set(summary.exports.filter((e) => e.kind === 'function').map((e) => e.name));
-  const missing = REQUIRED_FUNCTIONS.filter((f) => !funcs.has(f));
-  if (!hasImportedMemory && !summary.exports.some((e) => e.kind === 'memory' && e.name === 'memory')) missing.push('memory' as never);
+  const missing: string[] = REQUIRED_FUNCTIONS.filter((f) => !funcs.has(f));
+  if (!hasImportedMemory && !summary.exports.some((e) => e.kind === 'memory' && e.name === 'memory')) missing.push('memory');
   if (missing.length) {
     throw new KwpError('KWP_ERR_EXPORT_MISSING', `${source}: missing export(s) ${missing.join(', ')}; re-export "kube-wasm-policies/sdk/exports" from the entry file`);
   }

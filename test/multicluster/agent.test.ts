@@ -10,7 +10,7 @@ import { Agent } from '../../host/agent.js';
 import { createLogger } from '../../host/log.js';
 import { parseIP } from '../../host/net/ip.js';
 import { defaultPipeline } from '../../host/pipeline/spec.js';
-import { nodeScriptArgs } from '../../host/lab/node-script.js';
+import { nodeScriptArgs } from '../lab/node-script.js';
 import { kubeSystemUid } from '../../host/multicluster/cluster-id.js';
 import { multiclusterPipeline, multiclusterSource } from '../../host/multicluster/agent-wiring.js';
 import { loadKubeConfig } from '../../host/sources/kubernetes.js';
