@@ -33,6 +33,7 @@ export const Kinds = {
   Namespace: 'v1/Namespace',
   Node: 'v1/Node',
   Service: 'v1/Service',
+  EndpointSlice: 'discovery.k8s.io/v1/EndpointSlice',
   NetworkPolicy: 'networking.k8s.io/v1/NetworkPolicy',
   ClusterNetworkPolicy: 'policy.networking.k8s.io/v1alpha2/ClusterNetworkPolicy',
   AdminNetworkPolicy: 'policy.networking.k8s.io/v1alpha1/AdminNetworkPolicy',
@@ -98,11 +99,19 @@ export interface Packet {
   dstPort: number;
   icmpType: number;
   icmpCode: number;
+  /**
+   * The source reached itself through a Service: the Service proxy sent the
+   * connection back to the pod that opened it (ABI 1.2 record flag bit 0).
+   * Never set for a pod's traffic to its own address, which no Service proxy
+   * touches. docs/semantics.md, "Hairpin".
+   */
+  serviceHairpin?: boolean;
 }
 
 // The verdict values are the ABI's (host/abi/verdict.ts); every part of the host reads them from here.
 import type { VerdictName } from './abi/verdict.js';
 export { Verdict, verdictName, type VerdictName } from './abi/verdict.js';
+export { RecordFlag } from './abi/record.js';
 
 export type Direction = 'egress' | 'ingress';
 export type FailurePolicy = 'fail-open' | 'fail-closed';

@@ -9,10 +9,10 @@ import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/
 import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
 import type { Pipeline } from './pipeline/pipeline.js';
 import type { InstanceLogger } from './runtime/instance.js';
-import { resolveFlow, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol } from './flows.js';
+import { resolveFlowRoutes, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol, type ResolvedFlow, type ServiceHop } from './flows.js';
 import { walkthroughLine } from './walkthrough.js';
 
-export type { FlowSpec } from './flows.js';
+export type { FlowSpec, ServiceHop } from './flows.js';
 
 /** A flow as tests and callers write it: protocol defaults to TCP, srcPort to an ephemeral port. */
 export type FlowInput = Pick<FlowSpec, 'src' | 'dst' | 'port'> & Partial<Pick<FlowSpec, 'protocol' | 'srcPort' | 'name' | 'expect'>>;
@@ -22,6 +22,8 @@ export interface FlowResult extends Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 
   egress: StageTrace[];
   ingress: StageTrace[];
   walkthrough: string;
+  /** For a flow to a Service: the endpoint this result is for, as the Service proxy rewrote the flow. */
+  via?: ServiceHop;
 }
 
 export interface EvaluateOptions {
@@ -73,9 +75,25 @@ export class OfflineEvaluator {
     this.pipeline = engine.build(opts.pipeline ?? defaultPipeline());
   }
 
+  /**
+   * Decides one flow to a pod or an address. A flow to a Service has one
+   * result per endpoint: use evaluateAll.
+   */
   evaluate(input: FlowInput | FlowSpec, index = 0): FlowResult {
+    const results = this.evaluateAll(input, index);
+    if (results.length !== 1 || results[0].via) {
+      throw new Error(`${input.dst} is a Service: its flows are decided once per endpoint; call evaluateAll`);
+    }
+    return results[0];
+  }
+
+  /** Decides a flow: one result, or one per endpoint when its destination is a Service. */
+  evaluateAll(input: FlowInput | FlowSpec, index = 0): FlowResult[] {
     const flow = normalizeFlow(input, index);
-    const r = resolveFlow(flow, this.state);
+    return resolveFlowRoutes(flow, this.state).map((r) => this.decide(flow, r));
+  }
+
+  private decide(flow: FlowSpec, r: ResolvedFlow): FlowResult {
     const d = this.pipeline.evaluate(r.packet, r.srcPod, r.dstPod);
     const result: FlowResult = {
       src: flow.src,
@@ -89,8 +107,9 @@ export class OfflineEvaluator {
       egress: d.egress.trace,
       ingress: d.ingress.trace,
       walkthrough: '',
+      ...(r.via ? { via: r.via } : {}),
     };
-    result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress);
+    result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress, r.via);
     return result;
   }
 
@@ -111,7 +130,7 @@ function normalizeFlow(f: FlowInput | FlowSpec, index: number): FlowSpec {
 export async function evaluateFlows(opts: EvaluateOptions): Promise<FlowResult[]> {
   const ev = new OfflineEvaluator(opts);
   try {
-    return opts.flows.map((f, i) => ev.evaluate(f, i));
+    return opts.flows.flatMap((f, i) => ev.evaluateAll(f, i));
   } finally {
     ev.dispose();
   }

@@ -2,7 +2,7 @@
 // `kwp explain` and the admin API's explain route all print. Shared here so
 // the agent's routes do not depend on the offline evaluator.
 import type { DirectionResult, StageTrace } from './contract.js';
-import type { FlowSpec } from './flows.js';
+import type { FlowSpec, ServiceHop } from './flows.js';
 
 /** One step as a walkthrough shows it, or undefined for a stage that answered Next. */
 export function formatStep(t: StageTrace): string | undefined {
@@ -18,7 +18,9 @@ function formatWalk(r: DirectionResult): string {
   return steps.length ? steps.join(' -> ') : 'no stage decided';
 }
 
-export function walkthroughLine(flow: FlowSpec, allowed: boolean, egress: DirectionResult, ingress: DirectionResult): string {
+/** `via` names the endpoint a flow to a Service was sent to: `x/a -> y/web TCP/80 via y/web-1:8080  ALLOW ...`. */
+export function walkthroughLine(flow: Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 'port'>, allowed: boolean, egress: DirectionResult, ingress: DirectionResult, via?: ServiceHop): string {
   const proto = (flow.protocol ?? 'TCP').toUpperCase();
-  return `${flow.src} -> ${flow.dst} ${proto}/${flow.port}  ${allowed ? 'ALLOW' : 'DENY'}  egress: ${formatWalk(egress)}  ingress: ${formatWalk(ingress)}`;
+  const hop = via ? ` via ${via.endpoint}${via.address.includes(':') ? `[${via.address}]` : ''}:${via.port}` : '';
+  return `${flow.src} -> ${flow.dst} ${proto}/${flow.port}${hop}  ${allowed ? 'ALLOW' : 'DENY'}  egress: ${formatWalk(egress)}  ingress: ${formatWalk(ingress)}`;
 }

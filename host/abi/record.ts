@@ -15,6 +15,8 @@ export const OFF_DIRECTION = 0;
 export const OFF_FAMILY = 1;
 /** u8: IANA protocol number. */
 export const OFF_PROTOCOL = 2;
+/** u8: flag bits (RecordFlag), ABI 1.2; 0 before. */
+export const OFF_FLAGS = 3;
 /** u16: 0 when the protocol has no ports. */
 export const OFF_SRC_PORT = 4;
 export const OFF_DST_PORT = 6;
@@ -33,6 +35,12 @@ export const OFF_REASON = 56;
 /** Bytes of an address field. */
 export const ADDRESS_SIZE = 16;
 
+/** The bits of the flags byte. */
+export const RecordFlag = {
+  /** The source reached itself through a Service (docs/semantics.md, "Hairpin"). */
+  ServiceHairpin: 1,
+} as const;
+
 /** The values of the direction byte. */
 export const RecordDirection = { Egress: 0, Ingress: 1 } as const;
 
@@ -47,7 +55,7 @@ export function encodeRecord(out: Uint8Array, offset: number, packet: Packet, sr
   out[o + OFF_DIRECTION] = 0;
   out[o + OFF_FAMILY] = packet.family;
   out[o + OFF_PROTOCOL] = packet.protocol;
-  out[o + OFF_PROTOCOL + 1] = 0;
+  out[o + OFF_FLAGS] = packet.serviceHairpin ? RecordFlag.ServiceHairpin : 0;
   out[o + OFF_SRC_PORT] = packet.srcPort & 0xff;
   out[o + OFF_SRC_PORT + 1] = packet.srcPort >>> 8;
   out[o + OFF_DST_PORT] = packet.dstPort & 0xff;
@@ -92,8 +100,9 @@ export function encodeRecordWords(out: Uint32Array, bytes: Uint8Array, wordOffse
     return;
   }
   const w = wordOffset;
-  // Word k holds bytes 4k..4k+3: direction, family, protocol, reserved.
-  out[w + (OFF_DIRECTION >> 2)] = (packet.family << ((OFF_FAMILY & 3) << 3)) | (packet.protocol << ((OFF_PROTOCOL & 3) << 3));
+  // Word k holds bytes 4k..4k+3: direction, family, protocol, flags.
+  out[w + (OFF_DIRECTION >> 2)] = (packet.family << ((OFF_FAMILY & 3) << 3)) | (packet.protocol << ((OFF_PROTOCOL & 3) << 3))
+    | (packet.serviceHairpin ? RecordFlag.ServiceHairpin << ((OFF_FLAGS & 3) << 3) : 0);
   out[w + (OFF_SRC_PORT >> 2)] = (packet.srcPort & 0xffff) | ((packet.dstPort & 0xffff) << ((OFF_DST_PORT & 3) << 3));
   out[w + (OFF_ICMP_TYPE >> 2)] = (packet.icmpType & 0xff) | ((packet.icmpCode & 0xff) << ((OFF_ICMP_CODE & 3) << 3));
   out[w + (OFF_SRC_POD >> 2)] = srcPodId;

@@ -3,7 +3,7 @@
 // `major << 16 | minor`; the SDK's side is `sdk/exports.ts`.
 
 export const ABI_MAJOR = 1;
-export const ABI_MINOR = 1;
+export const ABI_MINOR = 2;
 
 /** The export a module states its version in. */
 export const ABI_VERSION_GLOBAL = 'kwp_abi_version';
