@@ -21,7 +21,7 @@ export type { ErrorCode } from './errors.js';
 export { compileEvaluator } from './runtime/loader.js';
 export { ABI_MAJOR, ABI_MINOR } from './abi/version.js';
 export type { CompiledEvaluator, ModuleMeta } from './runtime/loader.js';
-export { DEFAULT_LIMITS } from './runtime/limits.js';
+export { DEFAULT_LIMITS, resolveLimits, parseLimitSettings } from './runtime/limits.js';
 export type { SandboxLimits } from './runtime/limits.js';
 export type { InstanceLogger } from './runtime/instance.js';
 
