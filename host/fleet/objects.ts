@@ -163,7 +163,7 @@ export type RolloutStrategy =
 export interface PipelineRolloutStatus {
   /** The generation this rollout is for. */
   generation: number;
-  phase: 'Progressing' | 'Complete' | 'RolledBack';
+  phase: 'Progressing' | 'Complete' | 'RolledBack' | 'Halted';
   /** Nodes admitted to run this generation, in admission order. */
   admitted: string[];
   /** When the last step's nodes all reported healthy (the pause runs from there). */
@@ -233,15 +233,17 @@ export function parsePipelineObject(object: KubeObject): FleetPipeline {
   const o = object as KubeObject & Record<string, unknown>;
   for (const k of Object.keys(o)) if (!PIPELINE_KEYS.has(k)) invalid(`${where}: ${k}`, `unknown field; a Pipeline has ${[...PIPELINE_KEYS].join(', ')}`);
   const spec = validatePipelineSpec({ stages: o.stages }, where);
+  // Only the generation right after the one rolled back is the rollback: a later `kubectl apply` keeps the annotation.
+  const generation = Number(object.metadata.generation ?? 1);
   const rollbackOf = Number(object.metadata.annotations?.[ROLLBACK_ANNOTATION]);
   const status = isObject(o.status) ? (o.status as PipelineStatus) : {};
   return {
     objectName: object.metadata.name,
-    generation: Number(object.metadata.generation ?? 1),
+    generation,
     spec,
     nodeSelector: parseTarget(o.target, `${where}: target`),
     rollout: parseRollout(o.rollout, `${where}: rollout`),
-    ...(Number.isInteger(rollbackOf) && rollbackOf > 0 ? { rollbackOf } : {}),
+    ...(Number.isInteger(rollbackOf) && rollbackOf > 0 && generation === rollbackOf + 1 ? { rollbackOf } : {}),
     status,
     ...(object.metadata.resourceVersion ? { resourceVersion: object.metadata.resourceVersion } : {}),
   };

@@ -78,7 +78,7 @@ export class OciClient {
       if (!location) throw new KwpError('KWP_ERR_FLEET_PUBLISH', `${what}: the registry started an upload without a Location header`);
       const upload = new URL(location, `${base}/`);
       upload.searchParams.set('digest', digest);
-      const put = await this.publishRequest(what, upload.href, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: bytes });
+      const put = await this.publishRequest(what, upload.href, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: new Uint8Array(bytes) });
       await this.expectOk(what, upload.href, put, [201], 'KWP_ERR_FLEET_PUBLISH');
     }
     return { mediaType: '', digest, size: bytes.length };
@@ -107,7 +107,7 @@ export class OciClient {
       annotations: { 'org.opencontainers.image.version': meta.version, 'io.kwp.module.name': meta.name },
     }));
     const url = `${this.baseUrl(registry)}/${repository}/manifests/${encodeURIComponent(tag)}`;
-    const res = await this.publishRequest(what, url, { method: 'PUT', headers: { 'content-type': MANIFEST_MEDIA_TYPE }, body: manifest });
+    const res = await this.publishRequest(what, url, { method: 'PUT', headers: { 'content-type': MANIFEST_MEDIA_TYPE }, body: new Uint8Array(manifest) });
     await this.expectOk(what, url, res, [201], 'KWP_ERR_FLEET_PUBLISH');
     const digest = digestOf(manifest);
     const told = res.headers.get('docker-content-digest');
