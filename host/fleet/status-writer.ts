@@ -31,7 +31,12 @@ export class StatusWriter {
 
   write(report: NodeReport): void {
     this.pending = report;
-    if (!this.inFlight) this.inFlight = this.drain();
+    if (this.inFlight) return;
+    // drain() may finish without awaiting (nothing new to write); clearing in a callback keeps it from clearing before it is set.
+    this.inFlight = this.drain().finally(() => {
+      this.inFlight = undefined;
+      if (this.pending && !this.retryTimer) this.write(this.pending);
+    });
   }
 
   /** Resolves once no write is in flight. */
@@ -65,12 +70,14 @@ export class StatusWriter {
         this.failing = true;
         this.pending ??= report;
         clearTimeout(this.retryTimer);
-        this.retryTimer = setTimeout(() => this.write(this.pending ?? report), missing ? 30_000 : this.options.retryMs ?? 2000);
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = undefined;
+          this.write(this.pending ?? report);
+        }, missing ? 30_000 : this.options.retryMs ?? 2000);
         this.retryTimer.unref();
         break;
       }
     }
-    this.inFlight = undefined;
   }
 
   private async put(report: NodeReport): Promise<void> {
