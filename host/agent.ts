@@ -4,12 +4,11 @@
 // dataplane asks the engine about each new connection, and the admin API
 // changes the engine's pipeline through the controller.
 import {
-  AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
+  AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
-  type AdminServer, type AutoRollbackOptions, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AdminServer, type AutoRollbackOptions, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
 } from './index.js';
-import { FleetWiring, type FleetConfig } from './fleet/agent-wiring.js';
 
 export interface AgentConfig {
   /** Manifest files or directories, watched for edits. */

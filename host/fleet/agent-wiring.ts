@@ -50,6 +50,7 @@ export class FleetWiring {
   private readonly publisher: FleetPublisher | undefined;
   private node: FleetNode | undefined;
   private rollouts: RolloutController | undefined;
+  private trustedKeys: ModuleStoreOptions['trustedKeys'] = [];
 
   constructor(private readonly config: FleetConfig, kubeconfig: string | undefined) {
     this.kubeConfig = loadKubeConfig(kubeconfig);
@@ -75,6 +76,7 @@ export class FleetWiring {
   }
 
   createStore(options: ModuleStoreOptions): ModuleStore {
+    this.trustedKeys = options.trustedKeys ?? [];
     return this.publisher ? new PublishingModuleStore(options, this.publisher) : new ModuleStore(options);
   }
 
@@ -84,7 +86,7 @@ export class FleetWiring {
 
   async start(parts: FleetParts): Promise<void> {
     const metrics = new FleetMetrics(parts.registry);
-    const fetcher = parts.store ? new ModuleFetcher({ store: parts.store, oci: this.oci, kubeConfig: this.kubeConfig, metrics }) : undefined;
+    const fetcher = parts.store ? new ModuleFetcher({ store: parts.store, oci: this.oci, kubeConfig: this.kubeConfig, metrics, trustedKeys: this.trustedKeys }) : undefined;
     const runtime = new ControllerRuntime(parts.controller, parts.engine, parts.ready);
     if (this.publisher) {
       this.rollouts = new RolloutController({ kubeConfig: this.kubeConfig, logger: parts.logger });

@@ -17,7 +17,7 @@ import { node as nodeObject } from '../../test/apiserver/fixtures.js';
 import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { TestRegistry } from '../../test/fleet/registry.js';
-import { fleetEmulatedResources } from '../../test/fleet/cluster.js';
+import { fleetEmulatedResources, nodeReportWhen } from '../../test/fleet/cluster.js';
 import { EVALUATOR_MODULE, NODE_PIPELINE_STATUS, PIPELINE, nodeReportOf, type NodeReport } from './objects.js';
 
 const TOKEN = 'fleet-test-token-0123456789abcdef';
@@ -78,12 +78,15 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     await client.setPipeline(parse(portsFirst));
     const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
     for (const n of ['node-a', 'node-b']) {
-      const r = await pollUntil(() => report(n)?.appliedGeneration === generation && report(n), `${n} to run generation ${generation}`, 90_000);
+      const r = await nodeReportWhen(api, n, (r) => r.appliedGeneration === generation, `${n} to run generation ${generation}`, 90_000);
       expect(r.stages[0]).toMatchObject({ name: 'deny-ports', module: 'deny-ports@1.0.0', sha256: sha256Hex(denyPorts) });
       expect(r).toMatchObject({ ready: true, localOverride: false, pipeline: 'default' });
       expect(r.lastError).toBeUndefined();
     }
     for (const a of agents.slice(1)) expect(a.controller!.get().stages[0].module).toBe('deny-ports@1.0.0');
+    // The rollout controller (in the cluster-level agent) records that every node runs it.
+    await pollUntil(() => (api.get(PIPELINE.kind, 'default') as any).status?.rollout?.phase === 'Complete', 'the rollout to complete', 30_000);
+    expect((api.get(PIPELINE.kind, 'default') as any).status.stable.generation).toBe(generation);
   });
 
   it('a module whose sha256 does not match its bytes is refused by every node, which keeps its pipeline', async () => {
@@ -94,7 +97,7 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     api.update({ ...p, stages: p.stages.map((s: any) => (s.name === 'deny-ports' ? { ...s, module: 'deny-ports@1.0.1' } : s)) });
     const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
     for (const n of ['node-a', 'node-b']) {
-      const r = await pollUntil(() => report(n)?.lastError?.generation === generation && report(n), `${n} to report generation ${generation} refused`, 90_000);
+      const r = await nodeReportWhen(api, n, (r) => r.lastError?.generation === generation && r.lastError.code === 'KWP_ERR_FLEET_DIGEST_MISMATCH', `${n} to report generation ${generation} refused for its digest`, 90_000);
       expect(r.lastError!.code).toBe('KWP_ERR_FLEET_DIGEST_MISMATCH');
       expect(r.lastError!.message).toMatch(/EvaluatorModule deny-ports\.1\.0\.1/);
       expect(r.ready).toBe(false);
@@ -111,7 +114,7 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     const p = api.get(PIPELINE.kind, 'default') as any;
     api.update({ ...p, stages: p.stages.filter((s: any) => s.name !== 'deny-ports') });
     const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
-    const r = await pollUntil(() => report('node-a')?.appliedGeneration === generation && report('node-a'), 'node-a to follow the cluster again', 90_000);
+    const r = await nodeReportWhen(api, 'node-a', (r) => r.appliedGeneration === generation, 'node-a to follow the cluster again', 90_000);
     expect(r.localOverride).toBe(false);
     expect(r.stages.map((s) => s.name)).toEqual(['cnp-admin', 'anp', 'np', 'banp', 'cnp-baseline']);
   });

@@ -7,7 +7,8 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KwpError, isKwpError } from '../errors.js';
 import type { ModuleStore } from '../control/module-store.js';
-import { sha256Hex } from '../control/signature.js';
+import type { KeyObject } from 'node:crypto';
+import { sha256Hex, verifyModuleSignature } from '../control/signature.js';
 import { getJson } from '../sources/kubernetes/request.js';
 import { parseOciReference, type EvaluatorModuleObject, type KeyReference } from './objects.js';
 import type { OciClient } from './oci.js';
@@ -19,6 +20,8 @@ export interface ModuleFetcherOptions {
   /** For ConfigMap and Secret sources. */
   kubeConfig?: KubeConfig;
   metrics?: FleetMetrics;
+  /** The agent's trusted keys (--trusted-key): an object's signature is checked even when its bytes are already stored. */
+  trustedKeys?: readonly KeyObject[];
 }
 
 
@@ -33,12 +36,13 @@ export class ModuleFetcher {
   /** Makes sure the module is stored and validated; throws a KwpError naming the object otherwise. */
   async ensure(m: EvaluatorModuleObject): Promise<'cached' | 'fetched'> {
     const metrics = this.options.metrics;
+    const where = `EvaluatorModule ${m.objectName} (${m.spec.name}@${m.spec.version})`;
+    this.checkSignature(m, where);
     if (this.has(m)) {
       metrics?.fetches.inc({ source: 'cache', outcome: 'cached' });
       return 'cached';
     }
     const source = 'oci' in m.spec.source ? 'oci' : 'configMap' in m.spec.source ? 'configmap' : 'secret';
-    const where = `EvaluatorModule ${m.objectName} (${m.spec.name}@${m.spec.version})`;
     try {
       const bytes = await this.fetch(m, where);
       const actual = sha256Hex(bytes);
@@ -54,6 +58,24 @@ export class ModuleFetcher {
       if (code !== 'KWP_ERR_FLEET_FETCH') metrics?.verificationFailures.inc({ code });
       if (isKwpError(err) && !err.message.includes(m.objectName)) throw new KwpError(err.code, `${where}: ${err.message}`, { cause: err });
       throw err;
+    }
+  }
+
+  /**
+   * Bytes stored earlier under a valid signature are not proof that this
+   * object is signed: with trusted keys, every object must carry a signature
+   * one of them verifies, as an upload must.
+   */
+  private checkSignature(m: EvaluatorModuleObject, where: string): void {
+    const keys = this.options.trustedKeys ?? [];
+    if (keys.length === 0) return;
+    const fail = (code: 'KWP_ERR_SIGNATURE_REQUIRED' | 'KWP_ERR_SIGNATURE_INVALID', message: string): never => {
+      this.options.metrics?.verificationFailures.inc({ code });
+      throw new KwpError(code, `${where}: ${message}`);
+    };
+    if (!m.spec.signature) fail('KWP_ERR_SIGNATURE_REQUIRED', 'this agent accepts only signed modules and spec.signature is empty; push the module with "kwp module push --sign-key"');
+    if (verifyModuleSignature(keys, m.spec.sha256, m.spec.name, m.spec.version, m.spec.signature!) < 0) {
+      fail('KWP_ERR_SIGNATURE_INVALID', `spec.signature does not verify with any trusted key for sha256 ${m.spec.sha256} under name "${m.spec.name}" and version "${m.spec.version}"`);
     }
   }
 

@@ -141,8 +141,9 @@ export class FleetNode {
           this.log.error({ err: (err as Error).message }, 'fleet: reconcile failed unexpectedly');
         }
       } while (this.again && !this.stopped);
+    })().finally(() => {
       this.running = undefined;
-    })();
+    });
   }
 
   private pipelines(): FleetPipeline[] {

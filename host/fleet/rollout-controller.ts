@@ -68,13 +68,15 @@ export class RolloutController {
       this.again = true;
       return;
     }
+    // Cleared in a callback: the pass may finish without awaiting anything (not synced yet), before the assignment.
     this.running = (async () => {
       do {
         this.again = false;
         if (this.source.synced()) await this.pass();
       } while (this.again && !this.stopped);
+    })().finally(() => {
       this.running = undefined;
-    })();
+    });
   }
 
   private async pass(): Promise<void> {

@@ -139,6 +139,8 @@ export class ApiServerEmulator {
   readonly requests: RecordedRequest[] = [];
   /** What the server sent: watch events and the bytes of every answer and event, for load figures. */
   readonly sent = { watchEvents: 0, bytes: 0 };
+  /** Called after every stored change (the fleet simulation times convergence with it). */
+  onChange: ((type: 'ADDED' | 'MODIFIED' | 'DELETED', object: KubeObject) => void) | undefined;
 
   private readonly resources = new Map<KindKey, EmulatedResource>();
   private readonly store = new Map<KindKey, Map<string, KubeObject>>();
@@ -395,6 +397,7 @@ export class ApiServerEmulator {
     const entry: HistoryEntry = { rv: this.rv, type, kind, object: clone(object), ...(previous ? { previous: clone(previous) } : {}) };
     this.history.push(entry);
     for (const w of this.watches) this.deliver(w, entry);
+    this.onChange?.(type, object);
     return clone(object);
   }
 
