@@ -376,7 +376,7 @@ async function main(): Promise<void> {
 
   if (wanted('fleet')) {
     const agents = quick ? 200 : 1000;
-    result.fleet = await runFleetBench({ agents, changes: quick ? 2 : 5, log });
+    result.fleet = await runFleetBench({ agents, changes: quick ? 2 : 3, log });
   }
 
   result.reference = REFERENCE;
