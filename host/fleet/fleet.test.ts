@@ -57,7 +57,7 @@ beforeAll(async () => {
   client = new AdminClient(cluster.adminUrl!, TOKEN);
   await startAgent('node-a', {});
   await startAgent('node-b', {});
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const a of agents) await a.stop();
@@ -66,7 +66,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('the fleet over the API-server emulator and a real registry', { timeout: 180_000 }, () => {
+describe('the fleet over the API-server emulator and a real registry', { timeout: 400_000 }, () => {
   it('one push and one pipeline set through the cluster-level admin API reach every node', async () => {
     const pushed = await client.pushModule(denyPorts, { name: 'deny-ports', version: '1.0.0', selfTestConfig: { ports: [81] } });
     const em = api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.0') as any;
@@ -78,7 +78,7 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     await client.setPipeline(parse(portsFirst));
     const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
     for (const n of ['node-a', 'node-b']) {
-      const r = await nodeReportWhen(api, n, (r) => r.appliedGeneration === generation, `${n} to run generation ${generation}`, 90_000);
+      const r = await nodeReportWhen(api, n, (r) => r.appliedGeneration === generation, `${n} to run generation ${generation}`, 150_000);
       expect(r.stages[0]).toMatchObject({ name: 'deny-ports', module: 'deny-ports@1.0.0', sha256: sha256Hex(denyPorts) });
       expect(r).toMatchObject({ ready: true, localOverride: false, pipeline: 'default' });
       expect(r.lastError).toBeUndefined();
@@ -97,7 +97,7 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     api.update({ ...p, stages: p.stages.map((s: any) => (s.name === 'deny-ports' ? { ...s, module: 'deny-ports@1.0.1' } : s)) });
     const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
     for (const n of ['node-a', 'node-b']) {
-      const r = await nodeReportWhen(api, n, (r) => r.lastError?.generation === generation && r.lastError.code === 'KWP_ERR_FLEET_DIGEST_MISMATCH', `${n} to report generation ${generation} refused for its digest`, 90_000);
+      const r = await nodeReportWhen(api, n, (r) => r.lastError?.generation === generation && r.lastError.code === 'KWP_ERR_FLEET_DIGEST_MISMATCH', `${n} to report generation ${generation} refused for its digest`, 150_000);
       expect(r.lastError!.code).toBe('KWP_ERR_FLEET_DIGEST_MISMATCH');
       expect(r.lastError!.message).toMatch(/EvaluatorModule deny-ports\.1\.0\.1/);
       expect(r.ready).toBe(false);
@@ -110,11 +110,11 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     const nodeA = agents[1];
     const local = new AdminClient(nodeA.adminUrl!, TOKEN);
     await local.setPipeline({ stages: [{ name: 'np', module: 'network-policy' }] });
-    await pollUntil(() => report('node-a')?.localOverride === true, 'node-a to report a local override', 90_000);
+    await pollUntil(() => report('node-a')?.localOverride === true, 'node-a to report a local override', 150_000);
     const p = api.get(PIPELINE.kind, 'default') as any;
     api.update({ ...p, stages: p.stages.filter((s: any) => s.name !== 'deny-ports') });
     const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
-    const r = await nodeReportWhen(api, 'node-a', (r) => r.appliedGeneration === generation, 'node-a to follow the cluster again', 90_000);
+    const r = await nodeReportWhen(api, 'node-a', (r) => r.appliedGeneration === generation, 'node-a to follow the cluster again', 150_000);
     expect(r.localOverride).toBe(false);
     expect(r.stages.map((s) => s.name)).toEqual(['cnp-admin', 'anp', 'np', 'banp', 'cnp-baseline']);
   });
