@@ -27,6 +27,7 @@ import type { ModuleFetcher } from './module-fetcher.js';
 import type { FleetMetrics } from './metrics.js';
 import type { NodePipelineRuntime } from './runtime.js';
 import { StatusWriter } from './status-writer.js';
+import { SerialRunner } from './serial-runner.js';
 
 export interface FleetNodeOptions {
   kubeConfig: KubeConfig;
@@ -67,8 +68,7 @@ export class FleetNode {
   private attempt = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private statusTimer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly runner = new SerialRunner(() => this.reconcile(), (err) => this.log.error({ err: (err as Error).message }, 'fleet: reconcile failed unexpectedly'));
   private stopped = false;
   private warnedSeveral = '';
 
@@ -98,7 +98,7 @@ export class FleetNode {
     clearTimeout(this.retryTimer);
     clearInterval(this.statusTimer);
     await this.source.stop();
-    await this.running;
+    await this.runner.stop();
     await this.status.idle();
   }
 
@@ -127,23 +127,7 @@ export class FleetNode {
   }
 
   private trigger(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.reconcile();
-        } catch (err) {
-          this.log.error({ err: (err as Error).message }, 'fleet: reconcile failed unexpectedly');
-        }
-      } while (this.again && !this.stopped);
-    })().finally(() => {
-      this.running = undefined;
-    });
+    if (!this.stopped) this.runner.request();
   }
 
   private pipelines(): FleetPipeline[] {

@@ -13,6 +13,7 @@ import { NODE_PIPELINE_STATUS, PIPELINE, ROLLBACK_ANNOTATION, fleetPath, nodeRep
 import { ObjectCache } from './object-cache.js';
 import { selectorMatches } from './node-selector.js';
 import { planRollout } from './rollout.js';
+import { SerialRunner } from './serial-runner.js';
 
 export interface RolloutControllerOptions {
   kubeConfig: KubeConfig;
@@ -28,8 +29,9 @@ export class RolloutController {
   private readonly now: () => Date;
   private timer: NodeJS.Timeout | undefined;
   private soon: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly runner = new SerialRunner(async () => {
+    if (this.source.synced()) await this.pass();
+  }, (err) => this.options.logger.error({ err: (err as Error).message }, 'fleet: rollout pass failed unexpectedly'));
   private stopped = false;
 
   constructor(private readonly options: RolloutControllerOptions) {
@@ -51,7 +53,7 @@ export class RolloutController {
     clearInterval(this.timer);
     clearTimeout(this.soon);
     await this.source.stop();
-    await this.running;
+    await this.runner.stop();
   }
 
   /** Coalesces bursts of events (a thousand status writes) into one pass. */
@@ -64,19 +66,7 @@ export class RolloutController {
   }
 
   private run(): void {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    // Cleared in a callback: the pass may finish without awaiting anything (not synced yet), before the assignment.
-    this.running = (async () => {
-      do {
-        this.again = false;
-        if (this.source.synced()) await this.pass();
-      } while (this.again && !this.stopped);
-    })().finally(() => {
-      this.running = undefined;
-    });
+    this.runner.request();
   }
 
   private async pass(): Promise<void> {
