@@ -85,7 +85,7 @@ export async function runFleetBench(options: { agents: number; changes: number; 
       await new Promise((r) => setTimeout(r, 5));
     }
   };
-  await waitFor(() => api.list(NODE_PIPELINE_STATUS.kind).length === names.length && api.openWatchCount(PIPELINE.kind) >= names.length, 'every agent to watch and report', 300_000);
+  await waitFor(() => api.list(NODE_PIPELINE_STATUS.kind).length === names.length && api.openWatchCount(PIPELINE.kind) >= names.length, 'every agent to watch and report', 600_000);
   const startupMillis = Math.round(performance.now() - started);
   options.log(`fleet: ${names.length} simulated agents watching and reporting after ${startupMillis} ms`);
 
