@@ -48,7 +48,9 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   moduleRoutes(app, options.store, buckets);
   pipelineRoutes(app, options.controller);
   explainRoutes(app, options.engine);
-  healthRoutes(app, options.ready ?? (() => true), metrics);
+  const controller = options.controller;
+  const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));
+  healthRoutes(app, options.ready ?? (() => true), metrics, stateProblems);
 
   app.get('/openapi.json', {
     config: { access: 'read' } satisfies AdminRouteConfig,
