@@ -36,7 +36,7 @@ async function networkPolicyModule(config: Record<string, unknown> = {}): Promis
 function decide(h: ModuleHarness, probes: Probe[]): string[] {
   const n = h.writeProbes(probes);
   h.decideBatch(n);
-  const view = new DataView(h['e'].memory.buffer, h['e'].kwp_batch(), n * 64);
+  const view = new DataView(h.memory.buffer, h['e'].kwp_batch(), n * 64);
   return Array.from({ length: n }, (_, i) => `${h.verdictAt(i)}#${view.getUint32(i * 64 + 56, true)}`);
 }
 

@@ -115,7 +115,7 @@ export class ModuleHarness {
   /** Counts rtrace allocation hooks when the module was built with rtrace. */
   allocations = 0;
 
-  private constructor(instance: WebAssembly.Instance, logs: { level: number; text: string }[]) {
+  private constructor(instance: WebAssembly.Instance, logs: { level: number; text: string }[], private readonly importedMemory?: WebAssembly.Memory) {
     this.e = instance.exports as unknown as Exports;
     this.logs = logs;
   }
@@ -137,16 +137,19 @@ export class ModuleHarness {
         : imp.name === 'onstore' || imp.name === 'onload' ? (ptr: number) => ptr
         : imp.name === 'onvisit' ? () => 1 : () => {};
     }
+    // The built-ins import their memory (the host sizes it to the state); the harness gives them all they may declare.
+    const memoryImport = WebAssembly.Module.imports(module).some((i) => i.module === 'env' && i.kind === 'memory');
+    const imported = memoryImport ? new WebAssembly.Memory({ initial: 1, maximum: 65536 }) : undefined;
     const instance = await WebAssembly.instantiate(module, {
-      env: { abort: () => { throw new Error(`${wasmFile}: the module aborted`); } },
+      env: { abort: () => { throw new Error(`${wasmFile}: the module aborted`); }, ...(imported ? { memory: imported } : {}) },
       kwp: {
         log: (level: number, ptr: number, len: number) => {
-          logs.push({ level, text: new TextDecoder().decode(new Uint8Array((instance.exports.memory as WebAssembly.Memory).buffer, ptr, len)) });
+          logs.push({ level, text: new TextDecoder().decode(new Uint8Array(harness!.memory.buffer, ptr, len)) });
         },
       },
       rtrace,
     });
-    harness = new ModuleHarness(instance, logs);
+    harness = new ModuleHarness(instance, logs, imported);
     const fuel = instance.exports.kwp_fuel as WebAssembly.Global | undefined;
     if (fuel) fuel.value = 0x7fffffff;
     const status = harness.call((p, n) => harness!.e.kwp_configure(p, n), JSON.stringify(config));
@@ -154,23 +157,23 @@ export class ModuleHarness {
     return harness;
   }
 
-  get memory(): WebAssembly.Memory { return this.e.memory; }
+  get memory(): WebAssembly.Memory { return this.importedMemory ?? this.e.memory; }
 
   private call(fn: (p: number, n: number) => number | void, payload: string | Uint8Array): number {
     const bytes = typeof payload === 'string' ? new TextEncoder().encode(payload) : payload;
     const p = this.e.kwp_alloc(bytes.length);
-    new Uint8Array(this.e.memory.buffer, p, bytes.length).set(bytes);
+    new Uint8Array(this.memory.buffer, p, bytes.length).set(bytes);
     return (fn(p, bytes.length) as number | undefined) ?? 0;
   }
 
   private resultText(len: number): string {
-    return new TextDecoder().decode(new Uint8Array(this.e.memory.buffer, this.e.kwp_result(), len));
+    return new TextDecoder().decode(new Uint8Array(this.memory.buffer, this.e.kwp_result(), len));
   }
 
   /** The result buffer is an AssemblyScript ArrayBuffer: its byte length sits in the header word before it. */
   private resultBufferText(): string {
     const p = this.e.kwp_result();
-    return this.resultText(new Uint32Array(this.e.memory.buffer, p - 4, 1)[0]);
+    return this.resultText(new Uint32Array(this.memory.buffer, p - 4, 1)[0]);
   }
 
   upsertPod(pod: HarnessPod): void {
@@ -242,8 +245,8 @@ export class ModuleHarness {
   writeProbes(probes: Probe[]): number {
     const cap = this.e.kwp_batch_capacity();
     if (probes.length * 2 > cap) throw new Error(`batch holds ${cap} records, ${probes.length * 2} needed`);
-    const view = new DataView(this.e.memory.buffer, this.e.kwp_batch(), cap * 64);
-    const bytes = new Uint8Array(this.e.memory.buffer, this.e.kwp_batch(), cap * 64);
+    const view = new DataView(this.memory.buffer, this.e.kwp_batch(), cap * 64);
+    const bytes = new Uint8Array(this.memory.buffer, this.e.kwp_batch(), cap * 64);
     probes.forEach((probe, k) => {
       const src = this.endpoint(probe.src);
       const dst = this.endpoint(probe.dst);
@@ -268,13 +271,13 @@ export class ModuleHarness {
 
   /** Verdict and reason of record `index` after a decide. */
   verdictAt(index: number): ModuleVerdict {
-    return VERDICTS[new Uint8Array(this.e.memory.buffer, this.e.kwp_batch() + index * 64 + 52, 1)[0]];
+    return VERDICTS[new Uint8Array(this.memory.buffer, this.e.kwp_batch() + index * 64 + 52, 1)[0]];
   }
 
   decideBatch(records: number): void { this.e.kwp_decide(records); }
 
   private outcome(index: number): DirectionOutcome {
-    const view = new DataView(this.e.memory.buffer, this.e.kwp_batch() + index * 64, 64);
+    const view = new DataView(this.memory.buffer, this.e.kwp_batch() + index * 64, 64);
     const verdict = VERDICTS[view.getUint8(52)];
     const reason = view.getUint32(56, true);
     return { verdict, reason, text: reason === 0 ? '' : this.explain(reason) };
@@ -297,7 +300,7 @@ export class ModuleHarness {
   cacheStats(): { hits: number; misses: number } | undefined {
     const ptr = this.e.kwp_decision_cache_stats?.() ?? 0;
     if (!ptr) return undefined;
-    const v = new DataView(this.e.memory.buffer, ptr, 16);
+    const v = new DataView(this.memory.buffer, ptr, 16);
     return { hits: Number(v.getBigUint64(0, true)), misses: Number(v.getBigUint64(8, true)) };
   }
 
@@ -305,6 +308,6 @@ export class ModuleHarness {
   subjects(): number[] | 'all' {
     const n = this.e.kwp_subjects();
     if (n < 0) return 'all';
-    return [...new Uint32Array(this.e.memory.buffer.slice(this.e.kwp_result(), this.e.kwp_result() + n * 4))];
+    return [...new Uint32Array(this.memory.buffer.slice(this.e.kwp_result(), this.e.kwp_result() + n * 4))];
   }
 }
