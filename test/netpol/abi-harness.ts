@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { KubeObject } from '../../host/contract.js';
 import { parseIP } from '../../host/net/ip.js';
+import { readWasmSummary } from '../../host/runtime/wasm-binary.js';
 
 export const PROTOCOL_NUMBERS: Record<string, number> = { ICMP: 1, TCP: 6, UDP: 17, ICMPv6: 58, SCTP: 132 };
 const VERDICTS = ['Next', 'Accept', 'Deny'] as const;
@@ -139,7 +140,8 @@ export class ModuleHarness {
     }
     // The built-ins import their memory (the host sizes it to the state); the harness gives them all they may declare.
     const memoryImport = WebAssembly.Module.imports(module).some((i) => i.module === 'env' && i.kind === 'memory');
-    const imported = memoryImport ? new WebAssembly.Memory({ initial: 1, maximum: 65536 }) : undefined;
+    const initial = memoryImport ? readWasmSummary(bytes).imports.find((i) => i.kind === 'memory')!.limits!.min : 0;
+    const imported = memoryImport ? new WebAssembly.Memory({ initial, maximum: 65536 }) : undefined;
     const instance = await WebAssembly.instantiate(module, {
       env: { abort: () => { throw new Error(`${wasmFile}: the module aborted`); }, ...(imported ? { memory: imported } : {}) },
       kwp: {
