@@ -245,7 +245,7 @@ export class Stage implements StateListener {
     if (err instanceof KwpError && err.code === 'KWP_ERR_CONFIG_REJECTED') return err;
     const cap = inst?.memoryCapPages ?? 0;
     const limit = this.compiled.memoryImport
-      ? `its memory cap of ${cap} pages (${mib(cap * PAGE_BYTES)}; the ceiling is maxStageMemoryPages = ${this.limits.maxStageMemoryPages}, --max-stage-memory-mib)`
+      ? `its memory cap of ${cap} pages (${mib(cap * PAGE_BYTES)}; the ceiling is the sandbox limit maxStageMemoryPages = ${this.limits.maxStageMemoryPages})`
       : `the ${cap} pages its own memory declares at most (it does not import env.memory, so its cap cannot follow the state)`;
     const used = inst ? `, ${inst.memoryBytes / PAGE_BYTES} pages in use` : '';
     return new KwpError('KWP_ERR_STATE_TOO_LARGE',
@@ -366,7 +366,9 @@ export class Stage implements StateListener {
   private stateChangedWhileRejected(): void {
     this.retry.stateChanged(() => {
       if (this.disposed || this.stateProblem?.kind !== 'rejected') return;
-      void this.replaceInstance({ ...this.stateProblem }, this.limits.maxStageMemoryPages);
+      // Still feeding the last state held into a new instance: try once that is done.
+      if (this.building) { setTimeout(() => this.stateChangedWhileRejected(), 500).unref?.(); return; }
+      void this.replaceInstance({ ...this.stateProblem });
     });
   }
 
