@@ -128,6 +128,17 @@ export class Stage implements StateListener {
   private readonly retry = new RetryBackoff();
   /** Pods or objects fed between two turns of the event loop (startAsync sets it for later builds too). */
   private slice = 1000;
+  /** Called once, when the stage is disposed (the engine returns its memory reservation). */
+  onDisposed: (() => void) | undefined;
+  /**
+   * Set by the engine: reserves `bytes` more of the memory budget when an
+   * instance is built with a bigger cap than the stage reserved so far
+   * (throws KWP_ERR_MEMORY_BUDGET); returns the release.
+   */
+  reserveMemory: ((bytes: number) => () => void) | undefined;
+  /** Pages of the memory budget this stage holds: what the engine reserved for its module, then its largest cap. */
+  private reservedPages: number;
+  private readonly releases: Array<() => void> = [];
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
   onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
 
@@ -139,6 +150,7 @@ export class Stage implements StateListener {
     this.failurePolicy = spec.failurePolicy ?? compiled.meta.failurePolicy;
     this.failureVerdict = this.failurePolicy === 'fail-closed' ? Verdict.Deny : Verdict.Next;
     this.compiled = compiled;
+    this.reservedPages = Math.floor(compiled.reservedBytes / PAGE_BYTES);
     compiled.meta.kinds.forEach((k, i) => this.kindIndex.set(k, i));
   }
 
@@ -185,6 +197,9 @@ export class Stage implements StateListener {
     this.unsubscribe = undefined;
     this.instance = undefined;
     this.held = undefined;
+    this.onDisposed?.();
+    this.onDisposed = undefined;
+    for (const release of this.releases.splice(0)) release();
   }
 
   get healthy(): boolean { return this.instance !== undefined && !this.instance.broken; }
@@ -242,7 +257,7 @@ export class Stage implements StateListener {
 
   /** The error for a state the module cannot hold: names the stage, the state and the limit. */
   private cannotHold(err: unknown, inst: EvaluatorInstance | undefined, source: HeldState): KwpError {
-    if (err instanceof KwpError && err.code === 'KWP_ERR_CONFIG_REJECTED') return err;
+    if (err instanceof KwpError && (err.code === 'KWP_ERR_CONFIG_REJECTED' || err.code === 'KWP_ERR_MEMORY_BUDGET')) return err;
     const cap = inst?.memoryCapPages ?? 0;
     const limit = this.compiled.memoryImport
       ? `its memory cap of ${cap} pages (${mib(cap * PAGE_BYTES)}; the ceiling is the sandbox limit maxStageMemoryPages = ${this.limits.maxStageMemoryPages})`
@@ -253,12 +268,25 @@ export class Stage implements StateListener {
       { cause: err });
   }
 
+  /** An instance capped at `cap` pages, once the memory budget has room for a cap above what the stage reserved. */
+  private newInstance(cap: number): EvaluatorInstance {
+    if (this.compiled.memoryImport && cap > this.reservedPages && this.reserveMemory) {
+      try {
+        this.releases.push(this.reserveMemory((cap - this.reservedPages) * PAGE_BYTES));
+      } catch (err) {
+        throw new KwpError((err as KwpError).code ?? 'KWP_ERR_MEMORY_BUDGET', `stage ${this.name}: growing its memory cap from ${this.reservedPages} to ${cap} pages for its state: ${(err as Error).message}`, { cause: err });
+      }
+      this.reservedPages = cap;
+    }
+    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+  }
+
   private buildSync(source: HeldState): EvaluatorInstance {
     let cap = this.capFor(source.bytes);
     for (;;) {
       let inst: EvaluatorInstance | undefined;
       try {
-        inst = new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+        inst = this.newInstance(cap);
         for (const _ of this.feeding(inst, source));
         return inst;
       } catch (err) {
@@ -281,7 +309,7 @@ export class Stage implements StateListener {
     for (;;) {
       let inst: EvaluatorInstance | undefined;
       try {
-        inst = new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+        inst = this.newInstance(cap);
         let fed = 0;
         for (const _ of this.feeding(inst, source)) {
           if (++fed % this.slice !== 0) continue;
