@@ -1,7 +1,7 @@
 // `kwp eval` (OfflineEvaluator, the default pipeline of every built-in stage)
 // over 100,000 NetworkPolicies and 20,000 pods: each stage holds the state
 // under the default sandbox limits, and sampled flows get the verdicts of an
-// independent reference. About a minute on a loaded 2-core machine; the
+// independent reference. About 3 to 4 minutes on a loaded 2-core machine; the
 // figures it prints are the ones docs/sandbox.md quotes.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { generateCluster, clusterObjects } from '../bench/generator.js';

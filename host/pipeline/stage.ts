@@ -623,7 +623,10 @@ export class Stage implements StateListener {
     const growable = this.compiled.memoryImport !== undefined && inst.memoryCapPages < ceiling;
     if (growable && bytesAfter) {
       const after = bytesAfter(held);
-      if (this.capFor(after) > inst.memoryCapPages) {
+      // A quarter of slack: memoryPerStateByte is generous (the built-ins need 3 to 6 bytes a byte), and
+      // without slack a stage built for an empty state would rebuild at its first pod.
+      const want = this.capFor(after);
+      if (want > inst.memoryCapPages && want >= Math.min(this.limits.maxStageMemoryPages, Math.ceil(inst.memoryCapPages * 1.25))) {
         this.grow(after, 0);
         return;
       }
