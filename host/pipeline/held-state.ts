@@ -8,7 +8,7 @@
 // snapshot holds references, and their delivered sizes are remembered per
 // object rather than serialized again for every rebuild.
 import type { KubeObject, ObjectEvent, PodInfo } from '../contract.js';
-import { encodePodInfo } from '../runtime/podinfo-codec.js';
+import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { objectKeyOf } from '../state/cluster-state.js';
 
 const encoder = new TextEncoder();

@@ -13,7 +13,8 @@ import { PolicyEngine } from './engine.js';
 import type { Pipeline } from './pipeline.js';
 import type { Stage } from './stage.js';
 import { compileEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, ObjectOp } from '../runtime/instance.js';
+import { EvaluatorInstance } from '../runtime/instance.js';
+import { ObjectOp } from '../abi/objects.js';
 import { memoryCapForState, resolveLimits, type SandboxLimits } from '../runtime/limits.js';
 import type { ClusterState } from '../state/cluster-state.js';
 
