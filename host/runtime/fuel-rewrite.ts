@@ -17,6 +17,14 @@ import { meterBulkInstructions } from './bulk-metering.js';
 export type Binaryen = typeof BinaryenModule;
 
 export const FUEL_GLOBAL = 'kwp_fuel';
+/**
+ * The import module the log-execution pass is told to use for its probe.
+ * Left to itself the pass borrows the module name of the first imported
+ * function (`kwp` for a module whose first import is kwp.log), so the probe
+ * could not be told apart from the module's own imports. No evaluator may
+ * import from this name (the loader's allowlist), so it is unambiguous.
+ */
+const PROBE_MODULE = 'kwp-fuel-probe';
 /** Bump when the rewrite changes, so cached instrumented modules are not reused. */
 export const FUEL_INSTRUMENTATION_VERSION = 2;
 
@@ -43,11 +51,16 @@ export function rewriteForFuel(binaryen: Binaryen, bytes: Uint8Array, startFuel:
   try {
     mod = binaryen.readBinary(bytes);
     mod.setFeatures(hostFeatures(binaryen));
-    mod.runPasses(['log-execution']);
+    binaryen.setPassArgument('log-execution', PROBE_MODULE);
+    try {
+      mod.runPasses(['log-execution']);
+    } finally {
+      binaryen.setPassArgument('log-execution', null);
+    }
     let probe: string | undefined;
     for (let i = 0; i < mod.getNumFunctions(); i++) {
       const info = binaryen.getFunctionInfo(mod.getFunctionByIndex(i));
-      if (info.module === 'env' && info.base === 'log_execution') probe = info.name;
+      if (info.module === PROBE_MODULE) probe = info.name;
     }
     if (!probe) throw new Error('log-execution pass added no probe');
     mod.removeFunction(probe);
