@@ -7,6 +7,8 @@ import { KwpError } from '../errors.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
 
 export type WorkerRequest = { id: number } & UploadValidationRequest;
+/** Sent before the self-test starts, so the main thread can start its deadline. */
+export interface SelfTestStarted { id: number; selfTest: 'started' }
 export type WorkerAnswer =
   | { id: number; ok: true; compiled: Omit<import('../runtime/loader.js').CompiledEvaluator, never> }
   | { id: number; ok: false; code: string; message: string };
@@ -14,7 +16,7 @@ export type WorkerAnswer =
 parentPort?.on('message', (req: WorkerRequest) => {
   let answer: WorkerAnswer;
   try {
-    const c = validateUpload(req);
+    const c = validateUpload(req, () => parentPort!.postMessage({ id: req.id, selfTest: 'started' } satisfies SelfTestStarted));
     answer = { id: req.id, ok: true, compiled: { meta: c.meta, sha256: c.sha256, size: c.size, module: c.module, memoryImport: c.memoryImport, limits: c.limits, source: c.source } };
   } catch (err) {
     answer = err instanceof KwpError

@@ -13,6 +13,15 @@ export interface SandboxLimits {
   fuelPerCall: number;
   /** Log lines per second one instance may emit before the host drops them. */
   logLinesPerSecond: number;
+
+  // ---- wall-clock bounds (what fuel cannot promise) ----
+  /**
+   * An upload's self-test (instantiation, configuration, the probe
+   * decisions), in ms. Past it the thread running the self-test is stopped
+   * and the upload refused; the uploads queued behind it start at once on a
+   * fresh thread.
+   */
+  selfTestTimeoutMs: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -21,6 +30,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   fuelPerDecision: 1_000_000,
   fuelPerCall: 200_000_000,
   logLinesPerSecond: 20,
+  selfTestTimeoutMs: 1000,
 };
 
 export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
