@@ -17,6 +17,7 @@ const SELF_TEST_MS = 300;
 /** The documented bound, generously: compilation (binaryen on a loaded machine) plus the deadline and its grace. */
 const ANSWER_BOUND_MS = 15_000;
 const HEALTH_BOUND_MS = 1000;
+const FRESH_THREAD_MS = 45_000;
 
 const open: AdminHarness[] = [];
 afterEach(async () => {
@@ -81,7 +82,10 @@ describe('an upload whose self-test never ends is stopped on time', () => {
     expect(refused.ms).toBeLessThan(ANSWER_BOUND_MS);
     const stored = await behind;
     expect(stored.status).toBe(201);
-    expect(stored.ms).toBeLessThan(2 * ANSWER_BOUND_MS);
+    // It waited for the hostile upload's bound only, then ran on a fresh thread (which, on a loaded
+    // machine, starts slowly: the generous figure covers loading the validator and binaryen anew).
+    expect(stored.ms).toBeGreaterThan(refused.ms);
+    expect(stored.ms - refused.ms).toBeLessThan(FRESH_THREAD_MS);
     expect(slowestHealth).toBeLessThan(HEALTH_BOUND_MS);
     expect(h.store.list().map((m) => m.name)).toEqual(['scripted']);
   }, 120_000);
