@@ -37,7 +37,7 @@ async function agentWith(name: string, opts: Parameters<typeof sandboxModule>[0]
   open.push(h);
   const url = await h.server.listen();
   const bytes = sandboxModule({ memory: BIG_MEMORY, meta: { ...DEFAULT_META, name, failurePolicy: 'fail-closed' }, ...opts });
-  const up = await fetch(`${url}/v1/modules?name=${name}&version=0.0.1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: bytes });
+  const up = await fetch(`${url}/v1/modules?name=${name}&version=0.0.1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: Buffer.from(bytes) });
   expect(up.status, await up.clone().text()).toBe(201);
   const put = await fetch(`${url}/v1/pipeline`, {
     method: 'PUT', headers: { ...auth, 'content-type': 'application/json' },

@@ -15,7 +15,10 @@ const EVAL_HELP = `usage: kwp eval --manifests PATH [--manifests PATH ...] --flo
 
 Decides each flow with the same WASM evaluators the agent runs.
   --manifests PATH   a file or directory of YAML/JSON manifests (repeatable)
-  --flows FILE       a JSON array or JSON Lines of {"src", "dst", "protocol", "port"}
+  --flows FILE       a JSON array or JSON Lines of {"src", "dst", "protocol", "port"};
+                     "dst" may name a Service ("namespace/name" or a ClusterIP, or a
+                     node address and NodePort): the flow is then decided once per
+                     endpoint, as a Service proxy would rewrite it
   --output FORMAT    walkthrough (default), table or json
   --pipeline FILE    a pipeline file instead of the default pipeline
   --dns NAME=IP      an address a name resolved to, for domainNames peers (repeatable)
@@ -81,8 +84,14 @@ async function loadObjects(paths: string[]): Promise<KubeObject[]> {
 }
 
 function formatTable(results: FlowResult[]): string {
-  const rows = results.map((r) => [r.src, r.dst, `${(r.protocol ?? 'TCP').toUpperCase()}/${r.port}`, r.verdict.toUpperCase()]);
-  const head = ['SOURCE', 'DESTINATION', 'PORT', 'VERDICT'];
+  // The ENDPOINT column only when some flow went to a Service.
+  const services = results.some((r) => r.via);
+  const rows = results.map((r) => [
+    r.src, r.dst, `${(r.protocol ?? 'TCP').toUpperCase()}/${r.port}`,
+    ...(services ? [r.via ? `${r.via.endpoint}:${r.via.port}` : '-'] : []),
+    r.verdict.toUpperCase(),
+  ]);
+  const head = ['SOURCE', 'DESTINATION', 'PORT', ...(services ? ['ENDPOINT'] : []), 'VERDICT'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
   return [line(head), ...rows.map(line)].join('\n') + '\n';
@@ -114,7 +123,7 @@ export async function runEval(argv: string[]): Promise<number> {
   const objects = await loadObjects(manifests);
   const ev = new OfflineEvaluator({ objects, pipeline: readPipeline(values.pipeline), dns: parseDns(values.dns, values['dns-file']), modules: pluginModules(values.module) });
   try {
-    const results = flows.map((f, i) => ev.evaluate(f, i));
+    const results = flows.flatMap((f, i) => ev.evaluateAll(f, i));
     if (output === 'json') process.stdout.write(JSON.stringify(results, null, 2) + '\n');
     else if (output === 'table') process.stdout.write(formatTable(results));
     else process.stdout.write(results.map((r) => r.walkthrough).join('\n') + '\n');

@@ -10,7 +10,7 @@ import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from '../../test/fi
 // filling). selfTestTimeoutMs must stop them: the upload answered on time,
 // the uploads behind it served, the agent's health endpoint answering
 // throughout. Two clocks keep that deadline (node:vm inside the validation
-// thread, a timer that stops the thread from the main one); with the metered
+// process, a timer in the agent that kills the process); with the metered
 // fills either alone stops these modules, and with both removed every case
 // here fails.
 const SELF_TEST_MS = 300;
@@ -40,7 +40,7 @@ async function agent(): Promise<{ h: AdminHarness; url: string }> {
 function upload(url: string, name: string, version: string, bytes: Uint8Array): Promise<{ status: number; body: { code?: string; message?: string }; ms: number }> {
   const started = performance.now();
   return fetch(`${url}/v1/modules?name=${name}&version=${version}`, {
-    method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: bytes,
+    method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: Buffer.from(bytes),
   }).then(async (res) => ({ status: res.status, body: await res.json() as { code?: string; message?: string }, ms: performance.now() - started }));
 }
 
@@ -82,7 +82,7 @@ describe('an upload whose self-test never ends is stopped on time', () => {
     expect(refused.ms).toBeLessThan(ANSWER_BOUND_MS);
     const stored = await behind;
     expect(stored.status).toBe(201);
-    // It waited for the hostile upload's bound only, then ran on a fresh thread (which, on a loaded
+    // It waited for the hostile upload's bound only, then ran in a fresh process (which, on a loaded
     // machine, starts slowly: the generous figure covers loading the validator and binaryen anew).
     expect(stored.ms).toBeGreaterThan(refused.ms);
     expect(stored.ms - refused.ms).toBeLessThan(FRESH_THREAD_MS);
