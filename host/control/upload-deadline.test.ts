@@ -14,7 +14,7 @@ import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from '../../test/fi
 // fills either alone stops these modules, and with both removed every case
 // here fails.
 const SELF_TEST_MS = 300;
-/** The documented bound, generously: compilation (binaryen on a loaded machine) plus the deadline and its grace. */
+/** The documented bound, generously: instrumentation (binaryen on a loaded machine) plus the deadline and its grace. */
 const ANSWER_BOUND_MS = 15_000;
 const HEALTH_BOUND_MS = 1000;
 const FRESH_THREAD_MS = 45_000;
@@ -71,9 +71,11 @@ describe('an upload whose self-test never ends is stopped on time', () => {
 
   it.each(cases)('filling memory in a loop in %s: refused within the bound, /healthz answering throughout, and the upload queued behind it stored', async (_where, bytes) => {
     const { h, url } = await agent();
+    // A first upload starts the validation process, so the hostile one's time is its instrumentation and its deadline.
+    expect((await upload(url, 'warm-up', '0.0.1', sandboxModule({ meta: { ...DEFAULT_META, name: 'warm-up' } }))).status).toBe(201);
     const name = JSON.parse(new TextDecoder().decode(extractMeta(bytes))).name as string;
     const slow = upload(url, name, '0.0.1', bytes);
-    // Queued behind the hostile one on the same validation thread.
+    // Queued behind the hostile one on the same validation process.
     const behind = upload(url, 'scripted', '1.0.0', readFileSync(join(builtinWasmDir(), 'fixtures', 'scripted.wasm')));
     const slowestHealth = await slowestHealthAnswer(url, Promise.all([slow, behind]));
     const refused = await slow;
@@ -87,7 +89,7 @@ describe('an upload whose self-test never ends is stopped on time', () => {
     expect(stored.ms).toBeGreaterThan(refused.ms);
     expect(stored.ms - refused.ms).toBeLessThan(FRESH_THREAD_MS);
     expect(slowestHealth).toBeLessThan(HEALTH_BOUND_MS);
-    expect(h.store.list().map((m) => m.name)).toEqual(['scripted']);
+    expect(h.store.list().map((m) => m.name).sort()).toEqual(['scripted', 'warm-up']);
   }, 120_000);
 });
 

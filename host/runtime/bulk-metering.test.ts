@@ -98,14 +98,14 @@ describe('growing memory and tables pays fuel too', () => {
   it('table.grow is charged for every element of the table it leaves, so a loop of small grows pays for the copying', () => {
     // Each grow copies the table: 1,000 one-element grows copy ~500,000 elements (~250,000 units at 8 bytes an element).
     const loop = '(local $i i32) (loop $l (drop (table.grow $t (ref.null func) (i32.const 1))) (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if $l (i32.lt_u (local.get $i) (i32.const 1000)))) (i32.const 0)';
-    const build = (fuelPerDecision: number) => new EvaluatorInstance(load({ decideBody: loop, fields: ['(table $t 1 funcref)'], features: 'node20' }, { fuelPerDecision }));
+    const build = (fuelPerDecision: number) => new EvaluatorInstance(load({ decideBody: loop, fields: ['(table $t 1 2000 funcref)'], features: 'node20' }, { fuelPerDecision }));
     expect(codeOf(() => build(100_000).decideOne(new Uint8Array(64)))).toBe('KWP_ERR_FUEL_EXHAUSTED');
     expect(codeOf(() => build(400_000).decideOne(new Uint8Array(64)))).toBeUndefined();
   });
 });
 
 describe('table instructions whose length cannot be metered are refused', () => {
-  const tableFields = ['(table $t 16 funcref)', '(elem $e func)'];
+  const tableFields = ['(table $t 16 16 funcref)', '(elem $e func)'];
   it.each([
     ['table.fill', '(table.fill $t (i32.const 0) (ref.null func) (i32.const 4))'],
     ['table.copy', '(table.copy $t $t (i32.const 0) (i32.const 1) (i32.const 4))'],
