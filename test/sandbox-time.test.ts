@@ -1,5 +1,6 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { adminHarness, auth, type AdminHarness } from './fixtures/admin-harness.js';
+import { closeHarnesses, slowestHealthAnswer } from './fixtures/health-watch.js';
 import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from './fixtures/sandbox-modules.js';
 
 // Hostile modules on the live decision path of an agent (store, controller,
@@ -15,13 +16,7 @@ const HEALTH_BOUND_MS = 1000;
 const FILL = 64 * 1024 * 1024 - 1024;
 
 const open: AdminHarness[] = [];
-afterEach(async () => {
-  for (const h of open.splice(0)) {
-    await h.server.close();
-    await h.store.close();
-    h.controller.stop();
-  }
-});
+afterEach(() => closeHarnesses(open));
 
 /** kwp_decide: for the hostile port, `hostile`; otherwise Accept with reason 1 (the batch is at 4096, one record). */
 function decideFor(hostile: string): string {
@@ -57,19 +52,6 @@ async function explain(url: string, port: number): Promise<{ body: any; ms: numb
   return { body: await res.json(), ms: performance.now() - started };
 }
 
-/** Polls /healthz until `until` settles; returns the slowest answer, in ms. */
-async function slowestHealthAnswer(url: string, until: Promise<unknown>): Promise<number> {
-  let done = false;
-  void until.finally(() => { done = true; });
-  let slowest = 0;
-  while (!done) {
-    const started = performance.now();
-    expect((await fetch(`${url}/healthz`)).status).toBe(200);
-    slowest = Math.max(slowest, performance.now() - started);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return slowest;
-}
 
 describe('a module filling memory in a loop for one port is bounded on the decision path', () => {
   it('in kwp_decide: that flow gets the stage failure policy within the bound, other flows are decided, /healthz answers throughout', async () => {

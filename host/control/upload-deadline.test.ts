@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { builtinWasmDir } from '../pipeline/modules.js';
 import { adminHarness, auth, type AdminHarness } from '../../test/fixtures/admin-harness.js';
+import { closeHarnesses, slowestHealthAnswer } from '../../test/fixtures/health-watch.js';
 import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from '../../test/fixtures/sandbox-modules.js';
 
 // Hostile uploads whose self-test outlasts every bound fuel gives: a loop of
@@ -20,13 +21,7 @@ const HEALTH_BOUND_MS = 1000;
 const FRESH_THREAD_MS = 45_000;
 
 const open: AdminHarness[] = [];
-afterEach(async () => {
-  for (const h of open.splice(0)) {
-    await h.server.close();
-    await h.store.close();
-    h.controller.stop();
-  }
-});
+afterEach(() => closeHarnesses(open));
 
 async function agent(): Promise<{ h: AdminHarness; url: string }> {
   const h = await adminHarness({
@@ -44,20 +39,6 @@ function upload(url: string, name: string, version: string, bytes: Uint8Array): 
   }).then(async (res) => ({ status: res.status, body: await res.json() as { code?: string; message?: string }, ms: performance.now() - started }));
 }
 
-/** Polls /healthz until `until` settles; returns the slowest answer, in ms. */
-async function slowestHealthAnswer(url: string, until: Promise<unknown>): Promise<number> {
-  let done = false;
-  void until.finally(() => { done = true; });
-  let slowest = 0;
-  while (!done) {
-    const started = performance.now();
-    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
-    expect(res.status).toBe(200);
-    slowest = Math.max(slowest, performance.now() - started);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return slowest;
-}
 
 const hostile = (name: string, opts: Parameters<typeof sandboxModule>[0]) =>
   sandboxModule({ memory: BIG_MEMORY, meta: { ...DEFAULT_META, name }, ...opts });
