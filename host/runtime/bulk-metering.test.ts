@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
-import { EvaluatorInstance, ObjectOp } from './instance.js';
+import { EvaluatorInstance } from './instance.js';
+import { ObjectOp } from '../abi/objects.js';
 import type { SandboxLimits } from './limits.js';
 import { sandboxModule, fillLoop, blobSegment, BIG_MEMORY } from '../../test/fixtures/sandbox-modules.js';
 import { codeOf } from '../../test/fixtures/error-code.js';
