@@ -236,7 +236,7 @@ export class EvaluatorInstance {
 
   explain(reason: number): string {
     if (reason === 0) return '';
-    const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
+    const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
     // Only the first maxReasonBytes are copied out of the module.
     const max = this.compiled.limits.maxReasonBytes;
     if (len <= max) return this.resultText(len);

@@ -73,6 +73,14 @@ export interface SandboxLimits {
   maxMetaKinds: number;
   /** Failure-policy error lines one stage may log per second; the rest are counted and reported with the next line. */
   failureLinesPerSecond: number;
+  // ---- wall-clock bounds (what fuel cannot promise) ----
+  /**
+   * An upload's self-test (instantiation, configuration, the probe
+   * decisions), in ms. Past it the process running the self-test is killed
+   * and the upload refused; the uploads queued behind it start at once on a
+   * fresh process.
+   */
+  selfTestTimeoutMs: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -104,6 +112,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   maxMetaStringChars: 1024,
   maxMetaKinds: 64,
   failureLinesPerSecond: 1,
+  selfTestTimeoutMs: 1000,
 };
 
 /** What one table element costs the host: V8 keeps the table and the instance's dispatch table, 8 bytes an entry each. */
