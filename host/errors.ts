@@ -10,6 +10,7 @@ export const ErrorCatalogue = {
   KWP_ERR_ABI_VERSION: { status: 422, summary: 'The module exports no kwp_abi_version, or a major version this host does not implement.' },
   KWP_ERR_METADATA: { status: 422, summary: 'The kwp.meta custom section is missing or malformed.' },
   KWP_ERR_IMPORT_NOT_ALLOWED: { status: 422, summary: 'The module imports something outside the ABI allowlist.' },
+  KWP_ERR_IMPORT_SIGNATURE: { status: 422, summary: 'An allow-listed function import does not have exactly the type the ABI defines.' },
   KWP_ERR_EXPORT_MISSING: { status: 422, summary: 'The module lacks an export the ABI requires.' },
   KWP_ERR_MEMORY_UNBOUNDED: { status: 422, summary: 'The module defines a memory without a maximum.' },
   KWP_ERR_MEMORY_TOO_LARGE: { status: 422, summary: 'The module declares more memory than the host allows.' },

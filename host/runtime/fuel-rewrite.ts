@@ -14,6 +14,14 @@ import type BinaryenModule from 'binaryen';
 export type Binaryen = typeof BinaryenModule;
 
 export const FUEL_GLOBAL = 'kwp_fuel';
+/**
+ * The import module the log-execution pass is told to use for its probe.
+ * Left to itself the pass borrows the module name of the first imported
+ * function (`kwp` for a module whose first import is kwp.log), so the probe
+ * could not be told apart from the module's own imports. No evaluator may
+ * import from this name (the loader's allowlist), so it is unambiguous.
+ */
+const PROBE_MODULE = 'kwp-fuel-probe';
 /** Bump when the rewrite changes, so cached instrumented modules are not reused. */
 export const FUEL_INSTRUMENTATION_VERSION = 1;
 
@@ -28,11 +36,16 @@ export function rewriteForFuel(binaryen: Binaryen, bytes: Uint8Array, startFuel:
   try {
     mod = binaryen.readBinary(bytes);
     mod.setFeatures(binaryen.Features.All);
-    mod.runPasses(['log-execution']);
+    binaryen.setPassArgument('log-execution', PROBE_MODULE);
+    try {
+      mod.runPasses(['log-execution']);
+    } finally {
+      binaryen.setPassArgument('log-execution', null);
+    }
     let probe: string | undefined;
     for (let i = 0; i < mod.getNumFunctions(); i++) {
       const info = binaryen.getFunctionInfo(mod.getFunctionByIndex(i));
-      if (info.module === 'env' && info.base === 'log_execution') probe = info.name;
+      if (info.module === PROBE_MODULE) probe = info.name;
     }
     if (!probe) throw new Error('log-execution pass added no probe');
     mod.removeFunction(probe);

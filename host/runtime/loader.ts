@@ -7,18 +7,20 @@ import { join } from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { KwpError } from '../errors.js';
 import type { FailurePolicy } from '../contract.js';
-import { readWasmSummary, type Limits, type WasmSummary } from './wasm-binary.js';
+import { readWasmSummary, formatFuncType, type Limits, type WasmFuncType, type WasmSummary } from './wasm-binary.js';
 import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
 
 export const ABI_MAJOR = 1;
 export const ABI_MINOR = 1;
 
-/** Imports a module may have (ABI.md, "Imports"). */
-export const IMPORT_ALLOWLIST: ReadonlyArray<{ module: string; name: string; kind: string }> = [
-  { module: 'env', name: 'abort', kind: 'function' },
+const I32 = 0x7f;
+
+/** Imports a module may have (ABI.md, "Imports"), functions with the exact type the host provides. */
+export const IMPORT_ALLOWLIST: ReadonlyArray<{ module: string; name: string; kind: string; type?: WasmFuncType }> = [
+  { module: 'env', name: 'abort', kind: 'function', type: { params: [I32, I32, I32, I32], results: [] } },
   { module: 'env', name: 'memory', kind: 'memory' },
-  { module: 'kwp', name: 'log', kind: 'function' },
+  { module: 'kwp', name: 'log', kind: 'function', type: { params: [I32, I32, I32], results: [] } },
 ];
 
 export const REQUIRED_FUNCTIONS = [
@@ -95,15 +97,28 @@ function abiVersion(summary: WasmSummary, source: string): { major: number; mino
 
 function checkImports(summary: WasmSummary, source: string): void {
   for (const imp of summary.imports) {
-    const allowed = IMPORT_ALLOWLIST.some((a) => a.module === imp.module && a.name === imp.name && a.kind === imp.kind);
+    const allowed = IMPORT_ALLOWLIST.find((a) => a.module === imp.module && a.name === imp.name && a.kind === imp.kind);
     if (!allowed) {
       const list = IMPORT_ALLOWLIST.map((a) => `${a.module}.${a.name}`).join(', ');
       throw new KwpError('KWP_ERR_IMPORT_NOT_ALLOWED', `${source}: import ${imp.module}.${imp.name} (${imp.kind}) is not allowed; evaluators may import only ${list}`);
+    }
+    // A wrong type would instantiate (JS functions take any arguments) and
+    // misbehave at the first call, so the type must be exactly the ABI's.
+    if (allowed.type) {
+      const actual = imp.typeIndex === undefined ? undefined : summary.types[imp.typeIndex];
+      if (!actual || !sameFuncType(actual, allowed.type)) {
+        throw new KwpError('KWP_ERR_IMPORT_SIGNATURE', `${source}: import ${imp.module}.${imp.name} has type ${actual ? formatFuncType(actual) : `#${imp.typeIndex}`}, but the ABI defines it as ${formatFuncType(allowed.type)}; declare it exactly so (the SDK does)`);
+      }
     }
   }
   if (summary.exports.some((e) => e.name === FUEL_GLOBAL)) {
     throw new KwpError('KWP_ERR_IMPORT_NOT_ALLOWED', `${source}: the export name ${FUEL_GLOBAL} is reserved for the host's fuel counter`);
   }
+}
+
+function sameFuncType(a: WasmFuncType, b: WasmFuncType): boolean {
+  return a.params.length === b.params.length && a.results.length === b.results.length
+    && a.params.every((t, i) => t === b.params[i]) && a.results.every((t, i) => t === b.results[i]);
 }
 
 function checkMemory(summary: WasmSummary, limits: SandboxLimits, source: string): Limits | undefined {

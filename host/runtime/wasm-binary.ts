@@ -22,6 +22,15 @@ export interface WasmExport { name: string; kind: 'function' | 'table' | 'memory
 
 export interface WasmFuncType { params: number[]; results: number[] }
 
+const VALUE_TYPES: Record<number, string> = { 0x7f: 'i32', 0x7e: 'i64', 0x7d: 'f32', 0x7c: 'f64', 0x7b: 'v128', 0x70: 'funcref', 0x6f: 'externref' };
+
+/** `(i32, i32) -> nil`, as sdk/ABI.md writes signatures. */
+export function formatFuncType(t: WasmFuncType): string {
+  const name = (v: number) => VALUE_TYPES[v] ?? `0x${v.toString(16)}`;
+  const results = t.results.length === 0 ? 'nil' : t.results.length === 1 ? name(t.results[0]) : `(${t.results.map(name).join(', ')})`;
+  return `(${t.params.map(name).join(', ')}) -> ${results}`;
+}
+
 export interface WasmSummary {
   types: WasmFuncType[];
   imports: WasmImport[];
