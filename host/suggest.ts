@@ -47,3 +47,9 @@ export function didYouMean(word: string, known: Iterable<string>): string {
   const match = closest(word, known);
   return match !== undefined && match !== word ? `; did you mean "${match}"?` : '';
 }
+
+/** ` (did you mean "X"?)` or the empty string, for the middle of a message. */
+export function suggestion(word: string, known: Iterable<string>): string {
+  const match = closest(word, known);
+  return match !== undefined && match !== word ? ` (did you mean "${match}"?)` : '';
+}

@@ -1,17 +1,13 @@
 // The API definitions the project validates objects read from files against,
 // kept as JSON Schema data in ./schemas (each file names its upstream source),
 // and the kinds they make known.
-import { readFileSync, readdirSync, existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../package-root.js';
 
-/** host/validation/schemas, from the sources (vitest) or from dist/host/validation. */
+/** host/validation/schemas of the package this code runs from (a checkout or an installed package). */
 function schemaDirectory(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const candidate of [join(here, 'schemas'), join(here, '..', '..', '..', 'host', 'validation', 'schemas')]) {
-    if (existsSync(join(candidate, 'meta.json'))) return candidate;
-  }
-  throw new Error(`the API schemas are missing next to ${here}; reinstall kube-wasm-policies`);
+  return join(packageRoot(), 'host', 'validation', 'schemas');
 }
 
 export interface SchemaFile {
