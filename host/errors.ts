@@ -44,10 +44,11 @@ export const ErrorCatalogue = {
   KWP_ERR_ADMIN_UNREACHABLE: { status: 502, summary: 'The CLI could not reach the admin API or got an answer it does not understand.' },
   KWP_ERR_INTERNAL: { status: 500, summary: 'An unexpected error inside the agent.' },
   // Inputs
-  KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed.' },
+  KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed, or an object in it is not valid for its API.' },
   KWP_ERR_FLOWS: { status: 400, summary: 'The flows file could not be read or parsed.' },
   KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
   KWP_ERR_KUBECONFIG: { status: 400, summary: 'The kubeconfig could not be loaded, or the in-cluster configuration is missing.' },
+  KWP_ERR_STATE_DIR: { status: 500, summary: 'The state directory cannot be created or written.' },
   // Dataplane
   KWP_ERR_NFQUEUE_UNAVAILABLE: { status: 500, summary: 'The optional nfqueue native binding is not installed or did not load.' },
   KWP_ERR_DATAPLANE: { status: 500, summary: 'The kernel refused the rules or queues the dataplane needs.' },

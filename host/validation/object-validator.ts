@@ -21,22 +21,30 @@ function newAjv(strict: boolean): Ajv {
   return new Ajv({ allErrors: true, verbose: true, $data: true, strict, strictTypes: false, strictRequired: false, allowUnionTypes: true, formats: FORMATS });
 }
 
-let builtins: { ajv: Ajv; byKind: Map<string, ValidateFunction> } | undefined;
+let builtins: { ajv: Ajv; ids: Map<string, string> } | undefined;
 
-function builtinValidators(): { ajv: Ajv; byKind: Map<string, ValidateFunction> } {
+/** One Ajv holding every schema; a kind's validator is compiled the first time an object of it is seen. */
+function builtinAjv(): { ajv: Ajv; ids: Map<string, string> } {
   if (builtins) return builtins;
   const ajv = newAjv(true);
-  const files = schemaFiles();
-  for (const f of files) ajv.addSchema(f.schema);
-  const byKind = new Map<string, ValidateFunction>();
-  for (const f of files) if (f.kindKey) byKind.set(f.kindKey, ajv.getSchema(f.schema.$id as string)!);
-  builtins = { ajv, byKind };
+  const ids = new Map<string, string>();
+  for (const f of schemaFiles()) {
+    ajv.addSchema(f.schema);
+    if (f.kindKey) ids.set(f.kindKey, f.schema.$id as string);
+  }
+  builtins = { ajv, ids };
   return builtins;
+}
+
+function builtinValidator(kindKey: string): ValidateFunction | undefined {
+  const { ajv, ids } = builtinAjv();
+  const id = ids.get(kindKey);
+  return id === undefined ? undefined : ajv.getSchema(id);
 }
 
 /** Every `apiVersion/Kind` with a built-in schema. */
 export function builtinKinds(): string[] {
-  return [...builtinValidators().byKind.keys()];
+  return [...builtinAjv().ids.keys()];
 }
 
 export interface ValidationContext {
@@ -48,11 +56,13 @@ export interface ValidationContext {
 
 /** The validation context for one load: the CRDs among `objects` and the kinds modules ask for. */
 export function validationContext(objects: unknown[], acceptedKinds: Iterable<string> = []): ValidationContext {
-  const ajv = newAjv(false);
-  for (const f of schemaFiles()) ajv.addSchema(f.schema);
   const custom = new Map<string, ValidateFunction>();
-  for (const o of objects) {
-    for (const [kindKey, schema] of crdKinds(o)) custom.set(kindKey, ajv.compile(schema));
+  const crds = objects.flatMap((o) => crdKinds(o));
+  if (crds.length) {
+    // CRD schemas are the user's: not held to Ajv's strict mode.
+    const ajv = newAjv(false);
+    ajv.addSchema(schemaFiles().find((f) => f.kindKey === undefined)!.schema);
+    for (const [kindKey, schema] of crds) custom.set(kindKey, ajv.compile(schema));
   }
   return { custom, accepted: new Set(acceptedKinds) };
 }
@@ -82,7 +92,7 @@ function kindProblem(apiVersion: string, kind: string, ctx: ValidationContext): 
  */
 export function validateObject(object: KubeObject, ctx: ValidationContext): string[] {
   const key = `${object.apiVersion}/${object.kind}`;
-  const validate = builtinValidators().byKind.get(key) ?? ctx.custom.get(key);
+  const validate = builtinValidator(key) ?? ctx.custom.get(key);
   if (!validate) {
     if (ctx.accepted.has(key) || UNREAD_KINDS.has(key)) return [];
     return [kindProblem(object.apiVersion, object.kind, ctx)];
