@@ -33,6 +33,7 @@ export const Kinds = {
   Namespace: 'v1/Namespace',
   Node: 'v1/Node',
   Service: 'v1/Service',
+  EndpointSlice: 'discovery.k8s.io/v1/EndpointSlice',
   NetworkPolicy: 'networking.k8s.io/v1/NetworkPolicy',
   ClusterNetworkPolicy: 'policy.networking.k8s.io/v1alpha2/ClusterNetworkPolicy',
   AdminNetworkPolicy: 'policy.networking.k8s.io/v1alpha1/AdminNetworkPolicy',
@@ -98,7 +99,17 @@ export interface Packet {
   dstPort: number;
   icmpType: number;
   icmpCode: number;
+  /**
+   * The source reached itself through a Service: the Service proxy sent the
+   * connection back to the pod that opened it (ABI 1.2 record flag bit 0).
+   * Never set for a pod's traffic to its own address, which no Service proxy
+   * touches. docs/semantics.md, "Hairpin".
+   */
+  serviceHairpin?: boolean;
 }
+
+/** Record flag bits (ABI.md, the decision record's byte 3). */
+export const RecordFlag = { ServiceHairpin: 1 } as const;
 
 /** Pass is an explicit Next: the engine treats both alike, explanations tell them apart. */
 export const Verdict = { Next: 0, Accept: 1, Deny: 2, Pass: 3 } as const;

@@ -9,9 +9,9 @@ import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/
 import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
 import type { Pipeline } from './pipeline/pipeline.js';
 import type { InstanceLogger } from './runtime/instance.js';
-import { resolveFlow, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol } from './flows.js';
+import { resolveFlowRoutes, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol, type ResolvedFlow, type ServiceHop } from './flows.js';
 
-export type { FlowSpec } from './flows.js';
+export type { FlowSpec, ServiceHop } from './flows.js';
 
 /** A flow as tests and callers write it: protocol defaults to TCP, srcPort to an ephemeral port. */
 export type FlowInput = Pick<FlowSpec, 'src' | 'dst' | 'port'> & Partial<Pick<FlowSpec, 'protocol' | 'srcPort' | 'name' | 'expect'>>;
@@ -21,6 +21,8 @@ export interface FlowResult extends Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 
   egress: StageTrace[];
   ingress: StageTrace[];
   walkthrough: string;
+  /** For a flow to a Service: the endpoint this result is for, as the Service proxy rewrote the flow. */
+  via?: ServiceHop;
 }
 
 export interface EvaluateOptions {
@@ -72,9 +74,25 @@ export class OfflineEvaluator {
     this.pipeline = engine.build(opts.pipeline ?? defaultPipeline());
   }
 
+  /**
+   * Decides one flow to a pod or an address. A flow to a Service has one
+   * result per endpoint: use evaluateAll.
+   */
   evaluate(input: FlowInput | FlowSpec, index = 0): FlowResult {
+    const results = this.evaluateAll(input, index);
+    if (results.length !== 1 || results[0].via) {
+      throw new Error(`${input.dst} is a Service: its flows are decided once per endpoint; call evaluateAll`);
+    }
+    return results[0];
+  }
+
+  /** Decides a flow: one result, or one per endpoint when its destination is a Service. */
+  evaluateAll(input: FlowInput | FlowSpec, index = 0): FlowResult[] {
     const flow = normalizeFlow(input, index);
-    const r = resolveFlow(flow, this.state);
+    return resolveFlowRoutes(flow, this.state).map((r) => this.decide(flow, r));
+  }
+
+  private decide(flow: FlowSpec, r: ResolvedFlow): FlowResult {
     const d = this.pipeline.evaluate(r.packet, r.srcPod, r.dstPod);
     const result: FlowResult = {
       src: flow.src,
@@ -88,8 +106,9 @@ export class OfflineEvaluator {
       egress: d.egress.trace,
       ingress: d.ingress.trace,
       walkthrough: '',
+      ...(r.via ? { via: r.via } : {}),
     };
-    result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress);
+    result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress, r.via);
     return result;
   }
 
@@ -110,7 +129,7 @@ function normalizeFlow(f: FlowInput | FlowSpec, index: number): FlowSpec {
 export async function evaluateFlows(opts: EvaluateOptions): Promise<FlowResult[]> {
   const ev = new OfflineEvaluator(opts);
   try {
-    return opts.flows.map((f, i) => ev.evaluate(f, i));
+    return opts.flows.flatMap((f, i) => ev.evaluateAll(f, i));
   } finally {
     ev.dispose();
   }
@@ -130,9 +149,11 @@ function formatWalk(r: DirectionResult): string {
   return steps.length ? steps.join(' -> ') : 'no stage decided';
 }
 
-export function walkthroughLine(flow: FlowSpec, allowed: boolean, egress: DirectionResult, ingress: DirectionResult): string {
+/** `via` names the endpoint a flow to a Service was sent to: `x/a -> y/web TCP/80 via y/web-1:8080  ALLOW ...`. */
+export function walkthroughLine(flow: Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 'port'>, allowed: boolean, egress: DirectionResult, ingress: DirectionResult, via?: ServiceHop): string {
   const proto = (flow.protocol ?? 'TCP').toUpperCase();
-  return `${flow.src} -> ${flow.dst} ${proto}/${flow.port}  ${allowed ? 'ALLOW' : 'DENY'}  egress: ${formatWalk(egress)}  ingress: ${formatWalk(ingress)}`;
+  const hop = via ? ` via ${via.endpoint}${via.address.includes(':') ? `[${via.address}]` : ''}:${via.port}` : '';
+  return `${flow.src} -> ${flow.dst} ${proto}/${flow.port}${hop}  ${allowed ? 'ALLOW' : 'DENY'}  egress: ${formatWalk(egress)}  ingress: ${formatWalk(ingress)}`;
 }
 
 /**

@@ -9,6 +9,7 @@ import { Kinds, Protocol, type Packet, type PodInfo } from './contract.js';
 import { KwpError } from './errors.js';
 import { parseIP, type ParsedIP } from './net/ip.js';
 import type { ClusterState } from './state/cluster-state.js';
+import { ServiceDirectory, ServiceLookupError, type ServiceRoute } from './services/service-directory.js';
 
 export type FlowProtocol = 'TCP' | 'UDP' | 'SCTP';
 
@@ -40,6 +41,21 @@ export interface ResolvedFlow {
   dstPod?: PodInfo;
   /** Things worth telling the user about how the ends were resolved. */
   notes: string[];
+  /** Set when the flow's destination is a Service: the endpoint the Service proxy rewrote it to. */
+  via?: ServiceHop;
+}
+
+/** One way a Service proxy may send a flow addressed to a Service. */
+export interface ServiceHop {
+  /** `namespace/name` of the Service. */
+  service: string;
+  /** The endpoint: `namespace/pod`, or its address when it is not a known pod. */
+  endpoint: string;
+  address: string;
+  /** The target port the destination port was rewritten to. */
+  port: number;
+  /** The endpoint is the source pod itself: a Service hairpin. */
+  hairpin?: true;
 }
 
 const FIELDS = ['src', 'dst', 'protocol', 'port', 'srcPort', 'name', 'expect'];
@@ -212,6 +228,9 @@ function podEnd(flow: FlowSpec, field: 'src' | 'dst', state: ClusterState): PodE
   const where = locate(flow.file, flow.index, flow.line);
   const pod = state.podByName(namespace, name);
   if (!pod) {
+    if (state.object(Kinds.Service, ref)) {
+      throw flowError(where, `field "${field}": ${ref} is a Service; only a flow's destination may name a Service`);
+    }
     if (state.object(Kinds.Pod, `${namespace}/${name}`)) {
       throw flowError(where, `field "${field}": pod ${ref} has no IP; add status.podIPs to its manifest`);
     }
@@ -275,4 +294,68 @@ export function resolveFlow(flow: FlowSpec, state: ClusterState): ResolvedFlow {
     dstPod: state.podByIP(dst),
     notes,
   };
+}
+
+/**
+ * The packets a flow becomes on the wire. A flow to a pod or an address is one
+ * packet (resolveFlow). A flow to a Service (`namespace/name` of a Service, one
+ * of its ClusterIPs, or a node address and NodePort) becomes one packet per
+ * endpoint, each as the Service proxy rewrites it: destination the endpoint's
+ * address and target port, the source untouched (the agent judges before any
+ * source rewrite), and the Service hairpin flag when the endpoint is the
+ * source pod itself.
+ */
+export function resolveFlowRoutes(flow: FlowSpec, state: ClusterState): ResolvedFlow[] {
+  const where = locate(flow.file, flow.index, flow.line);
+  const services = new ServiceDirectory(state);
+  const dstIP = parseIP(flow.dst);
+  let route: ServiceRoute | undefined;
+  try {
+    if (dstIP) {
+      const byIP = services.byClusterIP(flow.dst);
+      if (byIP) route = services.route(byIP, flow.protocol, flow.port);
+      else if (!state.podByIP(dstIP.bytes) && isNodeAddress(state, flow.dst)) {
+        const byNodePort = services.byNodePort(flow.port, flow.protocol);
+        if (byNodePort) route = services.route(byNodePort, flow.protocol, flow.port, true);
+      }
+    } else {
+      // A pod of that name wins (flows written before Services were understood
+      // keep their meaning); its Service is then named by its ClusterIP.
+      const service = services.byName(flow.dst);
+      if (service && !state.object(Kinds.Pod, flow.dst)) route = services.route(service, flow.protocol, flow.port);
+    }
+  } catch (err) {
+    if (err instanceof ServiceLookupError) throw flowError(where, `field "dst": ${err.message}; use one of its ports`);
+    throw err;
+  }
+  if (!route) return [resolveFlow(flow, state)];
+
+  const srcIP = parseIP(flow.src);
+  const srcEnd = srcIP ? undefined : podEnd(flow, 'src', state);
+  const families = new Set<4 | 6>(srcIP ? [srcIP.family] : srcEnd!.addresses.map((a) => a.family));
+  // One family per connection: the source's first address decides it, as a dual-stack client would connect over IPv4 first.
+  const family: 4 | 6 = srcIP?.family ?? srcEnd!.addresses[0].family;
+  const endpoints = route.endpoints.filter((e) => parseIP(e.address)!.family === family);
+  if (endpoints.length === 0) {
+    const why = route.endpoints.length === 0 ? 'no ready endpoints' : `no IPv${family} endpoints (the source is IPv${[...families].join('/IPv')})`;
+    throw flowError(
+      where,
+      `field "dst": Service ${route.service} has ${why} for ${flow.protocol}/${route.servicePort.port}, so a Service proxy would reject the connection and there is nothing to decide; add its EndpointSlices (discovery.k8s.io/v1) or pods its selector matches`,
+    );
+  }
+  return endpoints.map((endpoint) => {
+    const hop: FlowSpec = { ...flow, dst: endpoint.address, port: endpoint.port };
+    const resolved = resolveFlow(hop, state);
+    const hairpin = resolved.srcPod !== undefined && endpoint.pod !== undefined && resolved.srcPod.id === endpoint.pod.id;
+    if (hairpin) {
+      resolved.packet.serviceHairpin = true;
+      resolved.notes.push(`${flow.src} reaches itself through Service ${route!.service}: a Service hairpin, which ClusterNetworkPolicy and AdminNetworkPolicy judge (docs/semantics.md, "Hairpin")`);
+    }
+    resolved.via = { service: route!.service, endpoint: endpoint.label, address: endpoint.address, port: endpoint.port, ...(hairpin ? { hairpin: true as const } : {}) };
+    return resolved;
+  });
+}
+
+function isNodeAddress(state: ClusterState, address: string): boolean {
+  return state.nodes().some((node) => Array.isArray(node.status?.addresses) && node.status.addresses.some((a: { address?: unknown }) => a?.address === address));
 }

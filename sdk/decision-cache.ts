@@ -24,9 +24,10 @@
 // set miss on every round instead of only the ones sharing a way.
 //   IPv4, 32-byte entries: 0 head, 8 pod ids, 16 addresses, 24 stamp, 28 reason
 //   IPv6, 64-byte entries: 0 head, 8 pod ids, 16..47 addresses, 56 stamp, 60 reason
-// head = record bytes 0..7 with the reserved byte and the source port masked
-// out and the ICMP type and code put in the source port's place; an entry
-// keeps its verdict in the reserved byte.
+// head = record bytes 0..7 with the source port masked out and the ICMP type
+// and code put in its place; byte 3 keeps the record's flags (ABI 1.2: a
+// Service hairpin is decided apart from a pod's traffic to its own address)
+// in its low nibble, and an entry keeps its verdict in the high nibble.
 
 import { OFF_REASON, OFF_VERDICT, OFF_SRC_POD, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_ICMP_TYPE } from "./decision";
 
@@ -36,10 +37,10 @@ const V4_ENTRY: usize = 32;
 const V6_SETS: u32 = 512;
 const V6_ENTRY: usize = 64;
 const POD_SLOTS: u32 = 16384;
-const HEAD_MASK: u64 = 0xFFFF_0000_00FF_FFFF;
-const VERDICT_SHIFT: u64 = 24;
-// An entry's head is the key's head plus the verdict in the reserved byte.
-const ENTRY_HEAD_MASK: u64 = ~(<u64>0xFF << VERDICT_SHIFT);
+const HEAD_MASK: u64 = 0xFFFF_0000_0FFF_FFFF;
+const VERDICT_SHIFT: u64 = 28;
+// An entry's head is the key's head plus the verdict in byte 3's high nibble.
+const ENTRY_HEAD_MASK: u64 = ~(<u64>0xF << VERDICT_SHIFT);
 
 let v4Table: usize = 0;
 let v6Table: usize = 0;
@@ -112,7 +113,7 @@ export function podChanged(id: u32): void { unchecked(podStamps[id & (POD_SLOTS 
 }
 
 @inline function hit(rec: usize, entryHead: u64, reason: u32): bool {
-  store<u8>(rec + OFF_VERDICT, <u8>(entryHead >> VERDICT_SHIFT));
+  store<u8>(rec + OFF_VERDICT, <u8>((entryHead >> VERDICT_SHIFT) & 0xF));
   store<u32>(rec + OFF_REASON, reason);
   store<u64>(stats, load<u64>(stats) + 1);
   return true;
@@ -179,10 +180,13 @@ export function lookup(rec: usize): bool {
 
 /** Stores the verdict `decide` just wrote into the record `lookup` missed. */
 export function remember(rec: usize): void {
+  const verdict = load<u8>(rec + OFF_VERDICT);
+  // A verdict outside 0..3 is the stage's failure, not an answer; it would not fit the nibble either.
+  if (verdict > 3) return;
   const e = slot;
   const v6 = load<u8>(rec, 1) == 6;
   const stampAt = (v6 ? V6_ENTRY : V4_ENTRY) - 8;
-  store<u64>(e, head | (<u64>load<u8>(rec + OFF_VERDICT) << VERDICT_SHIFT));
+  store<u64>(e, head | (<u64>verdict << VERDICT_SHIFT));
   store<u64>(e, podIds, 8);
   store<u64>(e, a0, 16);
   if (v6) {

@@ -9,6 +9,7 @@ export const RECORD_SIZE: usize = 64;
 export const OFF_DIRECTION: usize = 0;
 export const OFF_FAMILY: usize = 1;
 export const OFF_PROTOCOL: usize = 2;
+export const OFF_FLAGS: usize = 3;
 export const OFF_SRC_PORT: usize = 4;
 export const OFF_DST_PORT: usize = 6;
 export const OFF_ICMP_TYPE: usize = 8;
@@ -19,6 +20,8 @@ export const OFF_SRC_ADDR: usize = 20;
 export const OFF_DST_ADDR: usize = 36;
 export const OFF_VERDICT: usize = 52;
 export const OFF_REASON: usize = 56;
+/** Flags bit 0 (ABI 1.2): the source reached itself through a Service address. */
+export const FLAG_SERVICE_HAIRPIN: u8 = 1;
 
 /**
  * Next: not this evaluator's business. Pass: an explicit rule hands the packet
@@ -41,6 +44,13 @@ export class Decision {
   get dstPort(): u16 { return load<u16>(this.ptr + OFF_DST_PORT); }
   get icmpType(): u8 { return load<u8>(this.ptr + OFF_ICMP_TYPE); }
   get icmpCode(): u8 { return load<u8>(this.ptr + OFF_ICMP_CODE); }
+  /**
+   * The source reached itself through a Service: the Service proxy sent the
+   * connection back to the pod that opened it (so source and destination are
+   * the same pod). False for a pod's traffic to its own address, which never
+   * goes through a Service proxy. Always false from an ABI 1.0/1.1 host.
+   */
+  get isServiceHairpin(): bool { return (load<u8>(this.ptr + OFF_FLAGS) & FLAG_SERVICE_HAIRPIN) != 0; }
   get srcPodId(): u32 { return load<u32>(this.ptr + OFF_SRC_POD); }
   get dstPodId(): u32 { return load<u32>(this.ptr + OFF_DST_POD); }
   /** Address of the 16 source-address bytes (IPv4 in the first 4). */

@@ -10,8 +10,8 @@ import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON } from "./decision";
 import { registered } from "./evaluator";
 import * as decisionCache from "./decision-cache";
 
-/** ABI 1.1. The host reads this initializer from the binary. */
-export const kwp_abi_version: i32 = 0x00010001;
+/** ABI 1.2. The host reads this initializer from the binary. */
+export const kwp_abi_version: i32 = 0x00010002;
 
 const BATCH_CAPACITY: i32 = 64;
 const batchArea = memory.data(<i32>(BATCH_CAPACITY * <i32>RECORD_SIZE), 16);

@@ -364,9 +364,14 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     const subjectId = egress ? d.srcPodId : d.dstPodId;
     if (subjectId == 0) return Verdict.Next;
     const family = d.family;
-    // A pod's traffic to itself (hairpin included) is never subject to these
-    // policies. No reason code: walkthroughs show a Next with a reason as a Pass.
-    if (d.srcPodId == d.dstPodId || sameAddress(family, d.srcAddr, d.dstAddr)) return Verdict.Next;
+    // Hairpin, as network-policy-api defines it (PR #390, site-src/api-overview.md;
+    // issue #343): these policies are enforced logically outside the pod's
+    // network namespace, so a pod connecting to its own pod IP is not subject
+    // to them, but a pod reaching itself through a Service IP that the Service
+    // proxy load-balances back to it is. AdminNetworkPolicy and
+    // BaselineAdminNetworkPolicy follow the same rule. docs/semantics.md, "Hairpin".
+    // No reason code: walkthroughs show a Next with a reason as a Pass.
+    if (!d.isServiceHairpin && (d.srcPodId == d.dstPodId || sameAddress(family, d.srcAddr, d.dstAddr))) return Verdict.Next;
     let pp: PodPolicies;
     if (this.cache.has(subjectId)) pp = this.cache.get(subjectId);
     else {

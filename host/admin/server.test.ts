@@ -61,9 +61,9 @@ describe('the admin API over a real socket', () => {
   it('the CLI pushes a module, reorders the pipeline, explains a flow and rolls back', async () => {
     const { url, dir, tokenFile } = await listening({ validation: 'worker' });
     const common = ['--server', url, '--token-file', tokenFile];
-    expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.1\)\n$/);
+    expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.2\)\n$/);
     const ls = await cli(runModule, ['ls', ...common]);
-    expect(ls, JSON.stringify(ls)).toMatch(/^NAME +VERSION +SHA256 +SIZE +ABI +USED BY\nscripted +1\.0\.0 +[0-9a-f]{12} +\d+ +1\.1 +allow,deny\n$/);
+    expect(ls, JSON.stringify(ls)).toMatch(/^NAME +VERSION +SHA256 +SIZE +ABI +USED BY\nscripted +1\.0\.0 +[0-9a-f]{12} +\d+ +1\.2 +allow,deny\n$/);
     const file = join(dir, 'pipeline.yaml');
     writeFileSync(file, 'stages:\n  - name: deny\n    module: scripted@1.0.0\n    config: {egress: Deny, ingress: Deny, reason: "deny says Deny"}\n  - name: allow\n    module: scripted\n    config: {egress: Accept, ingress: Accept}\n');
     expect(await cli(runPipeline, ['set', file, ...common])).toMatch(/^# revision 2 \(rollback goes to revision 1\)\n.*- name: deny\n/s);
@@ -113,6 +113,8 @@ describe('the admin API over a real socket', () => {
     const { h, url } = await listening({ validation: 'worker' });
     const bytes = readFileSync(scriptedFile);
     const { port } = new URL(url);
+    // close() must begin after the server has the request; on a loaded machine a fixed pause may not be enough.
+    const received = new Promise((r) => h.server.app.server.once('request', () => setTimeout(r, 20)));
     const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = httpRequest({
         host: '127.0.0.1', port, method: 'POST', path: '/v1/modules?name=scripted&version=1.0.0',
@@ -127,7 +129,7 @@ describe('the admin API over a real socket', () => {
       req.write(bytes.subarray(0, 1000));
       setTimeout(() => { req.end(bytes.subarray(1000)); }, 150);
     });
-    await new Promise((r) => setTimeout(r, 50));
+    await received;
     const closing = h.server.close();
     open.splice(open.indexOf(h), 1);
     const res = await answer;

@@ -37,9 +37,13 @@ function mark(r: CheckedResult): string {
 
 function table(results: CheckedResult[]): string {
   const checked = results.some((r) => r.correct !== undefined);
-  const head = ['SOURCE', 'DESTINATION', 'PORT', 'VERDICT', ...(checked ? ['EXPECTED', 'RESULT'] : [])];
+  // The ENDPOINT column only when some flow went to a Service.
+  const services = results.some((r) => r.via);
+  const head = ['SOURCE', 'DESTINATION', 'PORT', ...(services ? ['ENDPOINT'] : []), 'VERDICT', ...(checked ? ['EXPECTED', 'RESULT'] : [])];
   const rows = results.map((r) => [
-    r.src, r.dst, `${(r.protocol ?? 'TCP').toUpperCase()}/${r.port}`, r.verdict.toUpperCase(),
+    r.src, r.dst, `${(r.protocol ?? 'TCP').toUpperCase()}/${r.port}`,
+    ...(services ? [r.via ? `${r.via.endpoint}:${r.via.port}` : '-'] : []),
+    r.verdict.toUpperCase(),
     ...(checked ? [r.expect?.toUpperCase() ?? '-', r.correct === undefined ? '-' : r.correct ? 'correct' : 'WRONG'] : []),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));

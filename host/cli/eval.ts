@@ -13,6 +13,7 @@ import type { ModuleResolver } from '../pipeline/modules.js';
 import { compileEvaluator } from '../runtime/loader.js';
 import { outputFormat, parseFlags, portFlag, requireFlag } from './args.js';
 import { check, EVAL_FORMATS, formatResults, summaryLine, tally, type CheckedResult } from './eval-output.js';
+import { matrixRows } from '../reachability.js';
 
 const EVAL_HELP = `usage: kwp eval (--manifests PATH ... | --kubeconfig FILE) (--flows FILE | --src SRC --dst DST --port PORT ...)
                 [-o walkthrough|table|json|yaml] [--pipeline FILE] [--module FILE ...] [--dns NAME=IP ...] [--dns-file FILE]
@@ -26,7 +27,10 @@ Objects (one of):
   --kubeconfig FILE    list the objects of a live cluster instead
   --timeout SECONDS    how long listing the cluster may take (default 30)
 Flows (one of):
-  --flows FILE         a JSON array or JSON Lines of {"src", "dst", "protocol", "port", "expect"}; "-" reads stdin
+  --flows FILE         a JSON array or JSON Lines of {"src", "dst", "protocol", "port", "expect"}; "-" reads stdin.
+                       "dst" may name a Service ("namespace/name" or a ClusterIP, or a node address
+                       and NodePort): the flow is then decided once per endpoint, as a Service proxy
+                       would rewrite it
   --src SRC --dst DST --port PORT [--port PORT ...] [--protocol TCP|UDP|SCTP] [--expect allow|deny]
                        one-off flows; SRC and DST are "namespace/pod" or IP addresses
 Output and pipeline:
@@ -186,7 +190,7 @@ export async function runEval(argv: string[]): Promise<number> {
   const ev = new OfflineEvaluator({ objects, pipeline: readPipeline(values.pipeline), dns: parseDns(values.dns, values['dns-file']), modules: modules?.resolver });
   let results: CheckedResult[];
   try {
-    results = check(flows.map((f, i) => ev.evaluate(f, i)));
+    results = check(flows.flatMap((f, i) => ev.evaluateAll(f, i)));
   } finally {
     ev.dispose();
   }
@@ -208,12 +212,9 @@ export function formatMatrix(names: string[], allowed: (src: string, dst: string
 }
 
 export function predictMatrix(ev: OfflineEvaluator, podNames: string[], port: number, protocol: string): Map<string, boolean> {
+  const rows = matrixRows(podNames, { protocol: protocol as FlowProtocol, port }, (flow) => ev.evaluate(flow).verdict === 'allow', 'kwp matrix');
   const out = new Map<string, boolean>();
-  podNames.forEach((src) => {
-    for (const dst of podNames) {
-      out.set(`${src}>${dst}`, ev.evaluate({ src, dst, protocol: protocol as FlowProtocol, port }).verdict === 'allow');
-    }
-  });
+  podNames.forEach((src, i) => podNames.forEach((dst, j) => out.set(`${src}>${dst}`, rows[i][j] === '.')));
   return out;
 }
 

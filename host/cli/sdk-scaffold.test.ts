@@ -78,7 +78,7 @@ describe('a project from kwp sdk new', () => {
     await npm(['install', '--no-audit', '--no-fund', '--prefer-offline'], project);
     expect(await npm(['test'], project)).toMatch(/Tests\s+3 passed \(3\)/);
     const starter = loadModule(readFileSync(wasm));
-    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 1 } });
+    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 2 } });
     const allowAll = {
       apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'open', namespace: 'prod' },
       spec: { podSelector: {}, ingress: [{}], policyTypes: ['Ingress'] },
@@ -117,7 +117,7 @@ describe('a project from kwp sdk new', () => {
       expect(withoutConfig.json().code).toBe('KWP_ERR_CONFIG_REJECTED');
       const stored = await push(h, wasm, 'deny-ports', '1.0.0', { ports: [23] });
       expect(stored.statusCode, stored.body).toBe(201);
-      expect(stored.json()).toMatchObject({ created: true, module: { name: 'deny-ports', version: '1.0.0', abi: '1.1' } });
+      expect(stored.json()).toMatchObject({ created: true, module: { name: 'deny-ports', version: '1.0.0', abi: '1.2' } });
       const put = await h.server.app.inject({
         method: 'PUT', url: '/v1/pipeline', headers: auth,
         payload: { stages: [{ name: 'deny-ports', module: 'deny-ports@1.0.0', config: { ports: [23, 3389], protocols: ['TCP'] } }] },
@@ -140,7 +140,7 @@ describe('a project from kwp sdk new', () => {
       return (await run(process.execPath, [kwp, ...args, '--server', url], { cwd: project, env })).stdout;
     };
     try {
-      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.1\)\n$/);
+      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.2\)\n$/);
       await cli('pipeline', 'set', 'pipeline.yaml');
       const blocks = guideBlocks();
       expect(await cli('explain', '--src', 'shop/web', '--dst', 'shop/db', '--port', '23')).toBe(blocks.get('walkthrough:audit'));

@@ -34,4 +34,29 @@ describe('parseConntrackLine', () => {
   it('filters the listing by the accepted bit with a mask', () => {
     expect(listArgs(6, 0x100000)).toEqual(['-L', '-f', 'ipv6', '--mark', '0x100000/0x100000']);
   });
+
+  it('judges a Service connection by the endpoint the reply direction names, not the Service IP dialled', () => {
+    // kube-proxy's DNAT of 10.96.0.10:8000 to the pod 10.244.1.3:80.
+    const entry = parseConntrackLine(
+      'tcp      6 431999 ESTABLISHED src=10.244.1.2 dst=10.96.0.10 sport=41000 dport=8000 src=10.244.1.3 dst=10.244.1.2 sport=80 dport=41000 [ASSURED] mark=1048576 use=1',
+    )!;
+    expect([entry.dst, entry.dstPort, entry.replySrc, entry.replySrcPort]).toEqual(['10.96.0.10', 8000, '10.244.1.3', 80]);
+    const packet = entryPacket(entry);
+    expect([formatIP(packet.src), packet.srcPort, formatIP(packet.dst), packet.dstPort, packet.serviceHairpin]).toEqual(['10.244.1.2', 41000, '10.244.1.3', 80, undefined]);
+    // The entry is still updated by its original tuple, the one conntrack knows it by.
+    expect(clearMarkArgs(entry, 0x100000).slice(0, 7)).toEqual(['-U', '-f', 'ipv4', '-s', '10.244.1.2', '-d', '10.96.0.10']);
+  });
+
+  it('flags a Service hairpin: the endpoint is the client, the reply addressed to the hairpin SNAT address', () => {
+    const entry = parseConntrackLine(
+      'tcp      6 117 TIME_WAIT src=10.244.1.2 dst=10.96.0.10 sport=41000 dport=8000 src=10.244.1.2 dst=169.254.1.1 sport=80 dport=41000 [ASSURED] mark=1048576 use=1',
+    )!;
+    const packet = entryPacket(entry);
+    expect([formatIP(packet.src), formatIP(packet.dst), packet.dstPort, packet.serviceHairpin]).toEqual(['10.244.1.2', '10.244.1.2', 80, true]);
+  });
+
+  it('leaves an entry without NAT as it was opened', () => {
+    const packet = entryPacket(parseConntrackLine('udp      17 29 src=10.244.1.2 dst=10.244.1.3 sport=5000 dport=53 src=10.244.1.3 dst=10.244.1.2 sport=53 dport=5000 mark=1048576 use=1')!);
+    expect([formatIP(packet.dst), packet.dstPort, packet.serviceHairpin]).toEqual(['10.244.1.3', 53, undefined]);
+  });
 });

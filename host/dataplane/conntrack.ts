@@ -13,21 +13,29 @@ import { Protocol } from '../contract.js';
 export interface ConntrackEntry {
   family: 4 | 6;
   protocol: number;
-  /** The original direction's tuple: who opened the connection. */
+  /** The original direction's tuple: who opened the connection, and the address it dialled (a Service IP for a Service connection). */
   src: string;
   dst: string;
   srcPort: number;
   dstPort: number;
+  /**
+   * The reply direction's source: who answers. After a Service proxy's DNAT
+   * this is the endpoint the connection was rewritten to, and its port the
+   * target port; without NAT it equals dst and dstPort.
+   */
+  replySrc: string;
+  replySrcPort: number;
   icmpType: number;
   icmpCode: number;
   icmpId: number;
   mark: number;
 }
 
-function field(tokens: string[], key: string): string | undefined {
+/** The `occurrence`-th (0: the original tuple, 1: the reply tuple, which repeats the keys) value of `key`. */
+function field(tokens: string[], key: string, occurrence = 0): string | undefined {
   const prefix = `${key}=`;
-  // The first occurrence belongs to the original tuple; the reply tuple repeats the keys.
-  for (const token of tokens) if (token.startsWith(prefix)) return token.slice(prefix.length);
+  let seen = 0;
+  for (const token of tokens) if (token.startsWith(prefix) && seen++ === occurrence) return token.slice(prefix.length);
   return undefined;
 }
 
@@ -46,7 +54,10 @@ export function parseConntrackLine(line: string): ConntrackEntry | undefined {
   const parsedSrc = parseIP(src);
   const parsedDst = parseIP(dst);
   if (!parsedSrc || !parsedDst || parsedSrc.family !== parsedDst.family) return undefined;
-  const num = (key: string) => Number(field(tokens, key) ?? 0) || 0;
+  const num = (key: string, occurrence = 0) => Number(field(tokens, key, occurrence) ?? 0) || 0;
+  const replySrc = field(tokens, 'src', 1);
+  const parsedReply = replySrc ? parseIP(replySrc) : undefined;
+  const reply = parsedReply && parsedReply.family === parsedSrc.family ? replySrc! : dst;
   return {
     family: parsedSrc.family,
     protocol,
@@ -54,6 +65,8 @@ export function parseConntrackLine(line: string): ConntrackEntry | undefined {
     dst,
     srcPort: num('sport'),
     dstPort: num('dport'),
+    replySrc: reply,
+    replySrcPort: reply === replySrc ? num('sport', 1) : num('dport'),
     icmpType: num('type'),
     icmpCode: num('code'),
     icmpId: num('id'),
@@ -70,18 +83,29 @@ export function parseConntrackListing(text: string): ConntrackEntry[] {
   return entries;
 }
 
-/** The packet that opened the connection, as the judge sees it. */
+/**
+ * The packet that opened the connection as it reached the pod, which is what
+ * the packet path judged: the source as dialled, the destination as the
+ * reply direction names it (after a Service proxy's DNAT, the endpoint and its
+ * target port, not the Service IP), before any source rewrite (the hairpin
+ * SNAT only changes the reply's destination). kube-network-policies builds
+ * the same tuple from Forward.SrcIP and Reverse.SrcIP (pkg/dataplane/conntrack).
+ */
 export function entryPacket(entry: ConntrackEntry): Packet {
-  return {
+  const rewritten = entry.replySrc !== entry.dst || entry.replySrcPort !== entry.dstPort;
+  const packet: Packet = {
     family: entry.family,
     protocol: entry.protocol,
     src: parseIP(entry.src)!.bytes,
-    dst: parseIP(entry.dst)!.bytes,
+    dst: parseIP(entry.replySrc)!.bytes,
     srcPort: entry.srcPort,
-    dstPort: entry.dstPort,
+    dstPort: entry.replySrcPort,
     icmpType: entry.icmpType,
     icmpCode: entry.icmpCode,
   };
+  // A connection a Service proxy sent back to the pod that opened it.
+  if (rewritten && entry.replySrc === entry.src) packet.serviceHairpin = true;
+  return packet;
 }
 
 export function listArgs(family: 4 | 6, acceptedBit: number): string[] {

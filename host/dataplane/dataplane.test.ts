@@ -173,6 +173,27 @@ describe('Dataplane', () => {
     expect(dataplane.counters.strictCut).toBe(1);
   });
 
+  it('in strict mode judges a Service connection by its endpoint and cuts it when the endpoint is now denied', async () => {
+    // 10.244.0.2 dialled the Service IP 10.96.0.10:8000; kube-proxy sent it to 10.244.0.3:80.
+    const listing = 'tcp      6 431999 ESTABLISHED src=10.244.0.2 dst=10.96.0.10 sport=41000 dport=8000 src=10.244.0.3 dst=10.244.0.2 sport=80 dport=41000 [ASSURED] mark=1048576 use=1';
+    const judge = { seen: [] as Packet[], allows(p: Packet) { this.seen.push(p); return formatIP(p.dst) !== '10.244.0.3'; }, interest: () => ({ all: true, ips: [] }) };
+    const { dataplane, kernel } = setup({}, listing);
+    await dataplane.start(judge);
+    await dataplane.refresh();
+    expect(judge.seen.map((p) => `${formatIP(p.src)}:${p.srcPort} -> ${formatIP(p.dst)}:${p.dstPort}`)).toEqual(['10.244.0.2:41000 -> 10.244.0.3:80']);
+    const updates = kernel.commands.filter((c) => c.command === 'conntrack' && c.args[0] === '-U');
+    expect(updates.map((u) => u.args.slice(3, 7))).toEqual([['-s', '10.244.0.2', '-d', '10.96.0.10']]);
+  });
+
+  it('flags a packet with the same pod address on both ends as a Service hairpin', async () => {
+    const judge = new DenySourceJudge('none');
+    const { dataplane, queues } = setup();
+    await dataplane.start(judge);
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.2'));
+    queues.deliver(10, 2, tcpSyn('10.244.0.2', '10.244.0.3'));
+    expect(judge.seen.map((p) => p.serviceHairpin === true)).toEqual([true, false]);
+  });
+
   it('judges a packet flagged as reply direction as the connection it answers', async () => {
     const judge = new DenySourceJudge('10.244.0.2');
     const { dataplane, queues } = setup();

@@ -259,9 +259,17 @@ export class Dataplane {
     this.counters.packets++;
     const started = performance.now();
     const packet: Packet | undefined = parsePacket(payload);
-    if (packet !== undefined && (nfmark & this.marks.reply) !== 0) {
-      this.counters.replyDirection++;
-      reverse(packet);
+    if (packet !== undefined) {
+      if ((nfmark & this.marks.reply) !== 0) {
+        this.counters.replyDirection++;
+        reverse(packet);
+      }
+      // The queue sits after the Service proxy's DNAT and before its hairpin
+      // SNAT, so a connection a Service sent back to its own client arrives
+      // with the pod's address on both ends. Nothing else can: a pod's traffic
+      // to its own IP never leaves its network namespace, and the node's own
+      // goes over loopback, which the classify chains skip. docs/semantics.md, "Hairpin".
+      if (sameAddress(packet.src, packet.dst)) packet.serviceHairpin = true;
     }
     let allowed: boolean;
     if (packet === undefined) {
@@ -311,6 +319,12 @@ export class Dataplane {
     const c = this.counters;
     return `mode=${this.queueMode ?? 'none'} packets=${c.packets} accepted=${c.accepted} dropped=${c.dropped} parseErrors=${c.parseErrors} dns=${c.dnsPackets} p50=${this.decisionMicros.p50().toFixed(1)}µs p99=${this.decisionMicros.p99().toFixed(1)}µs`;
   }
+}
+
+function sameAddress(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Turn a reply-direction packet into the original direction it answers. */

@@ -3,7 +3,7 @@
 // between the egress and ingress walks. Every byte is written field by field:
 // this runs once per packet, and `fill` plus `set(subarray)` cost more than
 // the stores (the subarrays are allocations).
-import type { Packet } from '../contract.js';
+import { RecordFlag, type Packet } from '../contract.js';
 
 export const RECORD_SIZE = 64;
 
@@ -12,7 +12,7 @@ export function encodeRecord(out: Uint8Array, offset: number, packet: Packet, sr
   out[o] = 0;
   out[o + 1] = packet.family;
   out[o + 2] = packet.protocol;
-  out[o + 3] = 0;
+  out[o + 3] = packet.serviceHairpin ? RecordFlag.ServiceHairpin : 0;
   out[o + 4] = packet.srcPort & 0xff;
   out[o + 5] = packet.srcPort >>> 8;
   out[o + 6] = packet.dstPort & 0xff;
@@ -57,7 +57,7 @@ export function encodeRecordWords(out: Uint32Array, bytes: Uint8Array, wordOffse
     return;
   }
   const w = wordOffset;
-  out[w] = (packet.family << 8) | (packet.protocol << 16);
+  out[w] = (packet.family << 8) | (packet.protocol << 16) | (packet.serviceHairpin ? RecordFlag.ServiceHairpin << 24 : 0);
   out[w + 1] = (packet.srcPort & 0xffff) | ((packet.dstPort & 0xffff) << 16);
   out[w + 2] = (packet.icmpType & 0xff) | ((packet.icmpCode & 0xff) << 8);
   out[w + 3] = srcPodId;

@@ -20,6 +20,7 @@ export const MANIFEST_KINDS: readonly KindKey[] = [
   Kinds.Node,
   Kinds.Pod,
   Kinds.Service,
+  Kinds.EndpointSlice,
   Kinds.NetworkPolicy,
   Kinds.ClusterNetworkPolicy,
   Kinds.AdminNetworkPolicy,
@@ -27,7 +28,7 @@ export const MANIFEST_KINDS: readonly KindKey[] = [
 ];
 
 /** Namespaced built-in kinds that kubectl would put in `default` when a manifest leaves the namespace out. */
-const DEFAULT_NAMESPACED_KINDS: ReadonlySet<KindKey> = new Set([Kinds.Pod, Kinds.Service, Kinds.NetworkPolicy]);
+const DEFAULT_NAMESPACED_KINDS: ReadonlySet<KindKey> = new Set([Kinds.Pod, Kinds.Service, Kinds.EndpointSlice, Kinds.NetworkPolicy]);
 
 const MANIFEST_EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
 

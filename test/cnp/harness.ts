@@ -5,7 +5,7 @@
 import { expect } from 'vitest';
 import type { KubeObject } from '../../host/contract.js';
 import { kindKeyOf } from '../../host/contract.js';
-import { OfflineEvaluator, evaluateFlows, type FlowResult, type FlowSpec } from '../../host/eval.js';
+import { OfflineEvaluator, type FlowResult, type FlowSpec } from '../../host/eval.js';
 import type { PipelineSpec } from '../../host/pipeline/spec.js';
 import { conformanceTopology } from './topology.js';
 
@@ -63,15 +63,18 @@ export function splitWalkthrough(line: string): [string, string] {
   return [line.slice(e + '  egress: '.length, i), line.slice(i + '  ingress: '.length)];
 }
 
+/** Decides every probe; a probe to a Service is checked once per endpoint, each with the probe's expectations. */
 export async function runCase(c: Case): Promise<FlowResult[]> {
-  const results = await evaluateFlows({
-    objects: [...conformanceTopology(), ...c.objects],
-    flows: c.probes.map(toFlow),
-    pipeline: c.pipeline,
-    dns: c.dns,
-  });
-  c.probes.forEach((p, i) => checkProbe(p, results[i]));
-  return results;
+  const ev = new OfflineEvaluator({ objects: [...conformanceTopology(), ...c.objects], pipeline: c.pipeline, dns: c.dns });
+  try {
+    return c.probes.flatMap((p, i) => {
+      const results = ev.evaluateAll(toFlow(p, i + 1));
+      for (const r of results) checkProbe(p, r);
+      return results;
+    });
+  } finally {
+    ev.dispose();
+  }
 }
 
 /**
