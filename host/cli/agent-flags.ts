@@ -36,6 +36,7 @@ export const agentFlags: AgentFlag[] = [
   { name: 'packet-thread-nice', type: 'number', range: [-20, 19], description: 'Nice value for the thread that runs the packet path (negative raises it; needs root or CAP_SYS_NICE, else logged and ignored); unset leaves the inherited priority.' },
   { name: 'sandbox-limit', type: 'string', description: 'NAME=VALUE: one sandbox limit (module shape, stages, memory budget, output sizes), e.g. maxStages=16; repeatable. docs/sandbox.md lists every limit and its default.' },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
+  { name: 'log-format', type: 'string', default: 'json', description: 'Log lines as json (for log collectors) or text (for people; coloured only on a TTY without NO_COLOR).' },
 ];
 
 /** The command-line spelling of a flag. */

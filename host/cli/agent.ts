@@ -135,7 +135,9 @@ export async function runAgent(argv: string[]): Promise<number> {
   const multicluster = await multiclusterConfig(flags);
   // Multicluster: the IP-tracker source (it puts the state into multicluster
   // mode) and the pipeline with the multicluster NetworkPolicy stage.
-  const logger = createLogger(flags.v as number);
+  const format = String(flags['log-format']);
+  if (format !== 'json' && format !== 'text') throw new KwpError('KWP_ERR_USAGE', `kwp agent: --log-format takes json or text, got "${format}"`);
+  const logger = createLogger(flags.v as number, process.stderr, format);
   let pipeline: PipelineSpec | undefined;
   const extraSources: ObjectSource[] = [];
   if (multicluster) {
