@@ -14,6 +14,7 @@ import { compileEvaluator } from '../runtime/loader.js';
 import { outputFormat, parseFlags, portFlag, requireFlag } from './args.js';
 import { check, EVAL_FORMATS, formatResults, summaryLine, tally, type CheckedResult } from './eval-output.js';
 import { matrixRows } from '../reachability.js';
+import { selectPods } from '../state/cluster-listing.js';
 
 const EVAL_HELP = `usage: kwp eval (--manifests PATH ... | --kubeconfig FILE) (--flows FILE | --src SRC --dst DST --port PORT ...)
                 [-o walkthrough|table|json|yaml] [--pipeline FILE] [--module FILE ...] [--dns NAME=IP ...] [--dns-file FILE]
@@ -47,12 +48,15 @@ Examples:
 `;
 
 const MATRIX_HELP = `usage: kwp matrix (--manifests PATH ... | --kubeconfig FILE) [--port 80 ...] [--protocol TCP] [--pipeline FILE] [--module FILE ...] [-o text|json]
+                  [--namespace NS] [--selector SELECTOR]
 
 Prints the pod-to-pod reachability matrix of every pod with an IP, one per
 port: rows are sources, columns destinations, "." allowed and "X" denied.
   --port PORT          a destination port (repeatable; default 80)
   --protocol NAME      TCP (default), UDP or SCTP
   -o, --output FORMAT  text (default) or json ({"TCP/80": {"src": {"dst": true}}})
+  --namespace NS       only the pods of this namespace
+  --selector SELECTOR  only pods whose labels match, e.g. app=web,tier!=db (key=value, key!=value, key, !key)
 `;
 
 interface CompiledPlugins {
@@ -228,6 +232,8 @@ export async function runMatrix(argv: string[]): Promise<number> {
     pipeline: { type: 'string' },
     module: { type: 'string', multiple: true },
     output: { type: 'string', short: 'o' },
+    namespace: { type: 'string' },
+    selector: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) { process.stdout.write(MATRIX_HELP); return 0; }
@@ -239,10 +245,14 @@ export async function runMatrix(argv: string[]): Promise<number> {
   const objects = await objectsFrom('matrix', values, modules);
   const ev = new OfflineEvaluator({ objects, pipeline: readPipeline(values.pipeline), modules: modules?.resolver });
   try {
-    const names = objects
-      .filter((o) => `${o.apiVersion}/${o.kind}` === Kinds.Pod && ev.state.podByName(o.metadata.namespace ?? 'default', o.metadata.name))
-      .map((o) => `${o.metadata.namespace ?? 'default'}/${o.metadata.name}`)
-      .sort();
+    // The same selection as the admin API's POST /v1/matrix (and the console's heatmap).
+    let names: string[];
+    try {
+      names = selectPods(ev.state, { namespace: values.namespace, selector: values.selector, where: 'kwp matrix: --selector' }).map((p) => `${p.namespace}/${p.name}`);
+    } catch (err) {
+      if (err instanceof KwpError) throw new KwpError('KWP_ERR_USAGE', err.message);
+      throw err;
+    }
     if (names.length === 0) {
       throw new KwpError('KWP_ERR_MANIFEST', 'kwp matrix: no pod with an IP address among the objects, so there is no matrix to print; add Pods with status.podIPs');
     }
