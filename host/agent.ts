@@ -6,11 +6,9 @@
 import {
   AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
-  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
+  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue,
   type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
 } from './index.js';
-import { ensureStateDir } from './control/state-dir.js';
-import { loadNfqueue } from './dataplane/nfqueue.js';
 
 export interface AgentConfig {
   /** Manifest files or directories, watched for edits. */
