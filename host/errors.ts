@@ -54,6 +54,11 @@ export const ErrorCatalogue = {
   KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
   KWP_ERR_KUBECONFIG: { status: 400, summary: 'The kubeconfig could not be loaded, or the in-cluster configuration is missing.' },
   KWP_ERR_STATE_DIR: { status: 500, summary: 'The state directory cannot be created or written.' },
+  // Fleet (docs/fleet.md)
+  KWP_ERR_FLEET_OBJECT_INVALID: { status: 400, summary: 'An EvaluatorModule or Pipeline object (or a rollout/target in a pipeline file) does not have the expected shape.' },
+  KWP_ERR_FLEET_FETCH: { status: 502, summary: "A node could not fetch a module's bytes from the OCI registry, ConfigMap or Secret its EvaluatorModule names." },
+  KWP_ERR_FLEET_DIGEST_MISMATCH: { status: 422, summary: "The fetched bytes do not hash to the EvaluatorModule's sha256 (or the registry's digest)." },
+  KWP_ERR_FLEET_PUBLISH: { status: 502, summary: 'The cluster-level admin API could not push the module to the registry or write the object to the API server.' },
   // Dataplane
   KWP_ERR_NFQUEUE_UNAVAILABLE: { status: 500, summary: 'The optional nfqueue native binding is not installed or did not load.' },
   KWP_ERR_DATAPLANE: { status: 500, summary: 'The kernel refused the rules or queues the dataplane needs.' },

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { KwpError } from '../errors.js';
 import { Kinds, type KubeObject } from '../contract.js';
-import { loadManifests } from '../sources/manifests.js';
+import { loadManifests } from '../sources/manifest-files.js';
 import { parseFlows, toFlowSpec, type FlowSpec, type FlowProtocol } from '../flows.js';
 import { OfflineEvaluator, priorityTieWarnings } from '../eval.js';
 import { readPipelineFile, type PipelineSpec } from '../pipeline/spec.js';

@@ -1,7 +1,7 @@
 // `kwp version` / `kwp --version`: the package version and the ABI version
 // modules must speak, as `kubectl version --client` prints the client's.
 import { readFileSync } from 'node:fs';
-import { ABI_MAJOR, ABI_MINOR } from '../runtime/loader.js';
+import { ABI_MAJOR, ABI_MINOR } from '../abi/version.js';
 import { packageRoot } from '../package-root.js';
 import { outputFormat, parseFlags } from './args.js';
 

@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadManifests } from '../sources/manifests.js';
+import { loadManifests } from '../sources/manifest-files.js';
 
 let dir: string;
 beforeAll(() => { dir = mkdtempSync(join(tmpdir(), 'kwp-validate-')); });

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { PolicyEngine } from '../../pipeline/engine.js';
 import { resolveFlow, toFlowSpec } from '../../flows.js';
-import { walkthroughLine } from '../../eval.js';
+import { walkthroughLine } from '../../walkthrough.js';
 import { errorResponses, traceSchema } from '../schemas.js';
 import type { AdminRouteConfig } from '../options.js';
 
