@@ -55,12 +55,16 @@ function addJob(target, run) {
   run.label = target.slice(root.length + 1);
   jobs.push(run);
 }
+// The built-in evaluators import their memory, so the host sizes each stage's
+// cap to the state it delivers (host/runtime/memory-cap.ts) instead of the
+// fixed maximum a defined memory would carry in the binary.
+const EVALUATOR_FLAGS = ['--importMemory', '--maximumMemory', '65536'];
 const evalDir = join(root, 'evaluators');
 for (const name of readdirSync(evalDir)) {
   const entry = join(evalDir, name, 'index.ts');
   if (!existsSync(entry)) continue;
   const target = join(out, `${name}.wasm`);
-  if (!upToDate(target, evalDir)) addJob(target, () => compileAS(entry, target));
+  if (!upToDate(target, evalDir)) addJob(target, () => compileAS(entry, target, EVALUATOR_FLAGS));
 }
 const exDir = join(root, 'sdk', 'examples');
 if (existsSync(exDir)) for (const name of readdirSync(exDir)) {
