@@ -8,6 +8,7 @@ import {
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
   type AdminServer, type AutoRollbackOptions, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  endpointAddressesOf,
 } from './index.js';
 
 export interface AgentConfig {
@@ -147,7 +148,11 @@ export class Agent {
     const dp = new Dataplane({
       ...dataplaneSettings(this.config),
       logger: this.log.child({ part: 'dataplane' }),
-      onDnsAnswer: (name, address, ttl) => this.state.recordResolvedName(name, address, ttl),
+      onDnsAnswer: (name, address, ttl) => {
+        this.state.recordResolvedName(name, address, ttl);
+        // A Service name answers with its ClusterIP; policies see its endpoints.
+        for (const endpoint of endpointAddressesOf(this.state, address)) this.state.recordResolvedName(name, endpoint, ttl);
+      },
     });
     await dp.start(this.engine);
     this.dataplane = dp;

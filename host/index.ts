@@ -71,6 +71,7 @@ export { kubeSystemUid } from './multicluster/cluster-id.js';
 
 // Offline evaluation.
 export { evaluateFlows, OfflineEvaluator } from './eval.js';
+export { ServiceDirectory, endpointAddressesOf } from './services/service-directory.js';
 export type { FlowInput, FlowResult } from './eval.js';
 
 // Logging.
