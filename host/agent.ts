@@ -7,7 +7,7 @@ import {
   AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
-  type AdminServer, type AutoRollbackOptions, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   endpointAddressesOf,
 } from './index.js';
 
@@ -41,6 +41,8 @@ export interface AgentConfig {
   /** ed25519 public keys (PEM files); when given, uploads must be signed by one of them. */
   trustedKeyFiles?: string[];
   autoRollback?: AutoRollbackOptions;
+  /** The sandbox limits (docs/sandbox.md); defaults for any not given. */
+  limits?: Partial<SandboxLimits>;
   logger?: Logger;
   /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
@@ -92,10 +94,10 @@ export class Agent {
     this.state = new ClusterState();
     const ilog = instanceLogger(this.log);
     if (config.stateDir) {
-      this.store = new ModuleStore({ stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog });
+      this.store = new ModuleStore({ stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits });
     }
-    const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), new BuiltinModules()];
-    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog });
+    const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), new BuiltinModules(config.limits)];
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,

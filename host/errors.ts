@@ -14,6 +14,9 @@ export const ErrorCatalogue = {
   KWP_ERR_EXPORT_MISSING: { status: 422, summary: 'The module lacks an export the ABI requires.' },
   KWP_ERR_MEMORY_UNBOUNDED: { status: 422, summary: 'The module defines a memory without a maximum.' },
   KWP_ERR_MEMORY_TOO_LARGE: { status: 422, summary: 'The module declares more memory than the host allows.' },
+  KWP_ERR_TABLE_TOO_LARGE: { status: 422, summary: 'The module defines more tables, or larger tables, than the host allows, or a table without a maximum.' },
+  KWP_ERR_MODULE_TOO_COMPLEX: { status: 422, summary: 'The module has more functions, globals, data or element segments than the host allows.' },
+  KWP_ERR_VALIDATION_LIMIT: { status: 422, summary: 'Validating the upload needed more heap than the validation process may use.' },
   KWP_ERR_INSTRUMENTATION: { status: 422, summary: 'Fuel instrumentation could not rewrite the module.' },
   KWP_ERR_INSTANTIATE: { status: 422, summary: 'The module failed to instantiate.' },
   KWP_ERR_CONFIG_REJECTED: { status: 422, summary: "The module refused the stage's configuration." },
@@ -22,6 +25,8 @@ export const ErrorCatalogue = {
   KWP_ERR_FUEL_EXHAUSTED: { status: 500, summary: 'The module ran out of fuel during a call.' },
   // Pipelines
   KWP_ERR_PIPELINE_INVALID: { status: 400, summary: 'The pipeline file or body does not have the expected shape.' },
+  KWP_ERR_PIPELINE_TOO_LARGE: { status: 422, summary: 'The pipeline has more stages than the host allows.' },
+  KWP_ERR_MEMORY_BUDGET: { status: 422, summary: 'A stage would take the memory all kept pipelines reserve past the memory budget.' },
   KWP_ERR_MODULE_NOT_FOUND: { status: 404, summary: 'A stage names a module that is neither built in nor in the module store.' },
   // Admin API and control plane
   KWP_ERR_NAME_MISMATCH: { status: 422, summary: "The name or version in the upload request differs from the module's kwp.meta." },

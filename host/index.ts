@@ -20,7 +20,7 @@ export type { ErrorCode } from './errors.js';
 // The module loader and sandbox.
 export { compileEvaluator, ABI_MAJOR, ABI_MINOR } from './runtime/loader.js';
 export type { CompiledEvaluator, ModuleMeta } from './runtime/loader.js';
-export { DEFAULT_LIMITS } from './runtime/limits.js';
+export { DEFAULT_LIMITS, resolveLimits, parseLimitSettings } from './runtime/limits.js';
 export type { SandboxLimits } from './runtime/limits.js';
 export type { InstanceLogger } from './runtime/instance.js';
 

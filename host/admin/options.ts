@@ -31,6 +31,8 @@ export interface AdminApiOptions {
   uploadsPerMinute?: number;
   /** Client buckets kept at most; past that the least recently used is forgotten. Default 1024. */
   uploadClients?: number;
+  /** Serve the web console at /ui/ (docs/console.md). Default true. */
+  console?: boolean;
 }
 
 /** Per-route settings read by the plugin's hooks. */

@@ -342,8 +342,9 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(doc.openapi).toBe('3.0.3');
     const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops as object).map((m) => `${m.toUpperCase()} ${path}`)).sort();
     expect(routes).toEqual([
-      'DELETE /v1/modules/{name}', 'GET /healthz', 'GET /metrics', 'GET /readyz', 'GET /v1/modules', 'GET /v1/modules/{name}',
-      'GET /v1/pipeline', 'GET /v1/pipeline/history', 'POST /v1/explain', 'POST /v1/modules', 'POST /v1/pipeline/rollback', 'PUT /v1/pipeline',
+      'DELETE /v1/modules/{name}', 'GET /healthz', 'GET /metrics', 'GET /readyz', 'GET /v1/cluster/namespaces', 'GET /v1/cluster/pods',
+      'GET /v1/modules', 'GET /v1/modules/{name}', 'GET /v1/pipeline', 'GET /v1/pipeline/history', 'GET /v1/pipeline/status',
+      'POST /v1/explain', 'POST /v1/matrix', 'POST /v1/modules', 'POST /v1/pipeline/rollback', 'PUT /v1/pipeline',
     ]);
   });
 
@@ -358,6 +359,7 @@ describe('authentication', () => {
   const routes: Array<[string, string, 'read' | 'write']> = [
     ['GET', '/v1/modules', 'read'], ['GET', '/v1/pipeline', 'read'], ['GET', '/v1/pipeline/history', 'read'], ['GET', '/metrics', 'read'],
     ['GET', '/openapi.json', 'read'], ['POST', '/v1/explain', 'read'],
+    ['GET', '/v1/pipeline/status', 'read'], ['GET', '/v1/cluster/pods', 'read'], ['GET', '/v1/cluster/namespaces', 'read'], ['POST', '/v1/matrix', 'read'],
     ['POST', '/v1/modules?name=x&version=1', 'write'], ['PUT', '/v1/pipeline', 'write'], ['POST', '/v1/pipeline/rollback', 'write'], ['DELETE', '/v1/modules/x', 'write'],
   ];
 
@@ -372,7 +374,8 @@ describe('authentication', () => {
   it('with readsOpen, reads need no token but every change still does', async () => {
     const h = await harness({ readsOpen: true });
     for (const [method, url, access] of routes) {
-      const res = await h.server.app.inject({ method: method as 'GET', url, ...(method === 'POST' && url === '/v1/explain' ? { payload: { src: 'default/a', dst: 'default/b', port: 80 } } : {}) });
+      const payloads: Record<string, object> = { '/v1/explain': { src: 'default/a', dst: 'default/b', port: 80 }, '/v1/matrix': { ports: ['80'] } };
+      const res = await h.server.app.inject({ method: method as 'GET', url, ...(method === 'POST' && payloads[url] ? { payload: payloads[url] } : {}) });
       if (access === 'read') expect(res.statusCode, `${method} ${url}`).toBe(200);
       else expect(res.json().code, `${method} ${url}`).toBe('KWP_ERR_UNAUTHORIZED');
     }

@@ -15,6 +15,10 @@ import { moduleRoutes } from './routes/modules.js';
 import { pipelineRoutes } from './routes/pipeline.js';
 import { explainRoutes } from './routes/explain.js';
 import { healthRoutes } from './routes/health.js';
+import { pipelineStatusRoutes } from './routes/pipeline-status.js';
+import { clusterRoutes } from './routes/cluster.js';
+import { matrixRoutes } from './routes/matrix.js';
+import { consoleRoutes } from './routes/console.js';
 import type { AdminApiOptions, AdminRouteConfig } from './options.js';
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
@@ -47,7 +51,11 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
 
   moduleRoutes(app, options.store, buckets);
   pipelineRoutes(app, options.controller);
+  pipelineStatusRoutes(app, options.engine, options.controller);
   explainRoutes(app, options.engine);
+  clusterRoutes(app, options.engine.state);
+  matrixRoutes(app, options.engine);
+  if (options.console ?? true) consoleRoutes(app);
   healthRoutes(app, options.ready ?? (() => true), metrics);
 
   app.get('/openapi.json', {

@@ -113,6 +113,8 @@ describe('the admin API over a real socket', () => {
     const { h, url } = await listening({ validation: 'worker' });
     const bytes = readFileSync(scriptedFile);
     const { port } = new URL(url);
+    // close() must begin after the server has the request; on a loaded machine a fixed pause may not be enough.
+    const received = new Promise((r) => h.server.app.server.once('request', () => setTimeout(r, 20)));
     const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = httpRequest({
         host: '127.0.0.1', port, method: 'POST', path: '/v1/modules?name=scripted&version=1.0.0',
@@ -127,7 +129,7 @@ describe('the admin API over a real socket', () => {
       req.write(bytes.subarray(0, 1000));
       setTimeout(() => { req.end(bytes.subarray(1000)); }, 150);
     });
-    await new Promise((r) => setTimeout(r, 50));
+    await received;
     const closing = h.server.close();
     open.splice(open.indexOf(h), 1);
     const res = await answer;

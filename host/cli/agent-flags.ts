@@ -34,6 +34,7 @@ export const agentFlags: AgentFlag[] = [
   { name: 'cluster-id', type: 'string', description: "This cluster's id in the cluster set (multicluster); the kube-system namespace uid when absent." },
   { name: 'mark-bits', type: 'number', default: 20, description: 'Lowest of the packet/conntrack mark bits this agent uses (it takes 4); agents sharing a node need distinct ranges.' },
   { name: 'packet-thread-nice', type: 'number', range: [-20, 19], description: 'Nice value for the thread that runs the packet path (negative raises it; needs root or CAP_SYS_NICE, else logged and ignored); unset leaves the inherited priority.' },
+  { name: 'sandbox-limit', type: 'string', description: 'NAME=VALUE: one sandbox limit (module shape, stages, memory budget, output sizes), e.g. maxStages=16; repeatable. docs/sandbox.md lists every limit and its default.' },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
 ];
 

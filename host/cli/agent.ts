@@ -2,7 +2,7 @@
 // arguments are checked against the same list) and run the Agent until a
 // signal stops it.
 import {
-  KwpError, createLogger, kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource, parseEtcdEndpoints,
+  KwpError, createLogger, kubeSystemUid, parseLimitSettings, resolveLimits, loadKubeConfig, multiclusterPipeline, multiclusterSource, parseEtcdEndpoints,
   type MulticlusterAgentConfig, type ObjectSource, type PipelineSpec,
 } from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
@@ -59,7 +59,7 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
     let raw = m[2];
     if (raw === undefined && flag.type !== 'boolean') raw = argv[++i];
     const value = convert(flag, raw);
-    if (flag.name === 'manifests' || flag.name === 'trusted-key') {
+    if (flag.name === 'manifests' || flag.name === 'trusted-key' || flag.name === 'sandbox-limit') {
       // Repeatable flags collect their values, newline-separated.
       out[flag.name] = out[flag.name] === undefined ? String(value) : `${out[flag.name]}\n${value}`;
     } else {
@@ -96,6 +96,12 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     autoRollback = { failures: Number(m[1]), windowMs: Number(m[2]) * 1000 };
   }
   const adminAddress = String(flags['admin-address']);
+  let limits: AgentConfig['limits'];
+  try {
+    limits = flags['sandbox-limit'] ? resolveLimits(parseLimitSettings(String(flags['sandbox-limit']).split('\n'), 'kwp agent: --sandbox-limit')) : undefined;
+  } catch (err) {
+    throw new KwpError('KWP_ERR_USAGE', (err as Error).message.startsWith('kwp agent') ? (err as Error).message : `kwp agent: --sandbox-limit: ${(err as Error).message}`);
+  }
   return {
     manifests: flags.manifests ? String(flags.manifests).split('\n') : undefined,
     kubeconfig: flags.kubeconfig as string | undefined,
@@ -117,6 +123,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     adminReadsOpen: flags['admin-reads-open'] as boolean,
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
+    limits,
   };
 }
 

@@ -9,6 +9,7 @@ import { readPipelineFile, type PipelineSpec } from '../pipeline/spec.js';
 import type { ModuleResolver } from '../pipeline/modules.js';
 import { compileEvaluator } from '../runtime/loader.js';
 import { parseFlags, requireFlag } from './args.js';
+import { matrixRows } from '../reachability.js';
 
 const EVAL_HELP = `usage: kwp eval --manifests PATH [--manifests PATH ...] --flows FILE [--output json|table|walkthrough]
                 [--pipeline FILE] [--dns NAME=IP ...] [--dns-file FILE]
@@ -142,12 +143,9 @@ export function formatMatrix(names: string[], allowed: (src: string, dst: string
 }
 
 export function predictMatrix(ev: OfflineEvaluator, podNames: string[], port: number, protocol: string): Map<string, boolean> {
+  const rows = matrixRows(podNames, { protocol: protocol as FlowProtocol, port }, (flow) => ev.evaluate(flow).verdict === 'allow', 'kwp matrix');
   const out = new Map<string, boolean>();
-  podNames.forEach((src) => {
-    for (const dst of podNames) {
-      out.set(`${src}>${dst}`, ev.evaluate({ src, dst, protocol: protocol as FlowProtocol, port }).verdict === 'allow');
-    }
-  });
+  podNames.forEach((src, i) => podNames.forEach((dst, j) => out.set(`${src}>${dst}`, rows[i][j] === '.')));
   return out;
 }
 

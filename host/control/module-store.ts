@@ -16,7 +16,7 @@ import type { ModuleResolver } from '../pipeline/modules.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { keyFingerprint, sha256Hex, verifyModuleSignature } from './signature.js';
 import { DEFAULT_SELF_TEST_TIMEOUT_MS } from './self-test.js';
-import { InlineValidator, WorkerValidator, type UploadValidator } from './upload-validator.js';
+import { InlineValidator, ProcessValidator, type UploadValidator } from './upload-validator.js';
 import { compareVersions } from './versions.js';
 
 export interface StoredModule {
@@ -65,8 +65,10 @@ export interface ModuleStoreOptions {
   trustedKeys?: KeyObject[];
   selfTestTimeoutMs?: number;
   /**
-   * Where uploads are compiled and self-tested: on a worker thread (default),
-   * so the packet path keeps running, or inline on the caller's thread.
+   * Where uploads are instrumented and self-tested: off the main thread in a
+   * child process with a heap limit of its own (`worker`, the default), so
+   * the packet path keeps running and no upload can abort the agent, or
+   * inline on the caller's thread.
    */
   validation?: 'worker' | 'inline';
   logger?: InstanceLogger;
@@ -109,7 +111,7 @@ export class ModuleStore implements ModuleResolver {
     this.selfTestTimeoutMs = options.selfTestTimeoutMs ?? DEFAULT_SELF_TEST_TIMEOUT_MS;
     this.logger = options.logger;
     this.now = options.now ?? (() => new Date());
-    this.validator = options.validation === 'inline' ? new InlineValidator() : new WorkerValidator();
+    this.validator = options.validation === 'inline' ? new InlineValidator() : new ProcessValidator(undefined, this.limits.validationHeapMiB);
     mkdirSync(this.dir, { recursive: true });
     this.loadIndex();
   }

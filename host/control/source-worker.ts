@@ -3,7 +3,8 @@
 // sources (tests, development) the worker first registers module hooks that
 // transpile .ts files with the TypeScript compiler the package already
 // depends on, and map the `.js` import suffixes to the `.ts` files beside them.
-import { Worker } from 'node:worker_threads';
+import { Worker, type WorkerOptions } from 'node:worker_threads';
+import { fork, type ChildProcess, type ForkOptions } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -34,8 +35,8 @@ export async function load(url, context, next) {
 }
 
 /** `entry` is the worker module's URL as written next to the caller, with a `.js` suffix. */
-export function startPackageWorker(entry: URL): Worker {
-  if (existsSync(fileURLToPath(entry))) return new Worker(entry);
+export function startPackageWorker(entry: URL, options: Omit<WorkerOptions, 'eval'> = {}): Worker {
+  if (existsSync(fileURLToPath(entry))) return new Worker(entry, options);
   const ts = new URL(entry.href.replace(/\.js$/, '.ts'));
   if (!existsSync(fileURLToPath(ts))) throw new Error(`worker entry ${fileURLToPath(entry)} does not exist (nor its .ts source)`);
   const bootstrap = `
@@ -43,5 +44,22 @@ const { register } = await import('node:module');
 register(${JSON.stringify(typescriptHooks())});
 await import(${JSON.stringify(ts.href)});
 `;
-  return new Worker(bootstrap, { eval: true });
+  return new Worker(bootstrap, { ...options, eval: true });
+}
+
+/**
+ * The same for a child process (IPC with structured clone): for work whose
+ * failure must not take the agent with it. V8 aborts the whole process when a
+ * heap limit is hit inside one native allocation (a module's tables at
+ * instantiation), worker resourceLimits or not; a child's abort is only the
+ * child's. `execArgv` replaces the parent's (a test runner's flags are no
+ * business of the child). Its stderr is a pipe, for the caller to read.
+ */
+export function startPackageProcess(entry: URL, execArgv: string[] = []): ChildProcess {
+  const options: ForkOptions = { serialization: 'advanced', stdio: ['ignore', 'inherit', 'pipe', 'ipc'] };
+  if (existsSync(fileURLToPath(entry))) return fork(fileURLToPath(entry), [], { ...options, execArgv });
+  const ts = new URL(entry.href.replace(/\.js$/, '.ts'));
+  if (!existsSync(fileURLToPath(ts))) throw new Error(`process entry ${fileURLToPath(entry)} does not exist (nor its .ts source)`);
+  const register = `import { register } from 'node:module'; register(${JSON.stringify(typescriptHooks())});`;
+  return fork(fileURLToPath(ts), [], { ...options, execArgv: [...execArgv, '--import', `data:text/javascript,${encodeURIComponent(register)}`] });
 }

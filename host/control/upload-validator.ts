@@ -1,12 +1,19 @@
-// Runs upload validation on a dedicated worker thread, one upload at a time,
-// so the main thread keeps deciding packets while a module is instrumented,
-// compiled and self-tested. The worker is started on first use and kept; a
-// watchdog replaces it if an upload ever outlives `watchdogMs`.
-import type { Worker } from 'node:worker_threads';
+// Runs upload validation in a child process of its own, one upload at a
+// time, so the main thread keeps deciding packets while a module is
+// instrumented and self-tested, and so nothing an upload does can take the
+// agent down: the child has a V8 heap limit (sandbox limit
+// validationHeapMiB), and when a module makes it exceed that — even inside
+// one native allocation, where a worker thread's resourceLimits cannot stop
+// V8 from aborting the whole process — only the child ends. The child is
+// started on first use and kept; a watchdog kills it if an upload ever
+// outlives `watchdogMs`. A killed process stops at once, whatever the module
+// was doing.
+import type { ChildProcess } from 'node:child_process';
 import { KwpError, ErrorCatalogue, type ErrorCode } from '../errors.js';
-import type { CompiledEvaluator } from '../runtime/loader.js';
+import { compileEvaluator, type CompiledEvaluator } from '../runtime/loader.js';
+import { DEFAULT_LIMITS } from '../runtime/limits.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
-import { startPackageWorker } from './source-worker.js';
+import { startPackageProcess } from './source-worker.js';
 import type { WorkerAnswer } from './upload-worker.js';
 
 export interface UploadValidator {
@@ -22,13 +29,18 @@ export class InlineValidator implements UploadValidator {
   async close(): Promise<void> {}
 }
 
-export class WorkerValidator implements UploadValidator {
-  private worker: Worker | undefined;
+const STDERR_KEPT = 4096;
+
+export class ProcessValidator implements UploadValidator {
+  private child: ChildProcess | undefined;
   private nextId = 1;
   private queue: Promise<unknown> = Promise.resolve();
-  private pending: { id: number; resolve: (c: CompiledEvaluator) => void; reject: (e: Error) => void } | undefined;
+  private pending: { id: number; what: string; resolve: () => void; reject: (e: Error) => void } | undefined;
+  /** The end of the child's stderr, where V8 says why it aborted. */
+  private stderr = '';
 
-  constructor(private readonly watchdogMs = 60_000) {}
+  /** `heapMiB`: the child's V8 heap (sandbox limit validationHeapMiB). */
+  constructor(private readonly watchdogMs = 60_000, private readonly heapMiB = DEFAULT_LIMITS.validationHeapMiB) {}
 
   validate(req: UploadValidationRequest): Promise<CompiledEvaluator> {
     const run = this.queue.then(() => this.runOne(req));
@@ -36,56 +48,83 @@ export class WorkerValidator implements UploadValidator {
     return run;
   }
 
-  private ensureWorker(): Worker {
-    if (this.worker) return this.worker;
-    const w = startPackageWorker(new URL('./upload-worker.js', import.meta.url));
-    w.unref();
-    w.on('message', (answer: WorkerAnswer) => {
+  private ensureChild(): ChildProcess {
+    if (this.child) return this.child;
+    const c = startPackageProcess(new URL('./upload-worker.js', import.meta.url), [`--max-old-space-size=${this.heapMiB}`]);
+    holdOpen(c, false);
+    this.stderr = '';
+    c.stderr?.setEncoding('utf8');
+    c.stderr?.on('data', (chunk: string) => { this.stderr = (this.stderr + chunk).slice(-STDERR_KEPT); });
+    c.on('message', (answer: WorkerAnswer) => {
       const p = this.pending;
       if (!p || p.id !== answer.id) return;
       this.pending = undefined;
-      if (answer.ok) p.resolve(answer.compiled as CompiledEvaluator);
+      if (answer.ok) p.resolve();
       else {
         const code = (answer.code in ErrorCatalogue ? answer.code : 'KWP_ERR_INTERNAL') as ErrorCode;
         p.reject(new KwpError(code, answer.message));
       }
     });
-    const lost = (why: string) => {
-      if (this.worker === w) this.worker = undefined;
+    c.on('error', () => { /* a failed spawn also exits; the exit handler answers */ });
+    c.on('exit', (code, signal) => {
+      if (this.child === c) this.child = undefined;
       const p = this.pending;
       this.pending = undefined;
-      p?.reject(new KwpError('KWP_ERR_INTERNAL', `the upload validation worker ${why}; retry the upload`));
-    };
-    w.on('error', (err) => lost(`failed: ${err.message}`));
-    w.on('exit', (code) => lost(`exited with code ${code}`));
-    this.worker = w;
-    return w;
+      if (!p) return;
+      if (/heap limit|out of memory/i.test(this.stderr)) {
+        p.reject(new KwpError('KWP_ERR_VALIDATION_LIMIT', `${p.what}: validating it needed more than the ${this.heapMiB} MiB heap the validation process may use (sandbox limit validationHeapMiB); the module declares more than it can run with (tables, functions), so it was refused`));
+      } else {
+        p.reject(new KwpError('KWP_ERR_INTERNAL', `${p.what}: the upload validation process ended (${signal ?? `exit code ${code}`}) before it answered; retry the upload`));
+      }
+    });
+    this.child = c;
+    return c;
   }
 
-  private runOne(req: UploadValidationRequest): Promise<CompiledEvaluator> {
-    const worker = this.ensureWorker();
+  private async runOne(req: UploadValidationRequest): Promise<CompiledEvaluator> {
+    const what = `upload ${req.name}@${req.version}`;
+    await this.inChild(req, what);
+    // The child wrote the instrumented form to the cache, so this compiles
+    // without binaryen; the loader's static checks run again here, cheaply.
+    return compileEvaluator(req.bytes, { source: what, limits: req.limits, instrumentationCache: req.instrumentationCache });
+  }
+
+  private inChild(req: UploadValidationRequest, what: string): Promise<void> {
+    const child = this.ensureChild();
     const id = this.nextId++;
-    return new Promise<CompiledEvaluator>((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (this.pending?.id !== id) return;
         this.pending = undefined;
-        this.worker = undefined;
-        void worker.terminate();
-        reject(new KwpError('KWP_ERR_SELF_TEST', `upload ${req.name}@${req.version}: validation did not finish within ${this.watchdogMs} ms; the module is far too expensive to compile or run`));
+        if (this.child === child) this.child = undefined;
+        child.kill('SIGKILL');
+        reject(new KwpError('KWP_ERR_SELF_TEST', `${what}: validation did not finish within ${this.watchdogMs} ms; the module is far too expensive to compile or run`));
       }, this.watchdogMs);
       timer.unref();
+      // An idle child must not keep the agent's event loop alive; one at work must, until it answers.
+      holdOpen(child, true);
+      const settle = () => { clearTimeout(timer); holdOpen(child, false); };
       this.pending = {
-        id,
-        resolve: (c) => { clearTimeout(timer); resolve(c); },
-        reject: (e) => { clearTimeout(timer); reject(e); },
+        id, what,
+        resolve: () => { settle(); resolve(); },
+        reject: (e) => { settle(); reject(e); },
       };
-      worker.postMessage({ id, ...req });
+      child.send({ id, ...req });
     });
   }
 
   async close(): Promise<void> {
-    const w = this.worker;
-    this.worker = undefined;
-    if (w) await w.terminate();
+    const c = this.child;
+    this.child = undefined;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve());
+      c.kill('SIGKILL');
+    });
   }
+}
+
+function holdOpen(c: ChildProcess, hold: boolean): void {
+  const handles = [c, (c as unknown as { channel?: { ref(): void; unref(): void } }).channel, c.stderr as unknown as { ref?(): void; unref?(): void } | null];
+  for (const h of handles) hold ? h?.ref?.() : h?.unref?.();
 }

@@ -1,25 +1,28 @@
-// Worker-thread entry for upload validation: binaryen's fuel instrumentation
-// and the self-test take tens to hundreds of milliseconds, which must not
-// stall the packet path on the main thread. The compiled WebAssembly.Module
-// is posted back (modules are shared between threads, not recompiled).
-import { parentPort } from 'node:worker_threads';
+// Entry of the upload validation process (upload-validator.ts): binaryen's
+// fuel instrumentation and the self-test take tens to hundreds of
+// milliseconds, which must not stall the packet path, and a hostile module
+// must not be able to exhaust the agent's heap. The instrumented form goes to
+// the store's instrumentation cache, so the agent compiles the module from it
+// without binaryen; only the verdict and the metadata come back.
 import { KwpError } from '../errors.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
 
 export type WorkerRequest = { id: number } & UploadValidationRequest;
 export type WorkerAnswer =
-  | { id: number; ok: true; compiled: Omit<import('../runtime/loader.js').CompiledEvaluator, never> }
+  | { id: number; ok: true }
   | { id: number; ok: false; code: string; message: string };
 
-parentPort?.on('message', (req: WorkerRequest) => {
+process.on('message', (req: WorkerRequest) => {
   let answer: WorkerAnswer;
   try {
-    const c = validateUpload(req);
-    answer = { id: req.id, ok: true, compiled: { meta: c.meta, sha256: c.sha256, size: c.size, module: c.module, memoryImport: c.memoryImport, limits: c.limits, source: c.source } };
+    validateUpload(req);
+    answer = { id: req.id, ok: true };
   } catch (err) {
     answer = err instanceof KwpError
       ? { id: req.id, ok: false, code: err.code, message: err.message }
       : { id: req.id, ok: false, code: 'KWP_ERR_INTERNAL', message: `upload ${req.name}@${req.version}: validation failed unexpectedly: ${(err as Error).message}` };
   }
-  parentPort!.postMessage(answer);
+  process.send!(answer);
 });
+// The parent may go away without a word (a crash): then so does this process.
+process.on('disconnect', () => process.exit(0));

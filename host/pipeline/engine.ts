@@ -5,7 +5,9 @@
 import type { Decision, Packet, PodInfo } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { InstanceLogger } from '../runtime/instance.js';
-import type { KwpError } from '../errors.js';
+import { KwpError } from '../errors.js';
+import { resolveLimits, type SandboxLimits } from '../runtime/limits.js';
+import { MemoryBudget } from '../runtime/memory-budget.js';
 import { Pipeline } from './pipeline.js';
 import { Stage } from './stage.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
@@ -19,6 +21,8 @@ export interface PolicyEngineOptions {
   onStageFailure?: (stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void;
   /** buildAsync: pods or objects fed to a stage between two turns of the event loop (default 1000). */
   feedSlice?: number;
+  /** The sandbox limits this engine's pipelines are held to: maxStages and memoryBudgetMiB are the engine's. */
+  limits?: Partial<SandboxLimits>;
 }
 
 export interface BuildAsyncOptions {
@@ -34,6 +38,9 @@ export class PolicyEngine {
   private readonly logger?: InstanceLogger;
   private current: Pipeline | undefined;
   private nextRevision = 1;
+  private readonly maxStages: number;
+  /** Every stage of every pipeline this engine built and nobody disposed yet reserves from it. */
+  readonly memoryBudget: MemoryBudget;
   /** Called after every activation, e.g. so the dataplane can refresh what it queues. */
   onActivate: ((next: Pipeline, previous: Pipeline | undefined) => void) | undefined;
 
@@ -41,10 +48,20 @@ export class PolicyEngine {
     this.state = options.state;
     this.modules = options.modules;
     this.logger = options.logger;
+    const limits = resolveLimits(options.limits);
+    this.maxStages = limits.maxStages;
+    this.memoryBudget = new MemoryBudget(limits.memoryBudgetMiB);
+  }
+
+  private checkStageCount(spec: PipelineSpec, where: string): void {
+    if (spec.stages.length > this.maxStages) {
+      throw new KwpError('KWP_ERR_PIPELINE_TOO_LARGE', `${where}: the pipeline has ${spec.stages.length} stages but the host allows ${this.maxStages} (sandbox limit maxStages); merge stages or raise the limit`);
+    }
   }
 
   /** Builds and starts every stage of `spec` without activating it. Throws KwpError; nothing leaks on failure. */
   build(spec: PipelineSpec, where = 'pipeline', revision?: number): Pipeline {
+    this.checkStageCount(spec, where);
     const started: Stage[] = [];
     try {
       for (const [i, s] of spec.stages.entries()) started.push(this.startStage(s, i, where));
@@ -66,6 +83,7 @@ export class PolicyEngine {
    */
   async buildAsync(spec: PipelineSpec, where = 'pipeline', revision?: number, options: BuildAsyncOptions = {}): Promise<Pipeline> {
     const { signal, onStage } = options;
+    this.checkStageCount(spec, where);
     const started: Stage[] = [];
     let feeding: Stage | undefined;
     // Disposing on abort, not at the next check, leaves no started instance
@@ -80,8 +98,8 @@ export class PolicyEngine {
         if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
         signal?.throwIfAborted();
         const stage = this.newStage(s, i, where);
-        onStage?.(stage);
         feeding = stage;
+        onStage?.(stage);
         await stage.startAsync(this.options.feedSlice);
         feeding = undefined;
         started.push(stage);
@@ -97,15 +115,23 @@ export class PolicyEngine {
   }
 
   private newStage(s: StageSpec, i: number, where: string): Stage {
-    const compiled = resolveOrThrow(this.modules, s.module, `${where}: stages[${i}] (${s.name})`);
+    const at = `${where}: stages[${i}] (${s.name})`;
+    const compiled = resolveOrThrow(this.modules, s.module, at);
+    const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}`, compiled.reservedBytes);
     const stage = new Stage(s, compiled, this.state, this.logger);
+    stage.onDisposed = release;
     stage.onFailure = this.options.onStageFailure;
     return stage;
   }
 
   private startStage(s: StageSpec, i: number, where: string): Stage {
     const stage = this.newStage(s, i, where);
-    stage.start();
+    try {
+      stage.start();
+    } catch (err) {
+      stage.dispose();
+      throw err;
+    }
     return stage;
   }
 

@@ -90,6 +90,8 @@ export class Stage implements StateListener {
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
   private feedQueue: Array<(inst: EvaluatorInstance) => void> | undefined;
+  /** Called once, when the stage is disposed (the engine returns its memory reservation). */
+  onDisposed: (() => void) | undefined;
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
   onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
 
@@ -159,6 +161,8 @@ export class Stage implements StateListener {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     this.instance = undefined;
+    this.onDisposed?.();
+    this.onDisposed = undefined;
   }
 
   get healthy(): boolean { return this.instance !== undefined && !this.instance.broken; }

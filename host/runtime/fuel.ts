@@ -17,10 +17,14 @@ export async function prepareInstrumenter(): Promise<void> {
   binaryen ??= (await import('binaryen')).default;
 }
 
-/** `startFuel` is the tank for the start function, which runs during instantiation before the host can refill. */
-export function instrumentFuel(bytes: Uint8Array, startFuel: number): Uint8Array {
+/**
+ * `startFuel` is the tank for the start function, which runs during
+ * instantiation before the host can refill. `helperHeapMiB` bounds the V8
+ * heap of the helper thread, when one is started (sandbox limit validationHeapMiB).
+ */
+export function instrumentFuel(bytes: Uint8Array, startFuel: number, helperHeapMiB?: number): Uint8Array {
   try {
-    return binaryen ? rewriteForFuel(binaryen, bytes, startFuel) : rewriteOnHelper(bytes, startFuel);
+    return binaryen ? rewriteForFuel(binaryen, bytes, startFuel) : rewriteOnHelper(bytes, startFuel, helperHeapMiB);
   } catch (err) {
     throw new KwpError('KWP_ERR_INSTRUMENTATION', `fuel instrumentation failed: ${(err as Error).message}`, { cause: err });
   }

@@ -7,6 +7,7 @@
 // for binaryen once, then exits and takes binaryen's memory with it.
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { startPackageWorker } from '../control/source-worker.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import type { HelperAnswer, HelperRequest, HelperSetup } from './instrument-worker.js';
 
 /** A rewrite of the largest module the default limits accept takes seconds; this only bounds a helper that never answers. */
@@ -23,8 +24,9 @@ interface Helper {
 let helper: Helper | undefined;
 let started = 0;
 
-function startHelper(): Helper {
-  const worker = startPackageWorker(new URL('./instrument-worker.js', import.meta.url));
+function startHelper(heapMiB: number): Helper {
+  // A heap of its own: a module binaryen chokes on ends this thread, not the process.
+  const worker = startPackageWorker(new URL('./instrument-worker.js', import.meta.url), { resourceLimits: { maxOldGenerationSizeMb: heapMiB } });
   worker.unref();
   const { port1, port2 } = new MessageChannel();
   port1.unref();
@@ -46,8 +48,8 @@ function stopHelper(h: Helper): void {
 }
 
 /** Runs the rewrite on the helper thread and blocks until it answers. Throws plain Errors. */
-export function rewriteOnHelper(bytes: Uint8Array, startFuel: number): Uint8Array {
-  const h = (helper ??= startHelper());
+export function rewriteOnHelper(bytes: Uint8Array, startFuel: number, heapMiB = DEFAULT_LIMITS.validationHeapMiB): Uint8Array {
+  const h = (helper ??= startHelper(heapMiB));
   clearTimeout(h.idle);
   Atomics.store(h.signal, 0, 0);
   h.port.postMessage({ bytes, startFuel } satisfies HelperRequest);

@@ -1,5 +1,8 @@
-// The sandbox's limits and their defaults. Every limit is enforced by the
-// loader or the instance; an option that cannot be enforced is refused rather
+// The sandbox's limits and their defaults: every bound the host puts on a
+// module, an upload, a pipeline or what a module may write, as one field each
+// (docs/sandbox.md has a row per field: default, how to set it, the attack it
+// stops). Every limit is enforced by the loader, the instance, the stage, the
+// engine or the admin API; a value that cannot be enforced is refused rather
 // than accepted and ignored.
 
 export interface SandboxLimits {
@@ -13,6 +16,32 @@ export interface SandboxLimits {
   fuelPerCall: number;
   /** Log lines per second one instance may emit before the host drops them. */
   logLinesPerSecond: number;
+
+  // ---- the shape of a module (checked before any code runs) ----
+  /** Tables a module may define. */
+  maxTables: number;
+  /** Elements a table may have, at start and at its maximum (a table must declare one). */
+  maxTableElements: number;
+  /** Functions a module may define or import. */
+  maxFunctions: number;
+  /** Globals a module may define or import. */
+  maxGlobals: number;
+  /** Entries of the data section. */
+  maxDataSegments: number;
+  /** Entries of the element section. */
+  maxElementSegments: number;
+
+  // ---- pipelines and the memory of all their instances ----
+  /** Stages one pipeline may have. */
+  maxStages: number;
+  /**
+   * What all instances of all pipelines kept (active, the rollback one, one
+   * being built) may reserve together, in MiB: each stage counts its memory
+   * maximum and its tables at their maximum.
+   */
+  memoryBudgetMiB: number;
+  /** V8 heap of each thread that validates, instruments or self-tests an upload, in MiB. */
+  validationHeapMiB: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -21,16 +50,56 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   fuelPerDecision: 1_000_000,
   fuelPerCall: 200_000_000,
   logLinesPerSecond: 20,
+  maxTables: 4,
+  maxTableElements: 65_536,
+  maxFunctions: 50_000,
+  maxGlobals: 10_000,
+  maxDataSegments: 100_000,
+  maxElementSegments: 10_000,
+  maxStages: 32,
+  memoryBudgetMiB: 2048,
+  validationHeapMiB: 512,
 };
 
+/** What one table element costs the host: V8 keeps the table and the instance's dispatch table, 8 bytes an entry each. */
+export const TABLE_ELEMENT_BYTES = 16;
+/** V8 refuses tables larger than this, so a larger limit could not be what bounds them. */
+const V8_MAX_TABLE_ELEMENTS = 10_000_000;
+
 export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
-  const limits = { ...DEFAULT_LIMITS, ...partial };
+  const unknown = Object.keys(partial ?? {}).filter((k) => !(k in DEFAULT_LIMITS));
+  if (unknown.length) throw new RangeError(`unknown sandbox limit(s) ${unknown.join(', ')}; the limits are ${Object.keys(DEFAULT_LIMITS).join(', ')}`);
+  const defined = Object.fromEntries(Object.entries(partial ?? {}).filter(([, v]) => v !== undefined));
+  const limits = { ...DEFAULT_LIMITS, ...defined } as SandboxLimits;
   for (const [key, value] of Object.entries(limits)) {
-    if (!Number.isInteger(value) || value <= 0) throw new RangeError(`sandbox limit ${key} must be a positive integer, got ${value}`);
+    if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`sandbox limit ${key} must be a positive integer, got ${value}`);
   }
   if (limits.maxMemoryPages > 65536) throw new RangeError('sandbox limit maxMemoryPages cannot exceed 65536 (4 GiB)');
   if (limits.fuelPerCall > 0x7fffffff || limits.fuelPerDecision * 64 > 0x7fffffff) {
     throw new RangeError('fuel limits must fit the 31-bit fuel counter (fuelPerDecision * 64 and fuelPerCall <= 2^31-1)');
   }
+  if (limits.maxTableElements > V8_MAX_TABLE_ELEMENTS) {
+    throw new RangeError(`sandbox limit maxTableElements cannot exceed ${V8_MAX_TABLE_ELEMENTS} (V8's own table limit)`);
+  }
+  const oneStageMiB = Math.ceil(limits.maxMemoryPages / 16);
+  if (limits.memoryBudgetMiB < oneStageMiB) {
+    throw new RangeError(`sandbox limit memoryBudgetMiB (${limits.memoryBudgetMiB}) is below one stage at maxMemoryPages (${oneStageMiB} MiB), so no pipeline could be built`);
+  }
+  if (limits.validationHeapMiB < 16) throw new RangeError('sandbox limit validationHeapMiB must be at least 16 (V8 needs that much to start a thread)');
   return limits;
+}
+
+/**
+ * `NAME=VALUE` settings (the agent's repeatable --sandbox-limit flag), each
+ * checked against the field list; resolveLimits checks the values together.
+ */
+export function parseLimitSettings(settings: string[], where: string): Partial<SandboxLimits> {
+  const out: Partial<Record<keyof SandboxLimits, number>> = {};
+  for (const setting of settings) {
+    const m = /^([A-Za-z]+)=(\d+)$/.exec(setting.trim());
+    if (!m) throw new RangeError(`${where}: "${setting}" is not NAME=VALUE with a whole number, e.g. maxStages=16`);
+    if (!(m[1] in DEFAULT_LIMITS)) throw new RangeError(`${where}: unknown sandbox limit "${m[1]}"; the limits are ${Object.keys(DEFAULT_LIMITS).join(', ')} (docs/sandbox.md)`);
+    out[m[1] as keyof SandboxLimits] = Number(m[2]);
+  }
+  return out;
 }

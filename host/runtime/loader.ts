@@ -9,7 +9,7 @@ import { KwpError } from '../errors.js';
 import type { FailurePolicy } from '../contract.js';
 import { readWasmSummary, formatFuncType, type Limits, type WasmFuncType, type WasmSummary } from './wasm-binary.js';
 import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
-import { resolveLimits, type SandboxLimits } from './limits.js';
+import { resolveLimits, TABLE_ELEMENT_BYTES, type SandboxLimits } from './limits.js';
 
 export const ABI_MAJOR = 1;
 export const ABI_MINOR = 2;
@@ -47,6 +47,12 @@ export interface CompiledEvaluator {
   readonly limits: SandboxLimits;
   /** Where the bytes came from, for messages: a file path, `builtin:NAME`, `upload`. */
   readonly source: string;
+  /**
+   * The most memory one instance can hold: its linear memory at the maximum
+   * the host lets it grow to, plus its tables at their maximum. What a stage
+   * reserves from the memory budget (memory-budget.ts).
+   */
+  readonly reservedBytes: number;
 }
 
 const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -148,6 +154,47 @@ function checkMemory(summary: WasmSummary, limits: SandboxLimits, source: string
   return undefined;
 }
 
+/**
+ * Counts a few bytes can make expensive: a table declared with millions of
+ * elements costs the host heap at instantiation (V8 keeps tables on its heap),
+ * and functions, globals and segments cost compile time and memory each.
+ */
+function checkShape(summary: WasmSummary, limits: SandboxLimits, source: string): void {
+  const tables = summary.tables;
+  if (tables.length > limits.maxTables) {
+    throw new KwpError('KWP_ERR_TABLE_TOO_LARGE', `${source}: the module defines ${tables.length} tables but the host allows ${limits.maxTables} (sandbox limit maxTables); an AssemblyScript module needs at most one`);
+  }
+  for (const [i, t] of tables.entries()) {
+    if (t.limits.max === undefined) {
+      throw new KwpError('KWP_ERR_TABLE_TOO_LARGE', `${source}: table ${i} has no maximum, so it could grow to millions of elements; give it a maximum of at most ${limits.maxTableElements} elements (sandbox limit maxTableElements; asc does)`);
+    }
+    const largest = Math.max(t.limits.min, t.limits.max);
+    if (largest > limits.maxTableElements) {
+      throw new KwpError('KWP_ERR_TABLE_TOO_LARGE', `${source}: table ${i} declares ${t.limits.min} elements at start and ${t.limits.max} at most, but the host allows ${limits.maxTableElements} (sandbox limit maxTableElements)`);
+    }
+  }
+  const importedFunctions = summary.imports.filter((i) => i.kind === 'function').length;
+  const counts: Array<[string, number, keyof SandboxLimits]> = [
+    ['functions', summary.functionCount + importedFunctions, 'maxFunctions'],
+    ['globals', summary.globals.length + summary.importedGlobalCount, 'maxGlobals'],
+    ['data segments', summary.dataSegmentCount, 'maxDataSegments'],
+    ['element segments', summary.elementSegmentCount, 'maxElementSegments'],
+  ];
+  for (const [what, n, limit] of counts) {
+    if (n > limits[limit]) {
+      throw new KwpError('KWP_ERR_MODULE_TOO_COMPLEX', `${source}: the module has ${n} ${what} but the host allows ${limits[limit]} (sandbox limit ${limit}); split or simplify it`);
+    }
+  }
+}
+
+/** Linear memory at the largest size the host lets it reach, plus every table at its maximum. */
+function reservation(summary: WasmSummary, memoryImport: Limits | undefined, limits: SandboxLimits): number {
+  const mem = memoryImport ?? summary.memories[0];
+  const pages = Math.min(mem.max ?? limits.maxMemoryPages, limits.maxMemoryPages);
+  const tableElements = summary.tables.reduce((n, t) => n + (t.limits.max ?? t.limits.min), 0);
+  return pages * 65536 + tableElements * TABLE_ELEMENT_BYTES;
+}
+
 function checkExports(summary: WasmSummary, hasImportedMemory: boolean, source: string): void {
   const funcs = new Set(summary.exports.filter((e) => e.kind === 'function').map((e) => e.name));
   const missing = REQUIRED_FUNCTIONS.filter((f) => !funcs.has(f));
@@ -180,9 +227,10 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
   const meta = parseMeta(summary, source);
   checkImports(summary, source);
   const memoryImport = checkMemory(summary, limits, source);
+  checkShape(summary, limits, source);
   checkExports(summary, memoryImport !== undefined, source);
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  const instrumented = cachedInstrumentation(bytes, sha256, limits.fuelPerCall, options.instrumentationCache);
+  const instrumented = cachedInstrumentation(bytes, sha256, limits, options.instrumentationCache);
   let module: WebAssembly.Module;
   try {
     module = new WebAssembly.Module(instrumented as BufferSource);
@@ -197,6 +245,7 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
     memoryImport,
     limits,
     source,
+    reservedBytes: reservation(summary, memoryImport, limits),
   };
 }
 
@@ -207,8 +256,9 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
  * filled by the build) keeps the result across restarts, and a process whose
  * modules all hit it never loads binaryen.
  */
-function cachedInstrumentation(bytes: Uint8Array, sha256: string, startFuel: number, dir: string | undefined): Uint8Array {
-  if (!dir) return instrumentFuel(bytes, startFuel);
+function cachedInstrumentation(bytes: Uint8Array, sha256: string, limits: SandboxLimits, dir: string | undefined): Uint8Array {
+  const startFuel = limits.fuelPerCall;
+  if (!dir) return instrumentFuel(bytes, startFuel, limits.validationHeapMiB);
   const file = join(dir, instrumentedFileName(sha256, startFuel));
   let hit: Buffer | undefined;
   try {
@@ -217,7 +267,7 @@ function cachedInstrumentation(bytes: Uint8Array, sha256: string, startFuel: num
     // Not cached yet (or removed since): instrument below.
   }
   if (hit && WebAssembly.validate(hit as BufferSource)) return hit;
-  const out = instrumentFuel(bytes, startFuel);
+  const out = instrumentFuel(bytes, startFuel, limits.validationHeapMiB);
   try {
     mkdirSync(dir, { recursive: true });
     const tmp = `${file}.${process.pid}-${threadId}.tmp`;

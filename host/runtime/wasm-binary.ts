@@ -12,9 +12,11 @@ export interface WasmImport {
   kind: 'function' | 'table' | 'memory' | 'global' | 'tag';
   /** Function imports: the type index. */
   typeIndex?: number;
-  /** Memory imports. */
+  /** Memory and table imports. */
   limits?: Limits;
 }
+
+export interface WasmTable { elementType: number; limits: Limits }
 
 export interface WasmGlobal { valueType: number; mutable: boolean; /** Set when the initializer is a single i32.const. */ i32Init?: number }
 
@@ -36,6 +38,13 @@ export interface WasmSummary {
   imports: WasmImport[];
   /** Memories the module defines itself (not imported). */
   memories: Limits[];
+  /** Tables the module defines itself (imported ones are in `imports`). */
+  tables: WasmTable[];
+  /** Functions the module defines (the function section's count). */
+  functionCount: number;
+  /** Entries of the element and data sections. */
+  elementSegmentCount: number;
+  dataSegmentCount: number;
   /** Globals the module defines, in index order after imported globals. */
   globals: WasmGlobal[];
   importedGlobalCount: number;
@@ -137,7 +146,8 @@ export function readWasmSummary(bytes: Uint8Array): WasmSummary {
   const version = r.u32le();
   if (version !== 1) throw new WasmFormatError(`unsupported binary version ${version}`);
   const summary: WasmSummary = {
-    types: [], imports: [], memories: [], globals: [], importedGlobalCount: 0, exports: [], customSections: new Map(),
+    types: [], imports: [], memories: [], tables: [], functionCount: 0, elementSegmentCount: 0, dataSegmentCount: 0,
+    globals: [], importedGlobalCount: 0, exports: [], customSections: new Map(),
   };
   while (r.pos < bytes.length) {
     const id = r.byte();
@@ -175,7 +185,7 @@ export function readWasmSummary(bytes: Uint8Array): WasmSummary {
           if (!kind) throw new WasmFormatError(`unknown import kind ${kindByte} for ${module}.${name}`);
           const imp: WasmImport = { module, name, kind };
           if (kind === 'function') imp.typeIndex = s.u32();
-          else if (kind === 'table') { s.valueType(); s.limits(); }
+          else if (kind === 'table') { s.valueType(); imp.limits = s.limits(); }
           else if (kind === 'memory') imp.limits = s.limits();
           else if (kind === 'global') { s.valueType(); s.byte(); summary.importedGlobalCount++; }
           else if (kind === 'tag') { s.byte(); s.u32(); }
@@ -183,6 +193,26 @@ export function readWasmSummary(bytes: Uint8Array): WasmSummary {
         }
         break;
       }
+      case 3:
+        summary.functionCount = s.u32();
+        break;
+      case 4: {
+        for (let n = s.u32(); n > 0; n--) {
+          // A table with an initializer expression is written 0x40 0x00 type limits expr.
+          const withInit = s.bytes[s.pos] === 0x40;
+          if (withInit) s.pos += 2;
+          const elementType = s.valueType();
+          summary.tables.push({ elementType, limits: s.limits() });
+          if (withInit) readConstExpr(s);
+        }
+        break;
+      }
+      case 9:
+        summary.elementSegmentCount = s.u32();
+        break;
+      case 11:
+        summary.dataSegmentCount = s.u32();
+        break;
       case 5: {
         for (let n = s.u32(); n > 0; n--) summary.memories.push(s.limits());
         break;
