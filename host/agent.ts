@@ -139,6 +139,7 @@ export class Agent {
         store: this.store, controller, engine: this.engine, metrics,
         token: loadAdminToken({ file: this.config.adminTokenFile }), readsOpen: this.config.adminReadsOpen ?? false,
         ready: () => this.ready(), host, port,
+        dialledEndpoints: async (query) => (this.dataplane ? this.dataplane.dialledEndpoints(query) : []),
       });
       this.adminUrl = await this.admin.listen();
       this.log.info({ url: this.adminUrl }, 'admin API listening');

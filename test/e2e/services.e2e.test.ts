@@ -25,6 +25,7 @@ let agent: KwpAgentHandle | undefined;
 let dir: string;
 let manifests: string;
 let policyFile: string;
+let tokenFile: string;
 const held: HeldConnection[] = [];
 
 const np = (namespace: string, name: string, spec: Record<string, unknown>): KubeObject => ({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name, namespace }, spec });
@@ -53,6 +54,12 @@ async function kwpEval(flows: Array<Record<string, unknown>>): Promise<FlowResul
   writeFileSync(flowsFile, JSON.stringify(flows));
   const { stdout } = await run(process.execPath, [join(root, 'bin', 'kwp.js'), 'eval', '--manifests', manifests, '--flows', flowsFile, '--output', 'json']);
   return JSON.parse(stdout) as FlowResult[];
+}
+
+/** `kwp explain ARGS --output json` against the agent's admin API, from inside the node namespace. */
+async function kwpExplain(args: string[]): Promise<{ verdict: string; walkthrough: string; notes: string[]; endpoints?: Array<{ endpoint: string; port: number; verdict: string }> }> {
+  const { stdout } = await lab.execInNode(process.execPath, [join(root, 'bin', 'kwp.js'), 'explain', ...args, '--output', 'json', `--token-file=${tokenFile}`]);
+  return JSON.parse(stdout);
 }
 
 /** `count` new connections from `src` to `host:port`; how many got their echo. */
@@ -87,7 +94,9 @@ beforeAll(async () => {
   policyFile = join(manifests, 'policies.yaml');
   await lab.writeManifests(manifests);
   await replaceYaml(policyFile, []);
-  agent = await startKwpAgent(lab, { manifests: [manifests] });
+  tokenFile = join(dir, 'admin.token');
+  writeFileSync(tokenFile, 'services-e2e-token-0123456789abcdef', { mode: 0o600 });
+  agent = await startKwpAgent(lab, { manifests: [manifests], args: [`--admin-token-file=${tokenFile}`] });
   console.log(`kwp agent running, dataplane queue mode: ${agent.queueMode}`);
 });
 
@@ -137,6 +146,10 @@ describe('kube-proxy-style Services under kwp agent', () => {
     expect(predicted.map((r) => [r.via?.hairpin ?? false, r.verdict])).toEqual([[true, 'deny'], [false, 'allow']]);
     expect(await connections('shop/self', lab.serviceIP('shop/self'), 8000, 3)).toBe(0);
     expect(await connections('shop/self', lab.pod('shop/self').ip, 80, 3)).toBe(3);
+    const hairpin = await kwpExplain(['--src', 'shop/self', '--dst', 'shop/self', '--port', '80', '--via-service']);
+    const ownIP = await kwpExplain(['--src', 'shop/self', '--dst', 'shop/self', '--port', '80']);
+    expect([hairpin.verdict, ownIP.verdict]).toEqual(['deny', 'allow']);
+    expect(hairpin.notes.join('\n')).toContain('Service hairpin');
   });
 
   it('NetworkPolicy (hairpin implementation-defined upstream) judges the Service hairpin like pod-to-pod traffic', async () => {
@@ -173,6 +186,11 @@ describe('kube-proxy-style Services under kwp agent', () => {
   it('follows a Service whose endpoints change: new connections go to, and are judged as, the new endpoint', async () => {
     await applyPolicies(agent!, policyFile, labelPolicies());
     expect(await connections('front/client', lab.serviceIP('shop/moving'), 80, 3)).toBe(3);
+    // kwp explain takes the Service IP and names the pod conntrack saw the connections rewritten to.
+    const explained = await kwpExplain(['--src', 'front/client', '--dst', lab.serviceIP('shop/moving'), '--port', '80']);
+    console.log(explained.walkthrough, explained.notes);
+    expect(explained.endpoints?.map((e) => [e.endpoint, e.port, e.verdict])).toEqual([['shop/web-1', 8080, 'allow']]);
+    expect(explained.notes.join('\n')).toContain('conntrack: connections from front/client');
     await lab.setServiceEndpoints('shop/moving', ['shop/web-3']);
     const reloaded = agent!.nextLog('manifests reloaded', 20_000);
     await lab.writeManifests(manifests);
