@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeObject } from '../host/contract.js';
 import { loadNfqueue } from '../host/dataplane/nfqueue.js';
-import { Lab, sweepStaleLabs, type LabProcess } from '../host/lab/lab.js';
+import { Lab, sweepStaleLabs, type LabProcess } from '../test/lab/lab.js';
 import { round } from './harness.js';
 import type { E2ENodeConfig } from './e2e-node.js';
 

@@ -3,7 +3,7 @@
 // decisions through the same entry points the dataplane uses.
 import { join } from 'node:path';
 import type { Packet } from '../host/contract.js';
-import { encodeRecord, RECORD_SIZE } from '../host/pipeline/record.js';
+import { encodeRecord, RECORD_SIZE } from '../host/abi/record.js';
 import { ClusterState } from '../host/state/cluster-state.js';
 import { PolicyEngine } from '../host/pipeline/engine.js';
 import { BuiltinModules, builtinWasmDir, ChainedModules } from '../host/pipeline/modules.js';

@@ -108,15 +108,10 @@ export interface Packet {
   serviceHairpin?: boolean;
 }
 
-/** Record flag bits (ABI.md, the decision record's byte 3). */
-export const RecordFlag = { ServiceHairpin: 1 } as const;
-
-/** Pass is an explicit Next: the engine treats both alike, explanations tell them apart. */
-export const Verdict = { Next: 0, Accept: 1, Deny: 2, Pass: 3 } as const;
-export type Verdict = (typeof Verdict)[keyof typeof Verdict];
-export type VerdictName = 'Next' | 'Accept' | 'Deny' | 'Pass';
-export const verdictName = (v: number): VerdictName =>
-  v === Verdict.Accept ? 'Accept' : v === Verdict.Deny ? 'Deny' : v === Verdict.Pass ? 'Pass' : 'Next';
+// The verdict values are the ABI's (host/abi/verdict.ts); every part of the host reads them from here.
+import type { VerdictName } from './abi/verdict.js';
+export { Verdict, verdictName, type VerdictName } from './abi/verdict.js';
+export { RecordFlag } from './abi/record.js';
 
 export type Direction = 'egress' | 'ingress';
 export type FailurePolicy = 'fail-open' | 'fail-closed';

@@ -7,7 +7,7 @@ import { Kinds } from './contract.js';
 import { KwpError } from './errors.js';
 import { DEFAULT_SOURCE_PORT, parseFlows, readFlowsFile, resolveFlow, toFlowSpec, type FlowSpec } from './flows.js';
 import { formatIP } from './net/ip.js';
-import { ManifestSource } from './sources/manifests.js';
+import { ManifestSource } from './sources/manifest-files.js';
 import { ClusterState } from './state/cluster-state.js';
 
 const FIXTURES = fileURLToPath(new URL('../test/fixtures/manifests/', import.meta.url));

@@ -18,7 +18,8 @@ export { KwpError, ErrorCatalogue, isKwpError } from './errors.js';
 export type { ErrorCode } from './errors.js';
 
 // The module loader and sandbox.
-export { compileEvaluator, ABI_MAJOR, ABI_MINOR } from './runtime/loader.js';
+export { compileEvaluator } from './runtime/loader.js';
+export { ABI_MAJOR, ABI_MINOR } from './abi/version.js';
 export type { CompiledEvaluator, ModuleMeta } from './runtime/loader.js';
 export { DEFAULT_LIMITS, resolveLimits, parseLimitSettings } from './runtime/limits.js';
 export type { SandboxLimits } from './runtime/limits.js';
@@ -38,8 +39,8 @@ export type { PipelineSpec, StageSpec } from './pipeline/spec.js';
 export { ClusterState } from './state/cluster-state.js';
 export type { StateListener, ClusterStateOptions } from './state/cluster-state.js';
 export { expireResolvedNamesPeriodically } from './state/resolved-name-expiry.js';
-export { ManifestSource, loadManifests } from './sources/manifests.js';
-export type { ManifestSourceOptions } from './sources/manifests.js';
+export { ManifestSource, loadManifests } from './sources/manifest-files.js';
+export type { ManifestSourceOptions } from './sources/manifest-files.js';
 export { KubernetesSource, loadKubeConfig, defaultWatchedKinds } from './sources/kubernetes.js';
 export type { KubernetesSourceOptions } from './sources/kubernetes.js';
 

@@ -6,7 +6,7 @@ import { describe, it, expect, beforeAll } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ModuleHarness, podsFromObjects, type HarnessPod, type Probe } from '../test/netpol/abi-harness.js';
+import { ModuleHarness, podsFromObjects, type HarnessPod, type Probe } from '../test/fixtures/abi-harness.js';
 import { xyzCluster, networkPolicy, podLabel, nsLabel, all, ALL_PODS } from '../test/netpol/cluster.js';
 import { seededRandom } from '../host/dataplane/seeded-random.js';
 
@@ -36,8 +36,7 @@ async function networkPolicyModule(config: Record<string, unknown> = {}): Promis
 function decide(h: ModuleHarness, probes: Probe[]): string[] {
   const n = h.writeProbes(probes);
   h.decideBatch(n);
-  const view = new DataView(h['e'].memory.buffer, h['e'].kwp_batch(), n * 64);
-  return Array.from({ length: n }, (_, i) => `${h.verdictAt(i)}#${view.getUint32(i * 64 + 56, true)}`);
+  return Array.from({ length: n }, (_, i) => `${h.verdictAt(i)}#${h.reasonAt(i)}`);
 }
 
 const delta = (h: ModuleHarness, fn: () => void) => {

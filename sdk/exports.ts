@@ -81,16 +81,22 @@ export function kwp_pod_delete(id: u32): void {
   if (prev != null) registered().podDeleted(prev);
 }
 
+// kwp_object's op codes (ABI.md, "Object delivery").
+const OP_UPSERT: i32 = 0;
+const OP_DELETE: i32 = 1;
+const OP_RESET: i32 = 2;
+const OP_SYNCED: i32 = 3;
+
 export function kwp_object(kind: i32, op: i32, ptr: usize, len: i32): i32 {
   const e = registered();
   decisionCache.objectsChanged();
-  if (op == 2) { e.objectsReset(kind); return 0; }
-  if (op == 3) { e.objectsSynced(kind); return 0; }
+  if (op == OP_RESET) { e.objectsReset(kind); return 0; }
+  if (op == OP_SYNCED) { e.objectsSynced(kind); return 0; }
   const obj = parseJSON(ptr, <usize>len);
   if (ptr != 0) heap.free(ptr);
   if (obj == null) return max(1, setResultText("object is not valid JSON: " + jsonError));
-  if (op == 0) e.objectUpserted(kind, obj);
-  else if (op == 1) e.objectDeleted(kind, obj);
+  if (op == OP_UPSERT) e.objectUpserted(kind, obj);
+  else if (op == OP_DELETE) e.objectDeleted(kind, obj);
   else return max(1, setResultText("unknown object op " + op.toString()));
   return 0;
 }

@@ -5,7 +5,7 @@ import { describe, it, expect, beforeAll } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ModuleHarness, podsFromObjects } from '../../test/netpol/abi-harness.js';
+import { ModuleHarness, podsFromObjects } from '../../test/fixtures/abi-harness.js';
 import { conformanceTopology, student } from '../../test/cnp/topology.js';
 import { anp, banp, tcp, portNumber, subjectNamespace, toNamespace } from '../../test/cnp/policies.js';
 

@@ -5,7 +5,7 @@ import { describe, it, expect, beforeAll } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ModuleHarness, podsFromObjects, type Probe } from '../../test/netpol/abi-harness.js';
+import { ModuleHarness, podsFromObjects, type Probe } from '../../test/fixtures/abi-harness.js';
 import { conformanceTopology, student, studentIPs, ns, NODES } from '../../test/cnp/topology.js';
 import { cnp, tcp, udp, destinationNamedPort, subjectNamespace, subjectHousePods, toNamespace, toHousePods } from '../../test/cnp/policies.js';
 
@@ -99,6 +99,22 @@ describe('the cluster-network-policy module', () => {
     expect(warnings(a)).toContain('ClusterNetworkPolicy "odd-tier": spec.tier "Middle" is not Admin or Baseline; the policy is ignored');
     // Only one of the two tier instances says so.
     expect(warnings(b).some((w) => w.includes('odd-tier'))).toBe(false);
+  });
+
+  it('answers a Pass rule with the Pass verdict and its name, neither Next nor Accept, and ends its tier there', async () => {
+    const h = await moduleWith([
+      cnp('pass-80', 'Admin', 5, subjectHousePods('gryffindor'), {
+        egress: [{ name: 'pass-slytherin-80', action: 'Pass', to: [toNamespace('slytherin')], protocols: [tcp(80)] }],
+      }),
+      cnp('deny-all', 'Admin', 9, subjectHousePods('gryffindor'), {
+        egress: [{ name: 'deny-slytherin', action: 'Deny', to: [toNamespace('slytherin')] }],
+      }),
+    ]);
+    const passed = h.probe({ src: harry0, dst: draco0, protocol: 'TCP', port: 80 }).egress;
+    expect([passed.verdict, passed.text]).toEqual(['Pass', 'pass-slytherin-80']);
+    // The later policy still decides what the Pass rule does not match.
+    expect(h.probe({ src: harry0, dst: draco0, protocol: 'TCP', port: 81 }).egress.verdict).toBe('Deny');
+    expect(h.probe({ src: harry0, dst: luna0, protocol: 'TCP', port: 80 }).egress.verdict).toBe('Next');
   });
 
   it('denies ICMP through a rule without protocols and lets it pass a rule with protocols', async () => {

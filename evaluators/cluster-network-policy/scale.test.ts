@@ -7,8 +7,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compileEvaluator } from '../../host/runtime/loader.js';
-import { EvaluatorInstance, ObjectOp } from '../../host/runtime/instance.js';
-import { encodePodInfo } from '../../host/runtime/podinfo-codec.js';
+import { EvaluatorInstance } from '../../host/runtime/instance.js';
+import { ObjectOp } from '../../host/abi/objects.js';
+import { encodePodInfo } from '../../host/abi/podinfo-codec.js';
 import type { PodInfo } from '../../host/contract.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

@@ -5,7 +5,7 @@ import { describe, it, expect, beforeAll } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ModuleHarness, podsFromObjects, type Probe } from '../../test/netpol/abi-harness.js';
+import { ModuleHarness, podsFromObjects, type Probe } from '../../test/fixtures/abi-harness.js';
 import { xyzCluster, networkPolicy, podLabel, nsLabel, all, pod, type PolicySpec } from '../../test/netpol/cluster.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

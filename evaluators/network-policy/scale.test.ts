@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { KubeObject, Packet } from '../../host/contract.js';
 import { OfflineEvaluator } from '../../host/eval.js';
 import { parseIP } from '../../host/net/ip.js';
-import { ModuleHarness, podsFromObjects, type Probe } from '../../test/netpol/abi-harness.js';
+import { ModuleHarness, podsFromObjects, type Probe } from '../../test/fixtures/abi-harness.js';
 import { scaleCluster, scalePodIP, seeded } from '../../test/netpol/scale.js';
 import { ReferenceModel } from '../../test/netpol/reference.js';
 

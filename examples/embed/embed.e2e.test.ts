@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { Lab, sweepStaleLabs, type LabProcess } from '../../host/lab/lab.js';
-import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
+import { Lab, sweepStaleLabs, type LabProcess } from '../../test/lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../../test/lab/kwp-agent.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 let lab: Lab;

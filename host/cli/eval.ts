@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { KwpError } from '../errors.js';
 import { Kinds, type KubeObject } from '../contract.js';
-import { loadManifests } from '../sources/manifests.js';
+import { loadManifests } from '../sources/manifest-files.js';
 import { parseFlows, type FlowSpec, type FlowProtocol } from '../flows.js';
 import { OfflineEvaluator, priorityTieWarnings, type FlowResult } from '../eval.js';
 import { readPipelineFile, type PipelineSpec } from '../pipeline/spec.js';
@@ -10,6 +10,7 @@ import type { ModuleResolver } from '../pipeline/modules.js';
 import { compileEvaluator } from '../runtime/loader.js';
 import { parseFlags, requireFlag } from './args.js';
 import { matrixRows } from '../reachability.js';
+import { selectPods } from '../state/cluster-listing.js';
 
 const EVAL_HELP = `usage: kwp eval --manifests PATH [--manifests PATH ...] --flows FILE [--output json|table|walkthrough]
                 [--pipeline FILE] [--dns NAME=IP ...] [--dns-file FILE]
@@ -28,9 +29,12 @@ Decides each flow with the same WASM evaluators the agent runs.
 `;
 
 const MATRIX_HELP = `usage: kwp matrix --manifests PATH [--manifests PATH ...] [--port 80] [--protocol TCP] [--pipeline FILE]
+                  [--namespace NS] [--selector SELECTOR]
 
 Prints the pod-to-pod reachability matrix: rows are sources, columns destinations,
 "." allowed and "X" denied.
+  --namespace NS       only the pods of this namespace
+  --selector SELECTOR  only pods whose labels match, e.g. app=web,tier!=db (key=value, key!=value, key, !key)
 `;
 
 /** Plugins given with --module, resolvable by their kwp.meta name (and name@version). */
@@ -155,6 +159,8 @@ export async function runMatrix(argv: string[]): Promise<number> {
     port: { type: 'string', default: '80' },
     protocol: { type: 'string', default: 'TCP' },
     pipeline: { type: 'string' },
+    namespace: { type: 'string' },
+    selector: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) { process.stdout.write(MATRIX_HELP); return 0; }
@@ -166,10 +172,14 @@ export async function runMatrix(argv: string[]): Promise<number> {
   const objects = await loadObjects(manifests);
   const ev = new OfflineEvaluator({ objects, pipeline: readPipeline(values.pipeline) });
   try {
-    const names = objects
-      .filter((o) => `${o.apiVersion}/${o.kind}` === Kinds.Pod && ev.state.podByName(o.metadata.namespace ?? 'default', o.metadata.name))
-      .map((o) => `${o.metadata.namespace ?? 'default'}/${o.metadata.name}`)
-      .sort();
+    // The same selection as the admin API's POST /v1/matrix (and the console's heatmap).
+    let names: string[];
+    try {
+      names = selectPods(ev.state, { namespace: values.namespace, selector: values.selector, where: 'kwp matrix: --selector' }).map((p) => `${p.namespace}/${p.name}`);
+    } catch (err) {
+      if (err instanceof KwpError) throw new KwpError('KWP_ERR_USAGE', err.message);
+      throw err;
+    }
     const m = predictMatrix(ev, names, port, protocol);
     process.stdout.write(`${protocol}/${port}\n` + formatMatrix(names, (s, d) => m.get(`${s}>${d}`)!));
   } finally {

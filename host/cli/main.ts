@@ -7,7 +7,7 @@ type Command = { summary: string; load: () => Promise<(argv: string[]) => Promis
 const commands: Record<string, Command> = {
   eval: { summary: 'evaluate flows against manifests with the WASM pipeline', load: async () => (await import('./eval.js')).runEval },
   agent: { summary: 'run the node agent (sources, pipeline, dataplane, admin API)', load: async () => (await import('./agent.js')).runAgent },
-  manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./manifests.js')).runManifestsCommand },
+  manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./install-yaml-command.js')).runManifestsCommand },
   'ip-tracker': { summary: 'multicluster: publish the pod IPs of every cluster in a kubeconfig directory into etcd', load: async () => (await import('./ip-tracker.js')).runIpTracker },
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
   module: { summary: 'push, list and remove evaluator modules of a running agent', load: async () => (await import('./module.js')).runModule },

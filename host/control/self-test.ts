@@ -9,7 +9,7 @@ import { KwpError } from '../errors.js';
 import { Verdict } from '../contract.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
 import { EvaluatorInstance } from '../runtime/instance.js';
-import { encodeRecord, RECORD_SIZE } from '../pipeline/record.js';
+import { encodeRecord, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 
 export const DEFAULT_SELF_TEST_TIMEOUT_MS = 1000;
 
@@ -22,7 +22,7 @@ function probeRecord(direction: 0 | 1): Uint8Array {
     family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]),
     srcPort: 40000, dstPort: 80, icmpType: 0, icmpCode: 0,
   }, 0, 0);
-  rec[0] = direction;
+  rec[OFF_DIRECTION] = direction;
   return rec;
 }
 
@@ -34,7 +34,7 @@ export function runSelfTest(compiled: CompiledEvaluator, timeoutMs = DEFAULT_SEL
     phase = 'configuration';
     inst.configure(config);
     phase = 'the self-test decision';
-    for (const dir of [0, 1] as const) {
+    for (const dir of [RecordDirection.Egress, RecordDirection.Ingress]) {
       const v = inst.decideOne(probeRecord(dir));
       if (v > Verdict.Pass) {
         throw new KwpError('KWP_ERR_SELF_TEST', `${source}: the self-test decision returned verdict ${v}, which ABI 1 does not define; return Accept, Deny, Next or Pass`);

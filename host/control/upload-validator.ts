@@ -13,7 +13,7 @@ import { KwpError, ErrorCatalogue, type ErrorCode } from '../errors.js';
 import { compileEvaluator, type CompiledEvaluator } from '../runtime/loader.js';
 import { DEFAULT_LIMITS } from '../runtime/limits.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
-import { startPackageProcess } from './source-worker.js';
+import { startPackageProcess } from '../package-worker.js';
 import type { WorkerAnswer } from './upload-worker.js';
 
 export interface UploadValidator {

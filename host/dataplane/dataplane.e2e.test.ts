@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, it, expect } from 'vitest';
-import { Lab, formatMatrix, sweepStaleLabs, type LabProcess, type ReachabilityResult } from '../lab/lab.js';
+import { Lab, formatMatrix, sweepStaleLabs, type LabProcess, type ReachabilityResult } from '../../test/lab/lab.js';
 import { nftTableRemoval, xtablesCommands, DEFAULT_MARKS, type RuleOptions } from './rules.js';
 import type { RunnerConfig } from './standalone-runner.js';
 import type { StaticDenyRule } from './static-judge.js';

@@ -64,6 +64,18 @@ describe('the pipeline walks stages in order and the first Accept or Deny wins',
     open.active.dispose();
   });
 
+  it('a trap inside a batch on a fail-closed stage denies every record of that call, those the module answered Accept included', () => {
+    const closed = engineWith([stage('a', 'Accept', 'Accept', { failurePolicy: 'fail-closed', config: { egress: 'Accept', ingress: 'Accept', trapPort: 666 } })]);
+    const out = new Uint8Array(4).fill(7);
+    closed.active.allowsBatch([packet(80), packet(666), packet(81), packet(82)], out);
+    expect([...out]).toEqual([0, 0, 0, 0]);
+    expect(closed.active.stages[0].counters).toMatchObject({ traps: 1, deny: 4, accept: 0 });
+    // Until the rebuild, the stage has no instance: the batch still answers the failure policy.
+    closed.active.allowsBatch([packet(80), packet(81)], out);
+    expect([...out.subarray(0, 2)]).toEqual([0, 0]);
+    closed.active.dispose();
+  });
+
   it('the trace names each stage, its verdict and its reason, and stops at the deciding stage', () => {
     const engine = engineWith([stage('a', 'Next', 'Next'), stage('b', 'Accept', 'Deny'), stage('c', 'Deny', 'Deny')]);
     const d = engine.evaluate(packet());

@@ -6,15 +6,15 @@ import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
-import { encodeRecord, encodeRecordWords, RECORD_SIZE } from './record.js';
+import { encodeRecord, encodeRecordWords, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 
-export const EGRESS = 0;
-export const INGRESS = 1;
+export const EGRESS = RecordDirection.Egress;
+export const INGRESS = RecordDirection.Ingress;
 /** Packets per module call on the batched path: the ABI's largest batch (kwp_batch_capacity is at most 64). */
 export const BATCH_RECORDS = 64;
 
 function setDirection(records: Uint8Array, count: number, dir: number): void {
-  for (let i = 0, p = 0; i < count; i++, p += RECORD_SIZE) records[p] = dir;
+  for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
 }
 
 export class Pipeline {
@@ -63,9 +63,9 @@ export class Pipeline {
     const rec = this.record;
     encodeRecord(rec, 0, packet, srcId, dstId);
     if (this.auditing.length) this.audit(rec);
-    rec[0] = EGRESS;
+    rec[OFF_DIRECTION] = EGRESS;
     if (!this.isRemote(src) && !this.walk(rec, srcId, dstId)) return false;
-    rec[0] = INGRESS;
+    rec[OFF_DIRECTION] = INGRESS;
     return this.isRemote(dst) || this.walk(rec, srcId, dstId);
   }
 
@@ -239,7 +239,7 @@ export class Pipeline {
   /** Audit stages see every packet in both directions; their verdicts are counted, never used. */
   private audit(rec: Uint8Array): void {
     for (const dir of [EGRESS, INGRESS]) {
-      rec[0] = dir;
+      rec[OFF_DIRECTION] = dir;
       for (const s of this.auditing) s.decide(rec);
     }
   }
@@ -250,9 +250,9 @@ export class Pipeline {
     const dst = dstPod ?? this.state.podByIP(packet.dst);
     const rec = new Uint8Array(RECORD_SIZE);
     encodeRecord(rec, 0, packet, src ? src.id : 0, dst ? dst.id : 0);
-    rec[0] = EGRESS;
+    rec[OFF_DIRECTION] = EGRESS;
     const egress = this.isRemote(src) ? { allowed: true, trace: [] } : this.walkTraced(rec);
-    rec[0] = INGRESS;
+    rec[OFF_DIRECTION] = INGRESS;
     const ingress = this.isRemote(dst) ? { allowed: true, trace: [] } : this.walkTraced(rec);
     return { allowed: egress.allowed && ingress.allowed, egress, ingress };
   }

@@ -7,36 +7,12 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, ObjectOp, type DecisionCacheStats, type InstanceLogger } from '../runtime/instance.js';
-import { encodePodInfo } from '../runtime/podinfo-codec.js';
+import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger } from '../runtime/instance.js';
+import { encodePodInfo } from '../abi/podinfo-codec.js';
+import { ObjectOp, encodeObject } from '../abi/objects.js';
+import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
-
-const encoder = new TextEncoder();
-let scratch = new Uint8Array(64 * 1024);
-let lastObject: KubeObject | undefined;
-let lastJson: Uint8Array | undefined;
-
-/**
- * An object's JSON as a view into a buffer the next call overwrites: the
- * instance copies it into the module's memory at once. Keeping every
- * object's bytes (10,000 policies: several MiB) only saved re-serializing
- * when another stage or a rebuild is fed. Objects are immutable once stored,
- * so the last one is remembered: one event delivered to several stages is
- * serialized once.
- */
-function encodeObject(obj: KubeObject): Uint8Array {
-  if (obj === lastObject) return lastJson!;
-  lastObject = undefined;
-  const text = JSON.stringify(obj);
-  // UTF-8 takes at most three bytes per UTF-16 unit.
-  if (text.length * 3 > scratch.length) scratch = new Uint8Array(Math.max(text.length * 3, scratch.length * 2));
-  const { written } = encoder.encodeInto(text, scratch);
-  lastObject = obj;
-  lastJson = scratch.subarray(0, written);
-  return lastJson;
-}
-
 
 const NO_SUBJECTS = new Uint8Array(0);
 export interface StageCounters {
@@ -233,7 +209,7 @@ export class Stage implements StateListener {
         v = this.failureVerdict;
       }
     }
-    this.verdictsByDirection[((record[0] & 1) << 2) | v]++;
+    this.verdictsByDirection[((record[OFF_DIRECTION] & 1) << 2) | v]++;
     if (v === Verdict.Accept) this.counters.accept++;
     else if (v === Verdict.Deny) this.counters.deny++;
     else this.counters.next++;
@@ -246,24 +222,6 @@ export class Stage implements StateListener {
     this.lastFailure = 'trap';
     this.logger?.log('error', `stage ${this.name}: module ${this.compiled.meta.name} returned verdict ${v}, which ABI 1 does not define; answering ${this.failurePolicy}`, { stage: this.name });
     return this.failureVerdict;
-  }
-
-  /** Decides up to batchCapacity records in place; failed records get the failure verdict. */
-  decideBatch(records: Uint8Array, count: number): void {
-    const inst = this.instance;
-    this.counters.decisions += count;
-    if (inst !== undefined) {
-      try {
-        inst.decideBatch(records, count);
-        for (let i = 0; i < count; i++) if (records[i * 64 + 52] > Verdict.Pass) records[i * 64 + 52] = this.badVerdict(records[i * 64 + 52]);
-        return;
-      } catch (err) {
-        this.failed(err);
-      }
-    } else {
-      this.counters.unavailable += count;
-    }
-    for (let i = 0; i < count; i++) records[i * 64 + 52] = this.failureVerdict;
   }
 
   /**
@@ -293,7 +251,7 @@ export class Stage implements StateListener {
     for (let i = 0; i < count; i++) {
       let v = verdicts[i];
       if (v > Verdict.Pass) v = verdicts[i] = this.badVerdict(v);
-      this.verdictsByDirection[((records[i * 64] & 1) << 2) | v]++;
+      this.verdictsByDirection[((records[i * RECORD_SIZE + OFF_DIRECTION] & 1) << 2) | v]++;
       if (v === Verdict.Accept) c.accept++;
       else if (v === Verdict.Deny) c.deny++;
       else c.next++;

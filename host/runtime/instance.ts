@@ -3,42 +3,25 @@
 // tank and turns traps into typed errors; after a trap the instance is marked
 // broken and must not be called again (its heap may be half-updated).
 import { KwpError } from '../errors.js';
+import type { AbiExports } from '../abi/exports.js';
+import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
+import { LOG_LEVELS } from '../abi/imports.js';
+import { OFF_VERDICT, RECORD_SIZE, readReason } from '../abi/record.js';
 import type { CompiledEvaluator } from './loader.js';
-import { FUEL_GLOBAL } from './fuel.js';
-
-export const RECORD_SIZE = 64;
-export const OFF_VERDICT = 52;
-export const OFF_REASON = 56;
-
-export const ObjectOp = { Upsert: 0, Delete: 1, Reset: 2, Synced: 3 } as const;
 
 export interface InstanceLogger {
   log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
 }
 
-const LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
 
 /** Thrown by env.abort so a module's own abort is told apart from a trap. */
 class ModuleAbort extends Error {}
 
-interface Exports {
-  memory: WebAssembly.Memory;
+/** The exports plus the fuel tank the instrumentation added (host/runtime/fuel.ts). */
+interface Exports extends AbiExports {
   kwp_fuel: WebAssembly.Global;
-  kwp_alloc(size: number): number;
-  kwp_configure(ptr: number, len: number): number;
-  kwp_pod_upsert(ptr: number, len: number): void;
-  kwp_pod_delete(id: number): void;
-  kwp_object(kind: number, op: number, ptr: number, len: number): number;
-  kwp_batch(): number;
-  kwp_batch_capacity(): number;
-  kwp_decide(count: number): number;
-  kwp_explain(reason: number): number;
-  kwp_subjects(): number;
-  kwp_result(): number;
-  /** Optional (ABI.md): address of two u64 counters, decision-cache hits and misses; 0 when the cache is off. */
-  kwp_decision_cache_stats?: () => number;
 }
 
 /** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
@@ -145,7 +128,7 @@ export class EvaluatorInstance {
     const mem = this.bytes();
     if (ptr < 0 || len < 0 || ptr + len > mem.length) return;
     const message = textDecoder.decode(mem.subarray(ptr, ptr + len));
-    this.logger?.log(LEVELS[level] ?? 'info', message, { module: this.name });
+    this.logger?.log(LOG_LEVELS[level] ?? 'info', message, { module: this.name });
   }
 
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
@@ -205,9 +188,7 @@ export class EvaluatorInstance {
   }
 
   lastReason(): number {
-    const mem = this.bytes();
-    const p = this.batchPtr + OFF_REASON;
-    return (mem[p] | (mem[p + 1] << 8) | (mem[p + 2] << 16) | (mem[p + 3] << 24)) >>> 0;
+    return readReason(this.bytes(), this.batchPtr);
   }
 
   /**
@@ -239,18 +220,6 @@ export class EvaluatorInstance {
     for (let i = 0, p = base + OFF_VERDICT; i < n; i++, p += RECORD_SIZE) verdicts[first + i] = mem[p];
   }
 
-  /**
-   * Decides `count` records laid out back to back in `records` (count ≤
-   * batchCapacity); verdicts and reasons are written back into `records`.
-   */
-  decideBatch(records: Uint8Array, count: number): void {
-    const n = Math.min(count, this.batchCapacity);
-    const size = n * RECORD_SIZE;
-    this.bytes().set(records.subarray(0, size), this.batchPtr);
-    this.runDecide(n);
-    records.set(this.bytes().subarray(this.batchPtr, this.batchPtr + size));
-  }
-
   explain(reason: number): string {
     if (reason === 0) return '';
     const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
@@ -268,8 +237,8 @@ export class EvaluatorInstance {
     const ptr = this.guarded(() => stats(), this.callFuel, 'kwp_decision_cache_stats');
     if (!ptr) return undefined;
     const u8 = this.bytes();
-    if (ptr + 16 > u8.byteLength) return undefined;
-    const view = new DataView(u8.buffer, ptr, 16);
+    if (ptr + DECISION_CACHE_STATS_SIZE > u8.byteLength) return undefined;
+    const view = new DataView(u8.buffer, ptr, DECISION_CACHE_STATS_SIZE);
     return { hits: Number(view.getBigUint64(0, true)), misses: Number(view.getBigUint64(8, true)) };
   }
 

@@ -6,7 +6,7 @@
 // does the rewrite. The helper stays for a moment so a batch of misses pays
 // for binaryen once, then exits and takes binaryen's memory with it.
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
-import { startPackageWorker } from '../control/source-worker.js';
+import { startPackageWorker } from '../package-worker.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import type { HelperAnswer, HelperRequest, HelperSetup } from './instrument-worker.js';
 

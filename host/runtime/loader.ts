@@ -10,23 +10,9 @@ import type { FailurePolicy } from '../contract.js';
 import { readWasmSummary, formatFuncType, type Limits, type WasmFuncType, type WasmSummary } from './wasm-binary.js';
 import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
 import { resolveLimits, TABLE_ELEMENT_BYTES, type SandboxLimits } from './limits.js';
-
-export const ABI_MAJOR = 1;
-export const ABI_MINOR = 2;
-
-const I32 = 0x7f;
-
-/** Imports a module may have (ABI.md, "Imports"), functions with the exact type the host provides. */
-export const IMPORT_ALLOWLIST: ReadonlyArray<{ module: string; name: string; kind: string; type?: WasmFuncType }> = [
-  { module: 'env', name: 'abort', kind: 'function', type: { params: [I32, I32, I32, I32], results: [] } },
-  { module: 'env', name: 'memory', kind: 'memory' },
-  { module: 'kwp', name: 'log', kind: 'function', type: { params: [I32, I32, I32], results: [] } },
-];
-
-export const REQUIRED_FUNCTIONS = [
-  'kwp_alloc', 'kwp_configure', 'kwp_pod_upsert', 'kwp_pod_delete', 'kwp_object',
-  'kwp_batch', 'kwp_batch_capacity', 'kwp_decide', 'kwp_explain', 'kwp_subjects', 'kwp_result',
-] as const;
+import { ABI_MAJOR, ABI_MINOR, ABI_VERSION_GLOBAL, splitAbiVersion } from '../abi/version.js';
+import { IMPORT_ALLOWLIST } from '../abi/imports.js';
+import { REQUIRED_FUNCTIONS } from '../abi/exports.js';
 
 export interface ModuleMeta {
   name: string;
@@ -85,7 +71,7 @@ function parseMeta(summary: WasmSummary, source: string): Omit<ModuleMeta, 'abi'
 }
 
 function abiVersion(summary: WasmSummary, source: string): { major: number; minor: number } {
-  const exp = summary.exports.find((e) => e.name === 'kwp_abi_version');
+  const exp = summary.exports.find((e) => e.name === ABI_VERSION_GLOBAL);
   const fix = `rebuild it with the kube-wasm-policies SDK for ABI ${ABI_MAJOR}.x`;
   if (!exp || exp.kind !== 'global') throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: the module exports no kwp_abi_version global; ${fix}`);
   const local = exp.index - summary.importedGlobalCount;
@@ -93,8 +79,7 @@ function abiVersion(summary: WasmSummary, source: string): { major: number; mino
   if (!g || g.mutable || g.i32Init === undefined) {
     throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: kwp_abi_version must be an immutable i32 global with a constant value; ${fix}`);
   }
-  const major = g.i32Init >>> 16;
-  const minor = g.i32Init & 0xffff;
+  const { major, minor } = splitAbiVersion(g.i32Init);
   if (major !== ABI_MAJOR) {
     throw new KwpError('KWP_ERR_ABI_VERSION', `${source}: the module speaks ABI ${major}.${minor} but this host implements ABI ${ABI_MAJOR}.${ABI_MINOR}; ${fix}`);
   }
@@ -197,8 +182,8 @@ function reservation(summary: WasmSummary, memoryImport: Limits | undefined, lim
 
 function checkExports(summary: WasmSummary, hasImportedMemory: boolean, source: string): void {
   const funcs = new Set(summary.exports.filter((e) => e.kind === 'function').map((e) => e.name));
-  const missing = REQUIRED_FUNCTIONS.filter((f) => !funcs.has(f));
-  if (!hasImportedMemory && !summary.exports.some((e) => e.kind === 'memory' && e.name === 'memory')) missing.push('memory' as never);
+  const missing: string[] = REQUIRED_FUNCTIONS.filter((f) => !funcs.has(f));
+  if (!hasImportedMemory && !summary.exports.some((e) => e.kind === 'memory' && e.name === 'memory')) missing.push('memory');
   if (missing.length) {
     throw new KwpError('KWP_ERR_EXPORT_MISSING', `${source}: missing export(s) ${missing.join(', ')}; re-export "kube-wasm-policies/sdk/exports" from the entry file`);
   }

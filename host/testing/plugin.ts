@@ -14,7 +14,7 @@ import { defaultPipeline, validatePipelineSpec, type PipelineSpec, type StageSpe
 import type { Stage, StageCounters } from '../pipeline/stage.js';
 import { compileEvaluator, type CompiledEvaluator } from '../runtime/loader.js';
 import type { SandboxLimits } from '../runtime/limits.js';
-import { loadManifests } from '../sources/manifests.js';
+import { loadManifests } from '../sources/manifest-files.js';
 
 export type { FlowInput, FlowResult } from '../eval.js';
 export type { CompiledEvaluator } from '../runtime/loader.js';

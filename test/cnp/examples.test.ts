@@ -4,7 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadManifests } from '../../host/sources/manifests.js';
+import { loadManifests } from '../../host/sources/manifest-files.js';
 import { readFlowsFile } from '../../host/flows.js';
 import { evaluateFlows } from '../../host/eval.js';
 import { splitWalkthrough } from './harness.js';

@@ -6,9 +6,9 @@ import { writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
 import type { KubeObject } from '../../host/contract.js';
 import { evaluateFlows } from '../../host/eval.js';
-import { compareReachability, formatComparison, type ComparedFlow, type PredictedFlow } from '../../host/lab/compare.js';
-import type { Lab, LabFlow, MatrixOptions } from '../../host/lab/lab.js';
-import type { KwpAgentHandle } from '../../host/lab/kwp-agent.js';
+import { compareReachability, formatComparison, type ComparedFlow, type PredictedFlow } from '../lab/compare.js';
+import type { Lab, LabFlow, MatrixOptions } from '../lab/lab.js';
+import type { KwpAgentHandle } from '../lab/kwp-agent.js';
 
 /** After a reload the agent refreshes its dataplane 50 ms later (interest set, strict sweep); this covers it on a busy machine. */
 export const REFRESH_SETTLE_MS = 500;

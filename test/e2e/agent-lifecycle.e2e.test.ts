@@ -3,8 +3,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeObject } from '../../host/contract.js';
-import { Lab, sweepStaleLabs, type HeldConnection } from '../../host/lab/lab.js';
-import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
+import { Lab, sweepStaleLabs, type HeldConnection } from '../lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
 import { firstProbe, measureAgainst, mismatches, predict, replaceYaml, sleep, REFRESH_SETTLE_MS } from './agent-lab.js';
 
 // `kwp agent` itself (not the standalone dataplane) through a policy edit under

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeObject } from '../../host/contract.js';
-import { Lab, sweepStaleLabs, type LabFlow } from '../../host/lab/lab.js';
-import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
+import { Lab, sweepStaleLabs, type LabFlow } from '../lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
 import { applyPolicies, measureAgainst, mismatches, predict, replaceYaml, verdictOf } from './agent-lab.js';
 
 // `kwp agent --manifests DIR` (compiled, from dist/) in a lab's node namespace,

@@ -10,9 +10,9 @@ import type { KubeObject } from '../../host/contract.js';
 import { evaluateFlows } from '../../host/eval.js';
 import { BuiltinModules } from '../../host/pipeline/modules.js';
 import { defaultPipeline, formatPipelineYAML, type PipelineSpec } from '../../host/pipeline/spec.js';
-import type { PredictedFlow } from '../../host/lab/compare.js';
-import { Lab, sweepStaleLabs, type HeldConnection } from '../../host/lab/lab.js';
-import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
+import type { PredictedFlow } from '../lab/compare.js';
+import { Lab, sweepStaleLabs, type HeldConnection } from '../lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
 import { firstProbe, measureAgainst, mismatches, sleep, REFRESH_SETTLE_MS } from './agent-lab.js';
 
 // The service-policy example plugin (sdk/examples/service-policy, built to

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeObject } from '../../host/contract.js';
 import { evaluateFlows, type FlowResult } from '../../host/eval.js';
-import { Lab, OUTSIDE, sweepStaleLabs, type HeldConnection } from '../../host/lab/lab.js';
-import { startKwpAgent, type KwpAgentHandle } from '../../host/lab/kwp-agent.js';
+import { Lab, OUTSIDE, sweepStaleLabs, type HeldConnection } from '../lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
 import { applyPolicies, firstProbe, replaceYaml, sleep, REFRESH_SETTLE_MS } from './agent-lab.js';
 
 // kube-proxy-style Services in the netns lab (iptables nat in the node

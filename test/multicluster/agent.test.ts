@@ -10,11 +10,12 @@ import { Agent } from '../../host/agent.js';
 import { createLogger } from '../../host/log.js';
 import { parseIP } from '../../host/net/ip.js';
 import { defaultPipeline } from '../../host/pipeline/spec.js';
-import { nodeScriptArgs } from '../../host/lab/node-script.js';
+import { nodeScriptArgs } from '../lab/node-script.js';
 import { kubeSystemUid } from '../../host/multicluster/cluster-id.js';
 import { multiclusterPipeline, multiclusterSource } from '../../host/multicluster/agent-wiring.js';
 import { loadKubeConfig } from '../../host/sources/kubernetes.js';
 import { pollUntil } from '../apiserver/poll.js';
+import { Kinds } from '../../host/contract.js';
 import { namespace, pod, startClusterSet, type ClusterSet } from './cluster-set.js';
 
 function tcp(src: string, dst: string, port = 80): Packet {
@@ -71,7 +72,9 @@ describe('the agent in multicluster mode', () => {
     agent = new Agent({ kubeconfig: set.fileOf('a'), dataplane: false, logger: quiet(), extraSources: [multiclusterSource(mc)] });
     await agent.start(multiclusterPipeline(defaultPipeline(), mc, true));
     expect(agent.engine.active.spec.stages.find((s) => s.name === 'np')).toMatchObject({ module: 'multicluster-network-policy', config: { clusterId: 'a' } });
-    await pollUntil(() => agent!.state.podByIP('10.2.0.5') && agent!.state.podByIP('10.1.0.7'), 'both pods in the agent', 15_000);
+    // Both pods and the policy: without the policy every flow is allowed, the second expectation's deny included.
+    await pollUntil(() => agent!.state.podByIP('10.2.0.5') && agent!.state.podByIP('10.1.0.7') && agent!.state.object(Kinds.NetworkPolicy, 'backend/from-frontend'),
+      'both pods and the NetworkPolicy backend/from-frontend in the agent', 15_000);
     expect(agent.state.podByIP('10.1.0.7')).toMatchObject({ clusterId: 'a', namespaceLabels: { 'cluster.clusterset.k8s.io': 'a' } });
     expect(agent.engine.evaluate(tcp('10.2.0.5', '10.1.0.7')).allowed).toBe(true);
     expect(agent.engine.evaluate(tcp('10.2.0.99', '10.1.0.7')).allowed).toBe(false);
@@ -97,7 +100,8 @@ describe('the agent in multicluster mode', () => {
         return undefined;
       }
     };
-    const answer = await pollUntil(async () => { const a = await explain(); return a?.verdict === 'allow' ? a : undefined; }, `an allow from the running agent (stderr so far: ${stderr.slice(-2000)})`, 60_000, 200).catch((err) => { throw new Error(`${err.message}\n${stderr.slice(-3000)}`); });
+    // The default pipeline allows the flow before any policy arrives: wait for the allow that the policy gives.
+    const answer = await pollUntil(async () => { const a = await explain(); return a?.verdict === 'allow' && a.walkthrough.includes('backend/from-frontend') ? a : undefined; }, `an allow by backend/from-frontend from the running agent (stderr so far: ${stderr.slice(-2000)})`, 60_000, 200).catch((err) => { throw new Error(`${err.message}\n${stderr.slice(-3000)}`); });
     expect(answer!.walkthrough).toContain('backend/from-frontend');
     const pipeline = (await (await fetch(`${base}/v1/pipeline`)).json()) as { spec?: { stages: { name: string; module: string }[] }; stages?: { name: string; module: string }[] };
     const stages = pipeline.spec?.stages ?? pipeline.stages ?? [];

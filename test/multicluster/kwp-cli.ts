@@ -1,5 +1,5 @@
 // The `kwp` command from source, for tests that run it as a child process
-// (started through host/lab/node-script.ts, which transpiles it once).
+// (started through test/lab/node-script.ts, which transpiles it once).
 import { main } from '../../host/cli/main.js';
 
 main(process.argv.slice(2)).then(

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { Kinds } from '../../host/contract.js';
-import { nodeScriptArgs } from '../../host/lab/node-script.js';
+import { nodeScriptArgs } from '../lab/node-script.js';
 import { pollUntil } from '../apiserver/poll.js';
 import { namespace, node, pod, PREFIX, startClusterSet, type ClusterSet } from './cluster-set.js';
 

@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadManifests } from '../../sources/manifests.js';
+import { loadManifests } from '../../sources/manifest-files.js';
 import { OfflineEvaluator, stateFromObjects } from '../../eval.js';
 import { PolicyEngine } from '../../pipeline/engine.js';
 import { BuiltinModules, ChainedModules } from '../../pipeline/modules.js';

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { PolicyEngine } from '../../pipeline/engine.js';
 import { resolveFlowRoutes, toFlowSpec, type ResolvedFlow } from '../../flows.js';
 import { formatIP } from '../../net/ip.js';
-import { walkthroughLine } from '../../eval.js';
+import { walkthroughLine } from '../../walkthrough.js';
 import { errorResponses, traceSchema } from '../schemas.js';
 import type { AdminApiOptions, AdminRouteConfig } from '../options.js';
 

@@ -9,7 +9,7 @@ import type { V1ClusterRole, V1ClusterRoleBinding, V1ConfigMap, V1DaemonSet, V1H
 import { defaultWatchedKinds, rbacRulesFor } from '../sources/kubernetes/resources.js';
 import type { KindKey } from '../contract.js';
 import { agentFlags, flagSpelling } from './agent-flags.js';
-import { multiclusterAgentArgs, multiclusterObjects, type MulticlusterInstallOptions } from '../multicluster/manifests.js';
+import { multiclusterAgentArgs, multiclusterObjects, type MulticlusterInstallOptions } from '../multicluster/install-objects.js';
 
 export interface InstallOptions {
   namespace: string;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { isKwpError } from '../../host/errors.js';
-import { renderManifests } from '../../host/cli/manifests.js';
+import { renderManifests } from '../../host/cli/install-yaml-command.js';
 import { parseAgentFlags } from '../../host/cli/agent.js';
 import { parseIpTrackerFlags } from '../../host/cli/ip-tracker.js';
 import { parsePipelineText } from '../../host/pipeline/spec.js';

@@ -2,7 +2,7 @@
 // routes, and running commands inside a namespace.
 
 import { execFileSync } from 'node:child_process';
-import { runCommand, describeFailure, type CommandResult } from '../dataplane/command-runner.js';
+import { runCommand, describeFailure, type CommandResult } from '../../host/dataplane/command-runner.js';
 
 export async function ip(args: string[]): Promise<CommandResult> {
   const result = await runCommand('ip', args);

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Kinds, type KindKey, type KubeObject, type ObjectEvent, type ObjectSink } from '../contract.js';
 import { KwpError } from '../errors.js';
 import { ClusterState } from '../state/cluster-state.js';
-import { MANIFEST_KINDS, ManifestSource, loadManifests } from './manifests.js';
+import { MANIFEST_KINDS, ManifestSource, loadManifests } from './manifest-files.js';
 
 const FIXTURE = fileURLToPath(new URL('../../test/fixtures/manifests/cluster', import.meta.url));
 

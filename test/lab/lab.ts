@@ -13,11 +13,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { KubeObject } from '../contract.js';
+import type { KubeObject } from '../../host/contract.js';
 import { destroyNetnsSync, inNetnsChecked, ip, listNetns } from './netns.js';
 import { nodeScriptArgs } from './node-script.js';
 import type { PodAgentCommand, PodAgentConfig, PodAgentReply } from './pod-protocol.js';
-import { labManifests } from './manifests.js';
+import { labManifests } from './lab-objects.js';
 import { labService, natHooks, natRules, type LabService, type LabServiceSpec, type ServiceEndpointPod } from './services.js';
 
 export interface LabPodSpec {

@@ -14,7 +14,7 @@
 // DNAT in PREROUTING/OUTPUT, before the SNAT in POSTROUTING), so it judges
 // the pod-to-pod tuple, as on a real node.
 
-import type { KubeObject } from '../contract.js';
+import type { KubeObject } from '../../host/contract.js';
 
 export const HAIRPIN_SNAT_ADDRESS = '169.254.1.1';
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';

@@ -11,7 +11,7 @@
 import { createServer, Socket } from 'node:net';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createInterface } from 'node:readline';
-import { buildDnsResponse, queryName } from '../dataplane/dns-builder.js';
+import { buildDnsResponse, queryName } from '../../host/dataplane/dns-builder.js';
 import type { PodAgentCommand, PodAgentConfig, PodAgentReply } from './pod-protocol.js';
 
 const held = new Map<number, Socket>();

@@ -13,7 +13,7 @@ import { pollUntil } from '../../test/apiserver/poll.js';
 import { RecordingSink } from '../../test/apiserver/recording-sink.js';
 import { agentFlags } from './agent-flags.js';
 import { parseAgentFlags } from './agent.js';
-import { manifestOptions, renderManifests } from './manifests.js';
+import { manifestOptions, renderManifests } from './install-yaml-command.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const installYamlPath = path.join(root, 'deploy', 'install.yaml');

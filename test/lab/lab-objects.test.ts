@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { labManifests } from './manifests.js';
+import { labManifests } from './lab-objects.js';
 import type { LabPod } from './lab.js';
 
 const pod = (over: Partial<LabPod>): LabPod => ({

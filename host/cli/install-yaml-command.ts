@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { KwpError } from '../errors.js';
 import { defaultPipeline, formatPipelineYAML, parsePipelineText } from '../pipeline/spec.js';
 import { parseFlags } from './args.js';
-import { parseHostPort, renderInstallYaml, type InstallOptions } from './install-manifests.js';
+import { parseHostPort, renderInstallYaml, type InstallOptions } from './install-objects.js';
 import { toMulticlusterPipeline } from '../multicluster/pipeline.js';
 import { parseEtcdEndpoints } from '../multicluster/etcd-client.js';
 
@@ -47,7 +47,7 @@ flags:
 `;
 
 function packageRoot(): string {
-  // host/cli/manifests.ts in the sources, dist/host/cli/manifests.js once built.
+  // host/cli/install-yaml-command.ts in the sources, dist/host/cli/install-yaml-command.js once built.
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 5; i++) {
     if (existsSync(path.join(dir, 'package.json'))) return dir;

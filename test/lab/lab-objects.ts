@@ -1,7 +1,7 @@
 // The Kubernetes objects that describe a lab, so the policy pipeline (through
 // a manifest source or `kwp eval`) sees the same pods the lab wired.
 
-import type { KubeObject } from '../contract.js';
+import type { KubeObject } from '../../host/contract.js';
 import type { LabPod } from './lab.js';
 import { serviceManifests, type LabService } from './services.js';
 

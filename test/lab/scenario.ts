@@ -3,7 +3,7 @@
 // lets monitoring in on port 80 regardless, and a second phase that tightens
 // the database further.
 
-import type { KubeObject } from '../contract.js';
+import type { KubeObject } from '../../host/contract.js';
 import type { LabOptions } from './lab.js';
 
 export const scenarioLab: LabOptions = {

@@ -1,0 +1,34 @@
+// What a module exports (sdk/ABI.md, "Exports"): the names the loader
+// requires and the signatures the instance calls them with. The SDK's side is
+// `sdk/exports.ts`.
+
+export const REQUIRED_FUNCTIONS = [
+  'kwp_alloc', 'kwp_configure', 'kwp_pod_upsert', 'kwp_pod_delete', 'kwp_object',
+  'kwp_batch', 'kwp_batch_capacity', 'kwp_decide', 'kwp_explain', 'kwp_subjects', 'kwp_result',
+] as const;
+
+/** Exports a module may leave out, with the minor version that added each. */
+export const OPTIONAL_FUNCTIONS = [
+  { name: 'kwp_decision_cache_stats', since: { major: 1, minor: 1 } },
+] as const;
+
+/** A module's exports as the host calls them (pointers are offsets into its memory). */
+export interface AbiExports {
+  memory: WebAssembly.Memory;
+  kwp_alloc(size: number): number;
+  kwp_configure(ptr: number, len: number): number;
+  kwp_pod_upsert(ptr: number, len: number): void;
+  kwp_pod_delete(id: number): void;
+  kwp_object(kind: number, op: number, ptr: number, len: number): number;
+  kwp_batch(): number;
+  kwp_batch_capacity(): number;
+  kwp_decide(count: number): number;
+  kwp_explain(reason: number): number;
+  kwp_subjects(): number;
+  kwp_result(): number;
+  /** Optional (1.1): address of two u64 counters, decision-cache hits and misses; 0 when the cache is off. */
+  kwp_decision_cache_stats?: () => number;
+}
+
+/** Byte size of the counters `kwp_decision_cache_stats` points at: hits, then misses, u64 each. */
+export const DECISION_CACHE_STATS_SIZE = 16;
