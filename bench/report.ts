@@ -92,6 +92,12 @@ const ROWS: Array<[string, string]> = [
   ['e2e.verdictCallP50Micros', 'of which the verdict call p50 µs'],
   ['e2e.verdictCallP99Micros', 'of which the verdict call p99 µs'],
   ['e2e.reason', 'e2e skipped because'],
+  ['fleet.agents', 'fleet: simulated agents on one emulator'],
+  ['fleet.convergenceP50Millis', 'fleet: change to a node reporting it, p50 ms'],
+  ['fleet.convergenceP99Millis', 'fleet: change to a node reporting it, p99 ms'],
+  ['fleet.apiRequestsPerChange', 'fleet: API-server requests per change'],
+  ['fleet.watchEventsPerChange', 'fleet: watch events sent per change'],
+  ['fleet.bytesPerChange', 'fleet: bytes sent by the API server per change'],
 ];
 
 export function formatTable(result: Json): string {

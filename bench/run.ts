@@ -1,10 +1,10 @@
-// `npm run bench [-- --quick] [-- --no-e2e] [-- --only=pipeline,scaling,...]`:
+// `npm run bench [-- --quick] [-- --no-e2e] [-- --only=pipeline,scaling,fleet,...] [-- --merge]`:
 // measures the decision path (in process, WASM pipeline over synthetic
 // clusters) and the packet path (NFQUEUE through a netns lab), writes
 // bench/results/latest.json and prints a table. docs/performance.md says
 // what every figure means and how it is measured.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +17,7 @@ import {
   allowedFraction, batchThroughput, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
 } from './harness.js';
 import { runE2E, type E2EResult } from './e2e.js';
+import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -29,6 +30,8 @@ const noE2E = argv.includes('--no-e2e');
 const onlyArg = argv.find((a) => a.startsWith('--only='));
 const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined;
 const wanted = (section: string) => !only || only.has(section);
+/** Keep the other sections of the existing results file and replace only those measured now (with --only). */
+const merge = argv.includes('--merge');
 
 const settings = quick
   ? { flows: 4096, measureMs: 300, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 500, e2eRounds: 1 }
@@ -371,6 +374,11 @@ async function main(): Promise<void> {
     result.e2e = e2e;
   }
 
+  if (wanted('fleet')) {
+    const agents = quick ? 200 : 1000;
+    result.fleet = await runFleetBench({ agents, changes: quick ? 2 : 3, log });
+  }
+
   result.reference = REFERENCE;
   result.targets = TARGETS;
   result.durationSec = round((performance.now() - started) / 1000, 1);
@@ -379,8 +387,17 @@ async function main(): Promise<void> {
   const dir = join(root, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const file = join(dir, quick ? 'latest-quick.json' : 'latest.json');
-  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
-  process.stdout.write(formatTable(result) + '\n');
+  let written: Record<string, unknown> = result;
+  if (merge && existsSync(file)) {
+    // Only the sections measured now are replaced; each keeps its own record of when it was measured.
+    const previous = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    const measured = Object.keys(result).filter((k) => !['startedAt', 'mode', 'machine', 'settings', 'reference', 'targets', 'durationSec'].includes(k));
+    const merged = (previous.merged as unknown[] | undefined) ?? [];
+    written = { ...previous, ...Object.fromEntries(measured.map((k) => [k, result[k]])), reference: REFERENCE, targets: TARGETS,
+      merged: [...merged, { sections: measured, startedAt: result.startedAt, durationSec: result.durationSec, machine: result.machine }] };
+  }
+  writeFileSync(file, JSON.stringify(written, null, 2) + '\n');
+  process.stdout.write(formatTable(written) + '\n');
   log(`wrote ${file}`);
 }
 

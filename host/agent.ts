@@ -4,10 +4,10 @@
 // dataplane asks the engine about each new connection, and the admin API
 // changes the engine's pipeline through the controller.
 import {
-  AdminMetrics, ClusterState, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
+  AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
-  type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   endpointAddressesOf,
 } from './index.js';
 
@@ -48,6 +48,8 @@ export interface AgentConfig {
   modules?: ModuleResolver[];
   /** More sources (e.g. the multicluster IP tracker), started after the built-in ones. */
   extraSources?: ObjectSource[];
+  /** The fleet (docs/fleet.md): a node by default when there is an API server and a node name. */
+  fleet?: FleetConfig;
 }
 
 /** The Dataplane settings an agent configuration asks for; the Agent adds its logger and DNS hook. */
@@ -84,6 +86,7 @@ export class Agent {
   admin: AdminServer | undefined;
   adminUrl: string | undefined;
   dataplane: Dataplane | undefined;
+  readonly fleet: FleetWiring | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
   private stopDnsExpiry: (() => void) | undefined;
   private unsubscribeState: (() => void) | undefined;
@@ -93,8 +96,10 @@ export class Agent {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
     this.state = new ClusterState();
     const ilog = instanceLogger(this.log);
+    this.fleet = FleetWiring.for(config.fleet, config);
     if (config.stateDir) {
-      this.store = new ModuleStore({ stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits });
+      const storeOptions = { stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits };
+      this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
     const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), new BuiltinModules(config.limits)];
     this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits });
@@ -122,9 +127,10 @@ export class Agent {
       throw new KwpError('KWP_ERR_USAGE', 'kwp agent: no source of objects; pass --manifests DIR, --kubeconfig FILE, or run in a cluster');
     }
     const fallback = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
-    const controller = new PipelineController({
+    const controllerOptions = {
       engine: this.engine, fallback, stateDir: this.config.stateDir, logger: instanceLogger(this.log), autoRollback: this.config.autoRollback,
-    });
+    };
+    const controller = this.fleet ? this.fleet.createController(controllerOptions) : new PipelineController(controllerOptions);
     this.controller = controller;
     this.store?.setUsage(() => controller.moduleUsage());
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane: () => this.dataplane });
@@ -144,6 +150,9 @@ export class Agent {
       this.adminUrl = await this.admin.listen();
       this.log.info({ url: this.adminUrl }, 'admin API listening');
     }
+    await this.fleet?.start({
+      controller, engine: this.engine, store: this.store, registry: metrics.registry, ready: () => this.ready(), nodeName: this.config.nodeName, logger: this.log.child({ part: 'fleet' }),
+    });
     this.log.info({ revision: this.engine.active.revision, stages: this.engine.active.spec.stages.map((s) => s.name), ready: this.ready() }, 'agent started');
   }
 
@@ -179,6 +188,7 @@ export class Agent {
     this.stopping = true;
     // A pipeline build in progress would otherwise hold admin.close() until it
     // activated, only for stop() to dispose it moments later.
+    await this.fleet?.stop();
     this.controller?.stopChanges();
     await this.admin?.close();
     clearTimeout(this.refreshTimer);

@@ -23,6 +23,7 @@ export const ErrorCatalogue = {
   KWP_ERR_SELF_TEST: { status: 422, summary: 'The module trapped or ran out of time in its self-test.' },
   KWP_ERR_TRAP: { status: 500, summary: 'The module trapped during a call.' },
   KWP_ERR_FUEL_EXHAUSTED: { status: 500, summary: 'The module ran out of fuel during a call.' },
+  KWP_ERR_STATE_TOO_LARGE: { status: 507, summary: "A stage's module cannot hold the cluster state within its memory cap, even at the per-stage ceiling." },
   // Pipelines
   KWP_ERR_PIPELINE_INVALID: { status: 400, summary: 'The pipeline file or body does not have the expected shape.' },
   KWP_ERR_PIPELINE_TOO_LARGE: { status: 422, summary: 'The pipeline has more stages than the host allows.' },
@@ -46,6 +47,7 @@ export const ErrorCatalogue = {
   KWP_ERR_MEDIA_TYPE: { status: 415, summary: 'The request body has a content type the route does not accept.' },
   KWP_ERR_ROUTE_NOT_FOUND: { status: 404, summary: 'No admin API route matches the method and path.' },
   KWP_ERR_NOT_READY: { status: 503, summary: 'The agent has not finished the first sync of every source.' },
+  KWP_ERR_STAGE_STATE_STALE: { status: 503, summary: "A stage answers with another state than the cluster's: it is growing its memory cap, rebuilding its module, or cannot hold the current state." },
   KWP_ERR_ADMIN_UNREACHABLE: { status: 502, summary: 'The CLI could not reach the admin API or got an answer it does not understand.' },
   KWP_ERR_INTERNAL: { status: 500, summary: 'An unexpected error inside the agent.' },
   // Inputs
@@ -53,6 +55,11 @@ export const ErrorCatalogue = {
   KWP_ERR_FLOWS: { status: 400, summary: 'The flows file could not be read or parsed.' },
   KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
   KWP_ERR_KUBECONFIG: { status: 400, summary: 'The kubeconfig could not be loaded, or the in-cluster configuration is missing.' },
+  // Fleet (docs/fleet.md)
+  KWP_ERR_FLEET_OBJECT_INVALID: { status: 400, summary: 'An EvaluatorModule or Pipeline object (or a rollout/target in a pipeline file) does not have the expected shape.' },
+  KWP_ERR_FLEET_FETCH: { status: 502, summary: "A node could not fetch a module's bytes from the OCI registry, ConfigMap or Secret its EvaluatorModule names." },
+  KWP_ERR_FLEET_DIGEST_MISMATCH: { status: 422, summary: "The fetched bytes do not hash to the EvaluatorModule's sha256 (or the registry's digest)." },
+  KWP_ERR_FLEET_PUBLISH: { status: 502, summary: 'The cluster-level admin API could not push the module to the registry or write the object to the API server.' },
   // Dataplane
   KWP_ERR_NFQUEUE_UNAVAILABLE: { status: 500, summary: 'The optional nfqueue native binding is not installed or did not load.' },
   KWP_ERR_DATAPLANE: { status: 500, summary: 'The kernel refused the rules or queues the dataplane needs.' },

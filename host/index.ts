@@ -70,6 +70,10 @@ export type { MulticlusterAgentConfig } from './multicluster/agent-wiring.js';
 export { parseEtcdEndpoints } from './multicluster/etcd-client.js';
 export { kubeSystemUid } from './multicluster/cluster-id.js';
 
+// The fleet (docs/fleet.md)
+export { FleetWiring } from './fleet/agent-wiring.js';
+export type { FleetConfig } from './fleet/agent-wiring.js';
+
 // Offline evaluation.
 export { evaluateFlows, OfflineEvaluator } from './eval.js';
 export { ServiceDirectory, endpointAddressesOf } from './services/service-directory.js';

@@ -50,12 +50,16 @@ async function compileAS(entry, target, extra = []) {
 }
 
 const jobs = [];
+// The built-in evaluators import their memory, so the host sizes each stage's
+// cap to the state it delivers (host/runtime/memory-cap.ts) instead of the
+// fixed maximum a defined memory would carry in the binary.
+const EVALUATOR_FLAGS = ['--importMemory', '--maximumMemory', '65536'];
 const evalDir = join(root, 'evaluators');
 for (const name of readdirSync(evalDir)) {
   const entry = join(evalDir, name, 'index.ts');
   if (!existsSync(entry)) continue;
   const target = join(out, `${name}.wasm`);
-  if (!upToDate(target, evalDir)) jobs.push(() => compileAS(entry, target));
+  if (!upToDate(target, evalDir)) jobs.push(() => compileAS(entry, target, EVALUATOR_FLAGS));
 }
 const exDir = join(root, 'sdk', 'examples');
 if (existsSync(exDir)) for (const name of readdirSync(exDir)) {

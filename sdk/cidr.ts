@@ -178,8 +178,10 @@ export class CIDR {
 }
 
 /** networking.k8s.io ipBlock: a CIDR minus a list of excepted CIDRs. */
+const NO_CIDRS = new StaticArray<CIDR>(0);
+
 export class IPBlock {
-  constructor(public cidr: CIDR, public except: StaticArray<CIDR> = new StaticArray<CIDR>(0)) {}
+  constructor(public cidr: CIDR, public except: StaticArray<CIDR> = NO_CIDRS) {}
 
   /** Compiles `{"cidr": "...", "except": ["..."]}`; null and cidrError on bad input. */
   static parse(v: JValue): IPBlock | null {
@@ -188,7 +190,7 @@ export class IPBlock {
     if (cidr == null) return fail<IPBlock>("ipBlock.cidr: " + cidrError);
     const ex = v.get("except");
     const list = ex != null ? ex.array : new Array<JValue>(0);
-    const except = new StaticArray<CIDR>(list.length);
+    const except = list.length == 0 ? NO_CIDRS : new StaticArray<CIDR>(list.length);
     for (let i = 0; i < list.length; i++) {
       const c = list[i].kind == JKind.String ? CIDR.parse(list[i].s) : null;
       if (c == null) return fail<IPBlock>("ipBlock.except[" + i.toString() + "]: " + (list[i].kind == JKind.String ? cidrError : "must be a string"));

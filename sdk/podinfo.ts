@@ -4,6 +4,7 @@
 // upsert or delete of that id (PodCache does the invalidation).
 
 import { Labels, NO_LABELS } from "./labels";
+import { SharedTable, internIn } from "./intern";
 
 export const PROTO_ICMP: u8 = 1;
 export const PROTO_TCP: u8 = 6;
@@ -79,7 +80,7 @@ class RecordReader {
     if (n == 0) return NO_LABELS;
     const p = new StaticArray<string>(n << 1);
     for (let i = 0; i < n && this.ok; i++) {
-      p[i << 1] = interned(labelKeys, this.str());
+      p[i << 1] = internIn(labelKeys, this.str());
       p[(i << 1) + 1] = this.str();
     }
     return new Labels(p);
@@ -102,19 +103,14 @@ const nodeLabels = new Map<string, Labels>();
 // shared through content-keyed tables; a table that reaches its bound starts
 // over (sharing is an optimisation: a pod decoded after the reset simply gets
 // its own copy), so a cluster whose pods all differ costs no unbounded memory.
-const LABEL_SETS_BOUND = 4096;
-const PORT_LISTS_BOUND = 1024;
-const labelSets = new Map<string, Labels>();
-const portLists = new Map<string, ContainerPort[]>();
+const labelSets = new SharedTable<Labels>(4096);
+const portLists = new SharedTable<ContainerPort[]>(1024);
 
 function sharedLabelSet(labels: Labels): Labels {
   if (labels.size == 0) return labels;
   let key = "";
   for (let i = 0, n = labels.size; i < n; i++) key += labels.keyAt(i) + "\u0000" + labels.valueAt(i) + "\u0000";
-  if (labelSets.has(key)) return labelSets.get(key);
-  if (labelSets.size >= LABEL_SETS_BOUND) labelSets.clear();
-  labelSets.set(key, labels);
-  return labels;
+  return labelSets.share(key, labels);
 }
 
 function sharedPortList(ports: ContainerPort[]): ContainerPort[] {
@@ -123,16 +119,7 @@ function sharedPortList(ports: ContainerPort[]): ContainerPort[] {
     const p = unchecked(ports[i]);
     key += p.name + "\u0000" + p.port.toString() + "/" + p.protocol.toString() + "\u0000";
   }
-  if (portLists.has(key)) return portLists.get(key);
-  if (portLists.size >= PORT_LISTS_BOUND) portLists.clear();
-  portLists.set(key, ports);
-  return ports;
-}
-
-function interned(table: Map<string, string>, s: string): string {
-  if (table.has(s)) return table.get(s);
-  table.set(s, s);
-  return s;
+  return portLists.share(key, ports);
 }
 
 function shared(table: Map<string, Labels>, owner: string, labels: Labels): Labels {
@@ -153,16 +140,16 @@ export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
   r.u8(); r.u8(); r.u8();
   pod.hostNetwork = (flags & 1) != 0;
   pod.name = r.str();
-  pod.namespace = interned(names, r.str());
-  pod.nodeName = interned(names, r.str());
-  pod.clusterId = interned(names, r.str());
+  pod.namespace = internIn(names, r.str());
+  pod.nodeName = internIn(names, r.str());
+  pod.clusterId = internIn(names, r.str());
   pod.labels = sharedLabelSet(r.labels());
   pod.namespaceLabels = shared(namespaceLabels, pod.clusterId + "/" + pod.namespace, r.labels());
   pod.nodeLabels = shared(nodeLabels, pod.clusterId + "/" + pod.nodeName, r.labels());
   const nPorts = <i32>r.u16();
   const ports = new Array<ContainerPort>(0);
   for (let i = 0; i < nPorts && r.ok; i++) {
-    const name = interned(labelKeys, r.str());
+    const name = internIn(labelKeys, r.str());
     const port = r.u16();
     const proto = r.u8();
     r.u8();

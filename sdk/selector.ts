@@ -6,6 +6,16 @@
 import { JValue, JKind } from "./json";
 import { Labels } from "./labels";
 import { log } from "./log";
+import { SharedTable, intern } from "./intern";
+
+const NO_STRINGS = new StaticArray<string>(0);
+const NO_REQUIREMENTS = new StaticArray<LabelRequirement>(0);
+
+// Most selectors of a large cluster are one of a few shapes
+// ({matchLabels: {app: X}} for a few hundred X): a compiled selector is
+// shared by every policy whose selector has the same content. Compiled
+// selectors are therefore immutable.
+const compiledSelectors = new SharedTable<LabelSelector>(8192);
 
 export enum SelectorOp { In = 0, NotIn = 1, Exists = 2, DoesNotExist = 3 }
 
@@ -31,9 +41,9 @@ export class LabelRequirement {
 
 export class LabelSelector {
   /** matchLabels as parallel key/value arrays. */
-  keys: StaticArray<string> = new StaticArray<string>(0);
-  values: StaticArray<string> = new StaticArray<string>(0);
-  requirements: StaticArray<LabelRequirement> = new StaticArray<LabelRequirement>(0);
+  keys: StaticArray<string> = NO_STRINGS;
+  values: StaticArray<string> = NO_STRINGS;
+  requirements: StaticArray<LabelRequirement> = NO_REQUIREMENTS;
   /** Why the selector is invalid; an invalid selector matches nothing. */
   error: string | null = null;
 
@@ -60,8 +70,30 @@ export class LabelSelector {
     return s;
   }
 
-  /** parse without logging. */
+  /**
+   * parse without logging. A valid selector is the shared compiled copy of
+   * every selector with the same content: do not modify it.
+   */
   static compile(v: JValue | null): LabelSelector {
+    const s = LabelSelector.build(v);
+    return s.error == null ? compiledSelectors.share(s.contentKey(), s) : s;
+  }
+
+  /** One string that is equal for selectors with the same terms in the same order. */
+  private contentKey(): string {
+    let key = "";
+    for (let i = 0, n = this.keys.length; i < n; i++) key += unchecked(this.keys[i]) + "=" + unchecked(this.values[i]) + "\u0000";
+    const reqs = this.requirements;
+    for (let i = 0, n = reqs.length; i < n; i++) {
+      const r = unchecked(reqs[i]);
+      key += "\u0001" + r.key + "\u0002" + (<i32>r.op).toString();
+      for (let j = 0, m = r.values.length; j < m; j++) key += "\u0002" + unchecked(r.values[j]);
+      key += "\u0000";
+    }
+    return key;
+  }
+
+  private static build(v: JValue | null): LabelSelector {
     if (v == null || v.kind == JKind.Null) return LabelSelector.everything();
     if (v.kind != JKind.Object) return LabelSelector.nothing("a label selector must be an object");
     const s = new LabelSelector();
@@ -75,8 +107,8 @@ export class LabelSelector {
       for (let i = 0; i < mk.length; i++) {
         const val = ml.items![i];
         if (val.kind != JKind.String) return LabelSelector.nothing("matchLabels." + mk[i] + " must be a string");
-        keys[i] = mk[i];
-        vals[i] = val.s;
+        keys[i] = intern(mk[i]);
+        vals[i] = intern(val.s);
       }
       s.keys = keys;
       s.values = vals;
@@ -107,13 +139,13 @@ export class LabelSelector {
         const values = new StaticArray<string>(list.length);
         for (let j = 0; j < list.length; j++) {
           if (list[j].kind != JKind.String) return LabelSelector.nothing(at + ".values[" + j.toString() + "] must be a string");
-          values[j] = list[j].s;
+          values[j] = intern(list[j].s);
         }
         if ((op == SelectorOp.In || op == SelectorOp.NotIn) && values.length == 0)
           return LabelSelector.nothing(at + ": operator " + opText + " needs at least one value");
         if ((op == SelectorOp.Exists || op == SelectorOp.DoesNotExist) && values.length != 0)
           return LabelSelector.nothing(at + ": operator " + opText + " takes no values");
-        reqs[i] = new LabelRequirement(key, op, values);
+        reqs[i] = new LabelRequirement(intern(key), op, values.length == 0 ? NO_STRINGS : values);
       }
       s.requirements = reqs;
     }

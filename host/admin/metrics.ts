@@ -100,6 +100,7 @@ export class AdminMetrics {
     queueGauge('kwp_nfqueue_waiting_packets', 'Packets waiting in each NFQUEUE for a verdict (kernel view).', (s) => s.waiting);
     queueGauge('kwp_nfqueue_queue_dropped_packets', 'Packets the kernel dropped because the queue was full (since the queue was bound).', (s) => s.queueDropped);
     queueGauge('kwp_nfqueue_user_dropped_packets', 'Packets the kernel could not deliver to the agent socket (since the queue was bound).', (s) => s.userDropped);
+    this.stageStateMetrics(controller, registers);
     if (options.dataplane) this.dataplaneMetrics(options.dataplane, registers);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'kwp_' });
 
@@ -176,6 +177,26 @@ export class AdminMetrics {
         this.set({ quantile: '0.99' }, dp.decisionMicros.p99());
       },
     });
+  }
+
+  /** Per stage of the active pipeline: its memory and cap, and whether it answers with the cluster's current state. */
+  private stageStateMetrics(controller: PipelineController, registers: Registry[]): void {
+    const stageGauge = (name: string, help: string, read: (s: Stage) => number, extraLabels: string[] = [], labels?: (s: Stage) => Record<string, string>) => new Gauge({
+      name, help, labelNames: ['stage', 'module', ...extraLabels], registers,
+      collect() {
+        this.reset();
+        for (const s of controller.livePipelines()[0]?.stages ?? []) {
+          this.set({ stage: s.name, module: s.compiled.meta.name, ...labels?.(s) }, read(s));
+        }
+      },
+    });
+    stageGauge('kwp_stage_memory_pages', 'Pages (64 KiB) of linear memory the stage instance uses.', (s) => s.memoryBytes / 65536);
+    stageGauge('kwp_stage_memory_cap_pages', 'Pages the stage instance may grow to: maxMemoryPages plus memoryPerStateByte per byte of its state, at most maxStageMemoryPages (docs/sandbox.md).', (s) => s.memoryCapPages);
+    stageGauge('kwp_stage_state_bytes', 'Bytes of state (PodInfo records, objects as JSON) the stage instance holds.', (s) => s.heldBytes);
+    stageGauge('kwp_stage_state_stale',
+      '1 while the stage answers with another state than the cluster\'s; reason: growing (a bigger instance is being fed), rebuilding (its module broke), rejected (it cannot hold the current state and keeps the last one it held).',
+      (s) => (s.stateProblem ? 1 : 0), ['reason'], (s) => ({ reason: s.stateProblem?.kind ?? 'none' }));
+    stageGauge('kwp_stage_state_rejected', 'States the stage\'s module could not hold within the per-stage memory ceiling, since the stage started.', (s) => s.stateCounters.rejected);
   }
 
   private sync(): void {

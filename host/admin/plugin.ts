@@ -56,7 +56,9 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   clusterRoutes(app, options.engine.state);
   matrixRoutes(app, options.engine);
   if (options.console ?? true) consoleRoutes(app);
-  healthRoutes(app, options.ready ?? (() => true), metrics);
+  const controller = options.controller;
+  const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));
+  healthRoutes(app, options.ready ?? (() => true), metrics, stateProblems);
 
   app.get('/openapi.json', {
     config: { access: 'read' } satisfies AdminRouteConfig,

@@ -35,6 +35,13 @@ export const agentFlags: AgentFlag[] = [
   { name: 'mark-bits', type: 'number', default: 20, description: 'Lowest of the packet/conntrack mark bits this agent uses (it takes 4); agents sharing a node need distinct ranges.' },
   { name: 'packet-thread-nice', type: 'number', range: [-20, 19], description: 'Nice value for the thread that runs the packet path (negative raises it; needs root or CAP_SYS_NICE, else logged and ignored); unset leaves the inherited priority.' },
   { name: 'sandbox-limit', type: 'string', description: 'NAME=VALUE: one sandbox limit (module shape, stages, memory budget, output sizes), e.g. maxStages=16; repeatable. docs/sandbox.md lists every limit and its default.' },
+  { name: 'fleet', type: 'boolean', default: false, description: 'Run as the cluster-level admin API (a Deployment, with --dataplane=off): uploads are pushed to --registry (or a ConfigMap) as EvaluatorModules, pipeline changes and rollbacks written to the Pipeline object, and the rollout controller runs here (docs/fleet.md).' },
+  { name: 'fleet-node', type: 'boolean', default: true, description: "With an API server and --node-name: follow the cluster's Pipeline and EvaluatorModule objects and report this node's NodePipelineStatus." },
+  { name: 'registry', type: 'string', description: 'With --fleet: OCI registry and repository prefix modules are pushed to, HOST[:PORT]/PREFIX (e.g. registry.example.com/kwp); without it, modules go to ConfigMaps.' },
+  { name: 'plain-http-registry', type: 'string', description: 'Registries (HOST:PORT, comma-separated) reached over plain HTTP besides loopback ones.' },
+  { name: 'fleet-namespace', type: 'string', default: 'kube-system', description: 'With --fleet: namespace of the ConfigMaps small modules are stored in (the agents may read ConfigMaps and Secrets there).' },
+  { name: 'fleet-pipeline', type: 'string', default: 'default', description: 'With --fleet: name of the Pipeline object the admin API writes.' },
+  { name: 'fleet-status-interval', type: 'number', range: [1, 3600], default: 10, description: "Seconds between refreshes of this node's NodePipelineStatus when only its counters changed." },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
 ];
 

@@ -124,6 +124,14 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
     limits,
+    fleet: {
+      mode: flags.fleet ? 'cluster' : flags['fleet-node'] ? 'node' : 'off',
+      registry: flags.registry as string | undefined,
+      plainHttpRegistries: flags['plain-http-registry'] ? String(flags['plain-http-registry']).split(',').map((s) => s.trim()).filter(Boolean) : [],
+      namespace: flags['fleet-namespace'] as string,
+      pipelineName: flags['fleet-pipeline'] as string,
+      statusIntervalMs: (flags['fleet-status-interval'] as number) * 1000,
+    },
   };
 }
 

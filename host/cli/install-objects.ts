@@ -5,11 +5,12 @@
 
 import { Document } from 'yaml';
 // Types only: the object literals below get the API's excess-property checks, so a misspelled field fails to compile.
-import type { V1ClusterRole, V1ClusterRoleBinding, V1ConfigMap, V1DaemonSet, V1HTTPGetAction, V1ServiceAccount } from '@kubernetes/client-node';
+import type { V1ClusterRole, V1ClusterRoleBinding, V1ConfigMap, V1DaemonSet, V1HTTPGetAction, V1Role, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import { defaultWatchedKinds, rbacRulesFor } from '../sources/kubernetes/resources.js';
 import type { KindKey } from '../contract.js';
 import { agentFlags, flagSpelling } from './agent-flags.js';
 import { multiclusterAgentArgs, multiclusterObjects, type MulticlusterInstallOptions } from '../multicluster/install-objects.js';
+import { fleetCrds, nodeFleetRules } from '../fleet/crds.js';
 
 export interface InstallOptions {
   namespace: string;
@@ -64,6 +65,7 @@ export function agentArgs(opts: InstallOptions): string[] {
     ['admin-address', opts.adminAddress],
     ['state-dir', STATE_DIR],
     ['dataplane', 'on'],
+    ['fleet-namespace', opts.namespace],
     ...(opts.packetThreadNice !== undefined ? [['packet-thread-nice', String(opts.packetThreadNice)] as [string, string]] : []),
     ...(opts.multicluster ? multiclusterAgentArgs({ namespace: opts.namespace, image: opts.image, ...opts.multicluster }) : []),
   ];
@@ -73,7 +75,7 @@ export function agentArgs(opts: InstallOptions): string[] {
   });
 }
 
-export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1ConfigMap | V1DaemonSet | ReturnType<typeof multiclusterObjects>[number])[] {
+export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1Role | V1RoleBinding | V1ConfigMap | V1DaemonSet | ReturnType<typeof fleetCrds>[number] | ReturnType<typeof multiclusterObjects>[number])[] {
   const ns = opts.namespace;
   const probe = probeTarget(opts.adminAddress);
   const httpGet = (path: string): V1HTTPGetAction => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
@@ -82,7 +84,22 @@ export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1Clus
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRole',
     metadata: { name: AGENT_NAME, labels },
-    rules: rbacRulesFor(opts.kinds ?? defaultWatchedKinds),
+    // The policy kinds the informers watch, the node's own Node object (a Pipeline's target), and the fleet's kinds (docs/fleet.md).
+    rules: [...rbacRulesFor(opts.kinds ?? defaultWatchedKinds), { apiGroups: [''], resources: ['nodes'], verbs: ['get'] }, ...nodeFleetRules()],
+  };
+  // Small modules travel in ConfigMaps (or Secrets) of this namespace only: the agent reads nothing of the kind elsewhere.
+  const moduleReader: V1Role = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: `${AGENT_NAME}-modules`, namespace: ns, labels },
+    rules: [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['get'] }],
+  };
+  const moduleReaderBinding: V1RoleBinding = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: `${AGENT_NAME}-modules`, namespace: ns, labels },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${AGENT_NAME}-modules` },
+    subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace: ns }],
   };
   const binding: V1ClusterRoleBinding = {
     apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -150,7 +167,7 @@ export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1Clus
     },
   };
   const tracker = opts.multicluster ? multiclusterObjects({ namespace: ns, image: opts.image, ...opts.multicluster }) : [];
-  return [serviceAccount, clusterRole, binding, configMap, daemonSet, ...tracker];
+  return [...fleetCrds(), serviceAccount, clusterRole, binding, moduleReader, moduleReaderBinding, configMap, daemonSet, ...tracker];
 }
 
 /** The install YAML: a comment header, then one document per object. */

@@ -43,12 +43,38 @@ describe('kwp manifests', () => {
     expect(readFileSync(installYamlPath, 'utf8')).toBe(fresh);
   });
 
-  it('prints a ServiceAccount, ClusterRole, ClusterRoleBinding, ConfigMap and DaemonSet that parse as YAML', () => {
-    expect(objects().map((o) => o.kind)).toEqual(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet']);
+  it('prints the fleet CRDs, a ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding, ConfigMap and DaemonSet that parse as YAML', () => {
+    expect(objects().map((o) => o.kind)).toEqual([
+      'CustomResourceDefinition', 'CustomResourceDefinition', 'CustomResourceDefinition',
+      'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'ConfigMap', 'DaemonSet',
+    ]);
+  });
+
+  it('installs EvaluatorModule and Pipeline (with the status subresource) and NodePipelineStatus, cluster-scoped in kwp.io/v1alpha1', () => {
+    const crds = objects().filter((o) => o.kind === 'CustomResourceDefinition');
+    expect(crds.map((c) => [c.metadata.name, c.spec.scope, c.spec.versions[0].name])).toEqual([
+      ['evaluatormodules.kwp.io', 'Cluster', 'v1alpha1'],
+      ['pipelines.kwp.io', 'Cluster', 'v1alpha1'],
+      ['nodepipelinestatuses.kwp.io', 'Cluster', 'v1alpha1'],
+    ]);
+    expect(crds[0].spec.versions[0].schema.openAPIV3Schema.properties.spec.required).toEqual(['name', 'version', 'sha256', 'source']);
+    expect(crds[1].spec.versions[0].subresources).toEqual({ status: {} });
+    // The pipeline file's own shape: stages at the top, so the file `kwp pipeline set` takes is the object kubectl applies.
+    expect(crds[1].spec.versions[0].schema.openAPIV3Schema.required).toEqual(['stages']);
+  });
+
+  it('lets the agent read modules and pipelines, write only node statuses, and read ConfigMaps and Secrets only in its namespace', () => {
+    const objs = objects(['--namespace', 'kwp-system']);
+    const fleetRules = byKind(objs, 'ClusterRole').rules.filter((r: any) => r.apiGroups.includes('kwp.io'));
+    expect(fleetRules).toEqual([
+      { apiGroups: ['kwp.io'], resources: ['evaluatormodules', 'pipelines'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['kwp.io'], resources: ['nodepipelinestatuses'], verbs: ['get', 'create', 'update'] },
+    ]);
+    expect(byKind(objs, 'Role')).toMatchObject({ metadata: { namespace: 'kwp-system' }, rules: [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['get'] }] });
   });
 
   it('grants list and watch on exactly the kinds the source watches, and nothing else', () => {
-    const rules = byKind(objects(), 'ClusterRole').rules;
+    const rules = byKind(objects(), 'ClusterRole').rules.filter((r: any) => !r.apiGroups.includes('kwp.io') && !(r.verbs.length === 1 && r.verbs[0] === 'get'));
     const granted = rules.flatMap((r: any) => {
       expect(r.verbs).toEqual(['list', 'watch']);
       return r.apiGroups.flatMap((g: string) => r.resources.map((res: string) => `${g}/${res}`));
@@ -147,7 +173,7 @@ describe('kwp manifests', () => {
 
   it('puts every namespaced object and the binding subject in --namespace', () => {
     const objs = objects(['--namespace', 'kwp-system']);
-    for (const o of objs.filter((o) => !o.kind.startsWith('Cluster'))) expect(o.metadata.namespace, o.kind).toBe('kwp-system');
+    for (const o of objs.filter((o) => !o.kind.startsWith('Cluster') && o.kind !== 'CustomResourceDefinition')) expect(o.metadata.namespace, o.kind).toBe('kwp-system');
     expect(byKind(objs, 'ClusterRoleBinding').subjects[0].namespace).toBe('kwp-system');
   });
 

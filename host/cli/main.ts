@@ -12,6 +12,7 @@ const commands: Record<string, Command> = {
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
   module: { summary: 'push, list and remove evaluator modules of a running agent', load: async () => (await import('./module.js')).runModule },
   pipeline: { summary: "get, set, roll back and list the history of a running agent's pipeline", load: async () => (await import('./pipeline.js')).runPipeline },
+  fleet: { summary: 'what every node of the cluster runs: kwp fleet status', load: async () => (await import('./fleet.js')).runFleet },
   explain: { summary: 'ask a running agent why it allows or denies one flow', load: async () => (await import('./explain.js')).runExplain },
   keygen: { summary: 'write an ed25519 key pair for signed module uploads', load: async () => (await import('./keys.js')).runKeygen },
   sign: { summary: 'sign a module for an upload under a name and version', load: async () => (await import('./keys.js')).runSign },

@@ -1,7 +1,9 @@
 // `kwp pipeline get|set|rollback|history`: the pipeline of a running agent.
 import { readFileSync } from 'node:fs';
 import { KwpError } from '../errors.js';
+import { parse as parseYAML } from 'yaml';
 import { formatPipelineYAML, parsePipelineText } from '../pipeline/spec.js';
+import { formatRollout, parseRollout, parseTarget } from '../fleet/objects.js';
 import type { PipelineAnswer } from '../admin/client.js';
 import { parseFlags } from './args.js';
 import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
@@ -48,8 +50,15 @@ export async function runPipeline(argv: string[]): Promise<number> {
         throw new KwpError('KWP_ERR_PIPELINE_INVALID', `${file}: cannot read the pipeline file: ${(err as Error).message}`);
       }
       const spec = parsePipelineText(text, file);
+      // A Pipeline object's target and rollout (docs/fleet.md) travel along; a cluster-level admin API writes them, a node ignores them.
+      const doc = parseYAML(text) as { target?: unknown; rollout?: unknown };
+      const target = parseTarget(doc.target, `${file}: target`);
+      const extras = {
+        ...(target ? { target: { nodeSelector: target } } : {}),
+        ...(doc.rollout !== undefined ? { rollout: formatRollout(parseRollout(doc.rollout, `${file}: rollout`)) } : {}),
+      };
       const base = values.force ? undefined : (await client.getPipeline()).revision;
-      show(await client.setPipeline(spec, base), json);
+      show(await client.setPipeline({ ...spec, ...extras }, base), json);
       return 0;
     }
     case 'rollback':

@@ -120,6 +120,8 @@ export class PolicyEngine {
     const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}`, compiled.reservedBytes);
     const stage = new Stage(s, compiled, this.state, this.logger);
     stage.onDisposed = release;
+    // A stage whose state outgrows what its module reserved reserves the rest when it builds the bigger instance.
+    stage.reserveMemory = (bytes) => this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}, growing with its state`, bytes);
     stage.onFailure = this.options.onStageFailure;
     return stage;
   }

@@ -11,8 +11,35 @@ import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger } from 
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
+import { memoryCapForState, PAGE_BYTES } from '../runtime/limits.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
+import { HeldState, deliveredBytes } from './held-state.js';
+import { RetryBackoff } from './retry-backoff.js';
+
+/**
+ * Why a stage answers with another state than the cluster's:
+ * - `growing`: the state outgrew the instance's memory cap and a bigger
+ *   instance is being fed; the current one answers with the state it held;
+ * - `rebuilding`: the instance broke and a new one is being fed (the failure
+ *   policy answers meanwhile);
+ * - `rejected`: the module cannot hold the current state within the ceiling;
+ *   the stage answers with the last state it held until the state changes
+ *   and a retry (with back-off) succeeds.
+ */
+export interface StageStateProblem {
+  kind: 'growing' | 'rebuilding' | 'rejected';
+  message: string;
+  /** Date.now() when it began. */
+  since: number;
+}
+
+/** Of an instance that trapped: whether it had used most of its cap, so that a bigger cap may help. */
+function nearCap(inst: EvaluatorInstance): boolean {
+  return inst.memoryBytes >= 0.75 * inst.memoryCapPages * PAGE_BYTES;
+}
+
+const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 
 const NO_SUBJECTS = new Uint8Array(0);
 export interface StageCounters {
@@ -66,8 +93,27 @@ export class Stage implements StateListener {
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
   private feedQueue: Array<(inst: EvaluatorInstance) => void> | undefined;
+  /** What the instance holds (set whenever `instance` is). */
+  private held: HeldState | undefined;
+  private building = false;
+  /** Set while the stage answers with another state than the cluster's (metrics, /readyz). */
+  stateProblem: StageStateProblem | undefined;
+  /** Instances grown because the state outgrew the cap; states the module could not hold. */
+  readonly stateCounters = { grown: 0, rejected: 0 };
+  private readonly retry = new RetryBackoff();
+  /** Pods or objects fed between two turns of the event loop (startAsync sets it for later builds too). */
+  private slice = 1000;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
   onDisposed: (() => void) | undefined;
+  /**
+   * Set by the engine: reserves `bytes` more of the memory budget when an
+   * instance is built with a bigger cap than the stage reserved so far
+   * (throws KWP_ERR_MEMORY_BUDGET); returns the release.
+   */
+  reserveMemory: ((bytes: number) => () => void) | undefined;
+  /** Pages of the memory budget this stage holds: what the engine reserved for its module, then its largest cap. */
+  private reservedPages: number;
+  private readonly releases: Array<() => void> = [];
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
   onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
 
@@ -79,12 +125,16 @@ export class Stage implements StateListener {
     this.failurePolicy = spec.failurePolicy ?? compiled.meta.failurePolicy;
     this.failureVerdict = this.failurePolicy === 'fail-closed' ? Verdict.Deny : Verdict.Next;
     this.compiled = compiled;
+    this.reservedPages = Math.floor(compiled.reservedBytes / PAGE_BYTES);
     compiled.meta.kinds.forEach((k, i) => this.kindIndex.set(k, i));
   }
 
-  /** Instantiates, configures and feeds the module, then follows the state. Throws on a refused config. */
+  /** Instantiates, configures and feeds the module, then follows the state. Throws on a refused config or a state it cannot hold. */
   start(): void {
-    this.instance = this.freshInstance();
+    const source = this.currentState();
+    this.instance = this.buildSync(source);
+    this.held = source;
+    this.subjectsState = 'never';
     this.unsubscribe = this.state.subscribe(this);
   }
 
@@ -94,35 +144,18 @@ export class Stage implements StateListener {
    * whole feed. The stage subscribes first: deliveries that arrive while it is
    * being fed are queued and applied after the snapshot (upserts of objects
    * the snapshot already had are idempotent). Rejects, subscribed to nothing,
-   * on a refused config or a trap.
+   * on a refused config, a trap, or a state the module cannot hold.
    */
   async startAsync(slice = 1000): Promise<void> {
+    this.slice = slice;
     const queued: Array<(inst: EvaluatorInstance) => void> = [];
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
-      const inst = new EvaluatorInstance(this.compiled, this.logger);
-      inst.configure(this.spec.config ?? {});
-      let fed = 0;
-      const pace = async () => {
-        if (++fed % slice === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-        if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
-      };
-      for (const pod of [...this.state.pods()]) {
-        inst.upsertPod(encodePodInfo(pod));
-        await pace();
-      }
-      for (const [kind, index] of this.kindIndex) {
-        inst.object(index, ObjectOp.Reset);
-        for (const obj of this.state.objects(kind)) {
-          inst.object(index, ObjectOp.Upsert, encodeObject(obj));
-          await pace();
-        }
-        inst.object(index, ObjectOp.Synced);
-      }
-      for (const fn of queued) fn(inst);
+      const { inst, held } = await this.buildAsync(queued);
       this.subjectsState = 'never';
       this.instance = inst;
+      this.held = held;
     } catch (err) {
       this.unsubscribe?.();
       this.unsubscribe = undefined;
@@ -134,30 +167,212 @@ export class Stage implements StateListener {
 
   dispose(): void {
     this.disposed = true;
+    this.retry.cancel();
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     this.instance = undefined;
+    this.held = undefined;
     this.onDisposed?.();
     this.onDisposed = undefined;
+    for (const release of this.releases.splice(0)) release();
   }
 
   get healthy(): boolean { return this.instance !== undefined && !this.instance.broken; }
   get memoryBytes(): number { return this.instance?.memoryBytes ?? 0; }
+  /** The most pages the current instance's memory may grow to (0 without one). */
+  get memoryCapPages(): number { return this.instance?.memoryCapPages ?? 0; }
+  /** Bytes of state delivered to the current instance. */
+  get heldBytes(): number { return this.held?.bytes ?? 0; }
   /** The current instance's decision-cache hits and misses (they restart with a rebuilt instance); undefined without a cache. */
   decisionCacheStats(): DecisionCacheStats | undefined { return this.instance?.decisionCacheStats(); }
   get kinds(): readonly string[] { return this.compiled.meta.kinds; }
 
-  private freshInstance(): EvaluatorInstance {
-    this.subjectsState = 'never';
-    const inst = new EvaluatorInstance(this.compiled, this.logger);
+  // ---- building instances: the memory cap follows the state ----
+
+  /** A snapshot of the cluster state this stage's module is fed. */
+  private currentState(): HeldState {
+    const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
+    return HeldState.of(this.state.pods(), objects);
+  }
+
+  private get limits() { return this.compiled.limits; }
+
+  /** The cap to build with for `bytes` of state: what the limits give it, and at least `floor`. */
+  private capFor(bytes: number, floor = 0): number {
+    return Math.min(this.limits.maxStageMemoryPages, Math.max(floor, memoryCapForState(this.limits, bytes)));
+  }
+
+  /** Configures and feeds `inst` with `source`, yielding after every pod and object. */
+  private *feeding(inst: EvaluatorInstance, source: HeldState): Generator<void> {
     inst.configure(this.spec.config ?? {});
-    for (const pod of this.state.pods()) inst.upsertPod(encodePodInfo(pod));
-    for (const [kind, index] of this.kindIndex) {
+    for (const pod of source.pods.values()) {
+      inst.upsertPod(encodePodInfo(pod));
+      yield;
+    }
+    for (const index of this.kindIndex.values()) {
       inst.object(index, ObjectOp.Reset);
-      for (const obj of this.state.objects(kind)) inst.object(index, ObjectOp.Upsert, encodeObject(obj));
+      for (const obj of source.objects[index].values()) {
+        inst.object(index, ObjectOp.Upsert, encodeObject(obj));
+        yield;
+      }
       inst.object(index, ObjectOp.Synced);
     }
-    return inst;
+  }
+
+  /**
+   * After a failed feed at `cap` pages: the next cap to try, or undefined
+   * when a bigger cap cannot help (the module defines its own memory, did not
+   * run out of it, or the cap is at the ceiling).
+   */
+  private biggerCap(inst: EvaluatorInstance | undefined, err: unknown): number | undefined {
+    if (!inst || !this.compiled.memoryImport || !(err instanceof KwpError) || err.code !== 'KWP_ERR_TRAP') return undefined;
+    if (!nearCap(inst) || inst.memoryCapPages >= this.limits.maxStageMemoryPages) return undefined;
+    return Math.min(this.limits.maxStageMemoryPages, inst.memoryCapPages * 2);
+  }
+
+  /** The error for a state the module cannot hold: names the stage, the state and the limit. */
+  private cannotHold(err: unknown, inst: EvaluatorInstance | undefined, source: HeldState): KwpError {
+    if (err instanceof KwpError && (err.code === 'KWP_ERR_CONFIG_REJECTED' || err.code === 'KWP_ERR_MEMORY_BUDGET')) return err;
+    const cap = inst?.memoryCapPages ?? 0;
+    const limit = this.compiled.memoryImport
+      ? `its memory cap of ${cap} pages (${mib(cap * PAGE_BYTES)}; the ceiling is the sandbox limit maxStageMemoryPages = ${this.limits.maxStageMemoryPages})`
+      : `the ${cap} pages its own memory declares at most (it does not import env.memory, so its cap cannot follow the state)`;
+    const used = inst ? `, ${inst.memoryBytes / PAGE_BYTES} pages in use` : '';
+    return new KwpError('KWP_ERR_STATE_TOO_LARGE',
+      `stage ${this.name}: module ${this.compiled.meta.name} cannot hold the state (${source.pods.size} pods, ${source.objectCount} objects, ${mib(source.bytes)} delivered) within ${limit}${used}: ${(err as Error).message}`,
+      { cause: err });
+  }
+
+  /** An instance capped at `cap` pages, once the memory budget has room for a cap above what the stage reserved. */
+  private newInstance(cap: number): EvaluatorInstance {
+    if (this.compiled.memoryImport && cap > this.reservedPages && this.reserveMemory) {
+      try {
+        this.releases.push(this.reserveMemory((cap - this.reservedPages) * PAGE_BYTES));
+      } catch (err) {
+        throw new KwpError((err as KwpError).code ?? 'KWP_ERR_MEMORY_BUDGET', `stage ${this.name}: growing its memory cap from ${this.reservedPages} to ${cap} pages for its state: ${(err as Error).message}`, { cause: err });
+      }
+      this.reservedPages = cap;
+    }
+    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+  }
+
+  private buildSync(source: HeldState): EvaluatorInstance {
+    let cap = this.capFor(source.bytes);
+    for (;;) {
+      let inst: EvaluatorInstance | undefined;
+      try {
+        inst = this.newInstance(cap);
+        for (const _ of this.feeding(inst, source));
+        return inst;
+      } catch (err) {
+        const next = this.biggerCap(inst, err);
+        if (next === undefined) throw this.cannotHold(err, inst, source);
+        cap = next;
+      }
+    }
+  }
+
+  /**
+   * Builds an instance in slices. With `queued` it is fed the current state
+   * and then the deliveries queued meanwhile (each attempt re-reads the
+   * state, which includes them, so the queue starts over); without, it is
+   * fed `from` only. A cap that proves too small is doubled up to the ceiling.
+   */
+  private async buildAsync(queued: Array<(inst: EvaluatorInstance) => void> | null, from?: HeldState, floor = 0): Promise<{ inst: EvaluatorInstance; held: HeldState }> {
+    let source = from ?? this.currentState();
+    let cap = this.capFor(source.bytes, floor);
+    for (;;) {
+      let inst: EvaluatorInstance | undefined;
+      try {
+        inst = this.newInstance(cap);
+        let fed = 0;
+        for (const _ of this.feeding(inst, source)) {
+          if (++fed % this.slice !== 0) continue;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
+        }
+        if (queued) {
+          for (const fn of queued) fn(inst);
+          queued.length = 0;
+          source = this.currentState();
+        }
+        return { inst, held: source };
+      } catch (err) {
+        const next = this.disposed ? undefined : this.biggerCap(inst, err);
+        if (next === undefined) throw this.cannotHold(err, inst, source);
+        cap = next;
+        if (queued) {
+          queued.length = 0;
+          source = this.currentState();
+        }
+      }
+    }
+  }
+
+  /**
+   * Replaces the instance with one fed the current state, off the packet
+   * path; whatever instance there is keeps answering until then. When the
+   * module cannot hold the current state, the stage keeps (or, when its
+   * instance broke, rebuilds from) the last state it held, says so, and
+   * tries again only when the state changes, with back-off.
+   */
+  private async replaceInstance(problem: StageStateProblem, floor = 0): Promise<void> {
+    if (this.building || this.disposed) return;
+    this.building = true;
+    this.stateProblem = problem;
+    const queued: Array<(inst: EvaluatorInstance) => void> = [];
+    this.feedQueue = queued;
+    try {
+      const { inst, held } = await this.buildAsync(queued, undefined, floor);
+      if (this.disposed) return;
+      this.instance = inst;
+      this.held = held;
+      this.subjectsState = 'never';
+      this.stateProblem = undefined;
+      this.retry.succeeded();
+      this.counters.rebuilds++;
+    } catch (err) {
+      this.feedQueue = undefined;
+      if (this.disposed) return;
+      await this.rejectState(err);
+    } finally {
+      this.feedQueue = undefined;
+      this.building = false;
+    }
+  }
+
+  private async rejectState(err: unknown): Promise<void> {
+    const kerr = err instanceof KwpError ? err : new KwpError('KWP_ERR_TRAP', String(err));
+    this.stateCounters.rejected++;
+    this.retry.failed();
+    const held = this.held;
+    const keeping = held
+      ? `answering with the last state it held (${held.pods.size} pods, ${held.objectCount} objects)`
+      : `answering ${this.failurePolicy}: it never held a state`;
+    const message = `${kerr.message}; ${keeping}; trying again when the state changes, not before ${Math.round(this.retry.nextDelayMs / 1000)} s`;
+    this.stateProblem = { kind: 'rejected', message, since: Date.now() };
+    this.logger?.log('error', message, { stage: this.name, code: kerr.code, memoryCapPages: this.limits.maxStageMemoryPages });
+    if (this.instance || !held) return;
+    // The instance broke on a delivery: the last good state goes into a new one.
+    try {
+      const { inst } = await this.buildAsync(null, held, held.bytes ? this.capFor(held.bytes) : 0);
+      if (this.disposed) return;
+      this.instance = inst;
+      this.subjectsState = 'never';
+      this.counters.rebuilds++;
+    } catch (again) {
+      this.logger?.log('error', `stage ${this.name}: rebuilding from the last state it held failed too (${(again as Error).message}); answering ${this.failurePolicy}`, { stage: this.name });
+    }
+  }
+
+  /** A state change while rejected: one retry once the back-off allows. */
+  private stateChangedWhileRejected(): void {
+    this.retry.stateChanged(() => {
+      if (this.disposed || this.stateProblem?.kind !== 'rejected') return;
+      // Still feeding the last state held into a new instance: try once that is done.
+      if (this.building) { setTimeout(() => this.stateChangedWhileRejected(), 500).unref?.(); return; }
+      void this.replaceInstance({ ...this.stateProblem });
+    });
   }
 
   private failed(err: unknown): void {
@@ -166,28 +381,34 @@ export class Stage implements StateListener {
     if (failure === 'fuel') this.counters.fuelExhausted++;
     else this.counters.traps++;
     this.lastFailure = failure;
+    const broken = this.instance;
     this.logger?.log('error', `stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, { stage: this.name, code: kerr.code });
     this.instance = undefined;
     this.onFailure?.(this, failure, kerr);
-    this.scheduleRebuild();
+    this.scheduleRebuild(broken && nearCap(broken) ? broken.memoryCapPages * 2 : 0);
   }
 
-  private scheduleRebuild(): void {
-    if (this.rebuildScheduled || this.disposed) return;
+  /** Off the packet path, and after the back-off when builds have been failing: the failing call returns its failure verdict now. */
+  private scheduleRebuild(floor: number): void {
+    if (this.rebuildScheduled || this.disposed || this.building) return;
     this.rebuildScheduled = true;
-    // Off the packet path: the failing call returns its failure verdict now.
-    setImmediate(() => {
+    const run = () => {
       this.rebuildScheduled = false;
       if (this.disposed || this.instance) return;
-      try {
-        this.instance = this.freshInstance();
-        this.counters.rebuilds++;
-      } catch (err) {
-        this.logger?.log('error', `stage ${this.name}: rebuilding the module failed: ${(err as Error).message}`, { stage: this.name });
-        // A module that traps on its own state will trap again; retry slowly.
-        setTimeout(() => this.scheduleRebuild(), 1000).unref?.();
-      }
-    });
+      void this.replaceInstance({ kind: 'rebuilding', message: `stage ${this.name}: the module broke and is being rebuilt; answering ${this.failurePolicy} meanwhile`, since: Date.now() }, floor);
+    };
+    const wait = this.retry.waitMs;
+    if (wait > 0) setTimeout(run, wait).unref?.();
+    else setImmediate(run);
+  }
+
+  /** The state outgrew the instance's cap: a bigger instance is fed while this one answers with what it holds. */
+  private grow(bytes: number, floor: number): void {
+    const inst = this.instance!;
+    const target = this.capFor(bytes * 1.5, floor);
+    this.stateCounters.grown++;
+    this.logger?.log('info', `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${inst.memoryCapPages} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`, { stage: this.name });
+    void this.replaceInstance({ kind: 'growing', message: `stage ${this.name}: growing its memory cap from ${inst.memoryCapPages} to ${target} pages for the new state (${mib(bytes)} delivered); answering with the state it held until then`, since: Date.now() }, target);
   }
 
   /** Decides one record (direction already set). Never throws. */
@@ -336,23 +557,52 @@ export class Stage implements StateListener {
   }
 
   // StateListener: keep the instance in step with the cluster.
-  private deliver(fn: (inst: EvaluatorInstance) => void): void {
+
+  /**
+   * Applies one delivery to the instance and to what it holds. `bytesAfter`
+   * is the held state's size once applied: a delivery that takes it past
+   * what the instance's cap is sized for goes to a bigger instance instead.
+   */
+  private deliver(fn: (inst: EvaluatorInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
       this.feedQueue.push(fn);
       return;
     }
+    if (this.stateProblem?.kind === 'rejected') {
+      this.stateChangedWhileRejected();
+      return;
+    }
     this.subjectsChanged();
     const inst = this.instance;
-    if (!inst) return; // a rebuild replays the whole state
+    const held = this.held;
+    if (!inst || !held) return; // a rebuild replays the whole state
+    const ceiling = this.limits.maxStageMemoryPages;
+    const growable = this.compiled.memoryImport !== undefined && inst.memoryCapPages < ceiling;
+    if (growable && bytesAfter) {
+      const after = bytesAfter(held);
+      // A quarter of slack: memoryPerStateByte is generous (the built-ins need 3 to 6 bytes a byte), and
+      // without slack a stage built for an empty state would rebuild at its first pod.
+      const want = this.capFor(after);
+      if (want > inst.memoryCapPages && want >= Math.min(this.limits.maxStageMemoryPages, Math.ceil(inst.memoryCapPages * 1.25))) {
+        this.grow(after, 0);
+        return;
+      }
+    }
     try {
       fn(inst);
     } catch (err) {
       this.failed(err);
+      return;
     }
+    hold(held);
+    // The module uses more than the state predicts: grow before it runs out.
+    if (growable && inst.memoryBytes > 0.9 * inst.memoryCapPages * PAGE_BYTES) this.grow(held.bytes, inst.memoryCapPages * 2);
   }
 
-  podUpserted(pod: PodInfo): void { this.deliver((i) => i.upsertPod(encodePodInfo(pod))); }
-  podDeleted(pod: PodInfo): void { this.deliver((i) => i.deletePod(pod.id)); }
+  podUpserted(pod: PodInfo): void {
+    this.deliver((i) => i.upsertPod(encodePodInfo(pod)), (h) => h.upsertPod(pod), (h) => h.bytesIfPodUpserted(pod));
+  }
+  podDeleted(pod: PodInfo): void { this.deliver((i) => i.deletePod(pod.id), (h) => h.deletePod(pod)); }
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
@@ -360,11 +610,15 @@ export class Stage implements StateListener {
       i.object(index, ObjectOp.Reset);
       for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
       i.object(index, ObjectOp.Synced);
-    });
+    }, (h) => h.replace(index, objects), (h) => h.bytesIfReplaced(index, objects));
   }
   objectApplied(kind: KindKey, event: ObjectEvent): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
-    this.deliver((i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)));
+    this.deliver(
+      (i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)),
+      (h) => h.apply(index, event),
+      event.type === 'upsert' ? (h) => h.bytesIfApplied(index, event) : undefined,
+    );
   }
 }

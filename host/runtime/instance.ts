@@ -44,8 +44,16 @@ export class EvaluatorInstance {
   droppedLogLines = 0;
   private logTokens: number;
   private logRefillAt = 0;
+  /** The most pages this instance's memory can grow to. */
+  readonly memoryCapPages: number;
 
-  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger) {
+  /**
+   * `memoryPages` caps an imported memory (default: the limits'
+   * maxMemoryPages); stages pass the cap for the state they deliver
+   * (limits.ts, memoryCapForState). A module that defines its memory keeps
+   * the maximum it declares, which the loader held to maxMemoryPages.
+   */
+  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
@@ -56,12 +64,15 @@ export class EvaluatorInstance {
         throw new ModuleAbort(`abort: ${this.readAsString(msg)} at ${this.readAsString(file)}:${line}:${col}`);
       },
     };
+    // A defined memory's maximum is in the binary, at most maxMemoryPages (the loader checked).
+    let capPages = compiled.limits.maxMemoryPages;
     if (compiled.memoryImport) {
-      const cap = compiled.limits.maxMemoryPages;
-      const max = Math.min(compiled.memoryImport.max ?? cap, cap);
-      memory = new WebAssembly.Memory({ initial: compiled.memoryImport.min, maximum: max });
+      const cap = Math.min(options.memoryPages ?? compiled.limits.maxMemoryPages, compiled.limits.maxStageMemoryPages);
+      capPages = Math.max(compiled.memoryImport.min, Math.min(compiled.memoryImport.max ?? cap, cap));
+      memory = new WebAssembly.Memory({ initial: compiled.memoryImport.min, maximum: capPages });
       env.memory = memory;
     }
+    this.memoryCapPages = capPages;
     const imports = { env, kwp: { log: (level: number, ptr: number, len: number) => this.onLog(level, ptr, len) } };
     let instance: WebAssembly.Instance;
     try {

@@ -28,7 +28,8 @@ const DENY_FLAG: u32 = 0x80000000;
 const EXPLAIN_MAX_POLICIES = 5;
 
 export class NetworkPolicyEvaluator extends Evaluator {
-  private byKey: Map<string, Policy> = new Map<string, Policy>();
+  /** namespace -> name -> policy: the names are the policies' own strings, so no "<ns>/<name>" key is kept per policy. */
+  private byName: Map<string, Map<string, Policy>> = new Map<string, Map<string, Policy>>();
   private bySerial: Map<u32, Policy> = new Map<u32, Policy>();
   private byNamespace: Map<string, Array<Policy>> = new Map<string, Array<Policy>>();
   private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
@@ -126,8 +127,14 @@ export class NetworkPolicyEvaluator extends Evaluator {
     if (policy == null) return;
     this.policyCompiled(policy!, obj);
     this.nextSerial = this.nextSerial >= DENY_FLAG - 1 ? FIRST_SERIAL : this.nextSerial + 1;
-    const before = this.remove(policy.key);
-    this.byKey.set(policy.key, policy);
+    const before = this.remove(policy.namespace, policy.name);
+    let names: Map<string, Policy>;
+    if (this.byName.has(policy.namespace)) names = this.byName.get(policy.namespace);
+    else {
+      names = new Map<string, Policy>();
+      this.byName.set(policy.namespace, names);
+    }
+    names.set(policy.name, policy);
     this.bySerial.set(policy.serial, policy);
     let list: Array<Policy>;
     if (this.byNamespace.has(policy.namespace)) list = this.byNamespace.get(policy.namespace);
@@ -140,16 +147,19 @@ export class NetworkPolicyEvaluator extends Evaluator {
   }
 
   objectDeleted(kind: i32, obj: JValue): void {
-    const key = policyKey(obj);
-    if (key == null) return;
-    const removed = this.remove(key!);
+    if (policyKey(obj) == null) return;
+    const meta = obj.get("metadata")!;
+    const removed = this.remove(meta.str("namespace"), meta.str("name"));
     if (removed != null) this.policyChanged(removed, null);
   }
 
-  private remove(key: string): Policy | null {
-    if (!this.byKey.has(key)) return null;
-    const old = this.byKey.get(key);
-    this.byKey.delete(key);
+  private remove(namespace: string, name: string): Policy | null {
+    if (!this.byName.has(namespace)) return null;
+    const names = this.byName.get(namespace);
+    if (!names.has(name)) return null;
+    const old = names.get(name);
+    names.delete(name);
+    if (names.size == 0) this.byName.delete(namespace);
     this.bySerial.delete(old.serial);
     const list = this.byNamespace.get(old.namespace);
     const at = list.indexOf(old);
@@ -161,7 +171,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
   objectsReset(kind: i32): void {
     // The isolation cache keeps answering with the previous snapshot's
     // policies until SYNCED, so a relist never opens a window of "allow".
-    this.byKey.clear();
+    this.byName.clear();
     this.bySerial.clear();
     this.byNamespace.clear();
     this.snapshotting = true;

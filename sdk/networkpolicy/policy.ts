@@ -7,6 +7,14 @@
 import {
   JValue, JKind, LabelSelector, IPBlock, cidrError, PortMatcher, portError, portsMatch, PodInfo, log,
 } from "../index";
+import { intern } from "../intern";
+
+// Shared empty lists and the `{}` selector: a field initializer that
+// allocates costs an object per policy, rule and peer, 100,000 times over.
+const NO_PEERS = new StaticArray<Peer>(0);
+const NO_PORTS = new StaticArray<PortMatcher>(0);
+const NO_RULES = new StaticArray<Rule>(0);
+const EVERYTHING = LabelSelector.everything();
 
 export const PEER_PODS: u8 = 0;        // podSelector only: pods of the policy's own namespace
 export const PEER_NAMESPACES: u8 = 1;  // namespaceSelector, optionally ANDed with podSelector
@@ -41,9 +49,9 @@ export class Peer {
 
 export class Rule {
   /** Empty: every peer. */
-  peers: StaticArray<Peer> = new StaticArray<Peer>(0);
+  peers: StaticArray<Peer> = NO_PEERS;
   /** Empty: every port and every protocol. */
-  ports: StaticArray<PortMatcher> = new StaticArray<PortMatcher>(0);
+  ports: StaticArray<PortMatcher> = NO_PORTS;
   /** A rule whose ports were all invalid: it must not fall back to "every port". */
   portsInvalid: bool = false;
 
@@ -62,19 +70,21 @@ export class Rule {
 }
 
 export class Policy {
+  /** Shared with every policy and pod of the namespace. */
   namespace: string = "";
   name: string = "";
-  /** "<namespace>/<name>", for explanations. */
-  key: string = "";
   /** Reason code of an Accept by this policy version; unique while the module runs. */
   serial: u32 = 0;
-  podSelector: LabelSelector = LabelSelector.everything();
+  podSelector: LabelSelector = EVERYTHING;
   isolatesIngress: bool = false;
   isolatesEgress: bool = false;
-  ingress: StaticArray<Rule> = new StaticArray<Rule>(0);
-  egress: StaticArray<Rule> = new StaticArray<Rule>(0);
+  ingress: StaticArray<Rule> = NO_RULES;
+  egress: StaticArray<Rule> = NO_RULES;
   /** Bits an extending evaluator sets in its `policyCompiled` hook (e.g. a peer scope); the base never reads them. */
   flags: u32 = 0;
+
+  /** "<namespace>/<name>", for explanations and logs; built when asked rather than kept for every policy. */
+  get key(): string { return this.namespace + "/" + this.name; }
 
   /** Whether this policy makes `pod` isolated at all (before looking at direction). */
   selects(pod: PodInfo): bool {
@@ -143,9 +153,11 @@ function compileRule(v: JValue, peersKey: string, at: string): Rule {
   const peers = v.get(peersKey);
   if (peers != null && peers.kind != JKind.Null) {
     const list = peers.array;
-    const out = new StaticArray<Peer>(list.length);
-    for (let i = 0; i < list.length; i++) out[i] = compilePeer(list[i], at + "." + peersKey + "[" + i.toString() + "]");
-    r.peers = out;
+    if (list.length > 0) {
+      const out = new StaticArray<Peer>(list.length);
+      for (let i = 0; i < list.length; i++) out[i] = compilePeer(list[i], at + "." + peersKey + "[" + i.toString() + "]");
+      r.peers = out;
+    }
   }
   const ports = v.get("ports");
   if (ports != null && ports.kind != JKind.Null) {
@@ -157,17 +169,20 @@ function compileRule(v: JValue, peersKey: string, at: string): Rule {
       else out.push(m);
     }
     if (list.length > 0 && out.length == 0) r.portsInvalid = true;
-    const fixed = new StaticArray<PortMatcher>(out.length);
-    for (let i = 0; i < out.length; i++) fixed[i] = out[i];
-    r.ports = fixed;
+    if (out.length > 0) {
+      const fixed = new StaticArray<PortMatcher>(out.length);
+      for (let i = 0; i < out.length; i++) fixed[i] = out[i];
+      r.ports = fixed;
+    }
   }
   return r;
 }
 
 function compileRules(spec: JValue, field: string, peersKey: string, at: string): StaticArray<Rule> {
   const v = spec.get(field);
-  if (v == null || v.kind == JKind.Null) return new StaticArray<Rule>(0);
+  if (v == null || v.kind == JKind.Null) return NO_RULES;
   const list = v.array;
+  if (list.length == 0) return NO_RULES;
   const out = new StaticArray<Rule>(list.length);
   for (let i = 0; i < list.length; i++) out[i] = compileRule(list[i], peersKey, at + ".spec." + field + "[" + i.toString() + "]");
   return out;
@@ -183,9 +198,8 @@ export function compilePolicy(obj: JValue, serial: u32): Policy | null {
   const at = "NetworkPolicy " + key!;
   const p = new Policy();
   const meta = obj.get("metadata")!;
-  p.namespace = meta.str("namespace");
+  p.namespace = intern(meta.str("namespace"));
   p.name = meta.str("name");
-  p.key = key!;
   p.serial = serial;
   const specOrNull = obj.get("spec");
   const spec = specOrNull != null ? specOrNull : new JValue();

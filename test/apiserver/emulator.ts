@@ -23,6 +23,12 @@ export interface EmulatedResource {
   namespaced: boolean;
   /** False for a CRD that is not installed yet: 404 on list/watch, absent from discovery. */
   installed: boolean;
+  /**
+   * A CRD with the status subresource: `metadata.generation` counts changes
+   * outside metadata and status, writes to the object keep its status, and
+   * only `PUT …/<name>/status` (or `updateStatus()`) changes the status.
+   */
+  statusSubresource?: boolean;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
@@ -103,9 +109,9 @@ export function defaultEmulatedResources(): EmulatedResource[] {
 }
 
 /** A resource definition for a custom kind, e.g. `customResource('example.com/v1/Widget', true)`. */
-export function customResource(kind: KindKey, namespaced: boolean, plural?: string): EmulatedResource {
+export function customResource(kind: KindKey, namespaced: boolean, plural?: string, extra: Pick<EmulatedResource, 'statusSubresource'> = {}): EmulatedResource {
   const { group, version, kindName } = parseKindKey(kind);
-  return { group, version, kindName, plural: plural ?? pluralOf(kindName), namespaced, installed: true };
+  return { group, version, kindName, plural: plural ?? pluralOf(kindName), namespaced, installed: true, ...extra };
 }
 
 const keyOf = (r: Pick<EmulatedResource, 'group' | 'version' | 'kindName'>): KindKey =>
@@ -113,18 +119,28 @@ const keyOf = (r: Pick<EmulatedResource, 'group' | 'version' | 'kindName'>): Kin
 
 const clone = <T>(v: T): T => structuredClone(v);
 
+/** Everything but metadata and status: what `metadata.generation` counts changes of. */
+function specOf(o: KubeObject): string {
+  const { metadata: _m, status: _s, ...rest } = o as KubeObject & { status?: unknown };
+  return JSON.stringify(rest);
+}
+
 function status(code: number, reason: string, message: string): object {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
 
 const reasonFor: Record<number, string> = {
-  400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 409: 'AlreadyExists',
+  400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed', 409: 'AlreadyExists',
   410: 'Expired', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable',
 };
 
 export class ApiServerEmulator {
   /** Every request received, in order. */
   readonly requests: RecordedRequest[] = [];
+  /** What the server sent: watch events and the bytes of every answer and event, for load figures. */
+  readonly sent = { watchEvents: 0, bytes: 0 };
+  /** Called after every stored change (the fleet simulation times convergence with it). */
+  onChange: ((type: 'ADDED' | 'MODIFIED' | 'DELETED', object: KubeObject) => void) | undefined;
 
   private readonly resources = new Map<KindKey, EmulatedResource>();
   private readonly store = new Map<KindKey, Map<string, KubeObject>>();
@@ -224,6 +240,7 @@ export class ApiServerEmulator {
     const stored = clone(object);
     stored.metadata.uid ??= randomUUID();
     stored.metadata.creationTimestamp ??= new Date().toISOString();
+    if (this.resources.get(kind)!.statusSubresource) stored.metadata.generation = 1;
     if (this.opts.managedFields) {
       stored.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', apiVersion: object.apiVersion, fieldsType: 'FieldsV1', fieldsV1: {} }];
     }
@@ -240,6 +257,25 @@ export class ApiServerEmulator {
     stored.metadata.uid = old.metadata.uid;
     stored.metadata.creationTimestamp = old.metadata.creationTimestamp;
     if (this.opts.managedFields) stored.metadata.managedFields = old.metadata.managedFields;
+    if (this.resources.get(kind)!.statusSubresource) {
+      // As kube-apiserver does for a CRD with the status subresource: the status is not the writer's to change here.
+      if (old.status === undefined) delete stored.status;
+      else stored.status = clone(old.status);
+      const generation = Number(old.metadata.generation ?? 1);
+      stored.metadata.generation = specOf(stored) === specOf(old) ? generation : generation + 1;
+    }
+    return this.record('MODIFIED', kind, key, stored);
+  }
+
+  /** Replaces only the status of an object of a kind with the status subresource (what `PUT …/status` does). */
+  updateStatus(object: KubeObject): KubeObject {
+    const kind = this.kindOf(object);
+    const key = this.objectKey(kind, object);
+    const old = this.store.get(kind)!.get(key);
+    if (!old) throw new Error(`emulator: ${kind} ${key} does not exist`);
+    const stored = clone(old);
+    if (object.status === undefined) delete stored.status;
+    else stored.status = clone(object.status);
     return this.record('MODIFIED', kind, key, stored);
   }
 
@@ -361,6 +397,7 @@ export class ApiServerEmulator {
     const entry: HistoryEntry = { rv: this.rv, type, kind, object: clone(object), ...(previous ? { previous: clone(previous) } : {}) };
     this.history.push(entry);
     for (const w of this.watches) this.deliver(w, entry);
+    this.onChange?.(type, object);
     return clone(object);
   }
 
@@ -381,7 +418,11 @@ export class ApiServerEmulator {
   }
 
   private send(w: OpenWatch, type: WatchEventType, object: unknown): void {
-    if (!w.res.writableEnded) w.res.write(`${JSON.stringify({ type, object })}\n`);
+    if (w.res.writableEnded) return;
+    const line = `${JSON.stringify({ type, object })}\n`;
+    this.sent.watchEvents += 1;
+    this.sent.bytes += Buffer.byteLength(line);
+    w.res.write(line);
   }
 
   private endWatch(w: OpenWatch, abrupt: boolean): void {
@@ -393,6 +434,7 @@ export class ApiServerEmulator {
 
   private reply(res: http.ServerResponse, code: number, body: unknown): void {
     const text = JSON.stringify(body);
+    this.sent.bytes += Buffer.byteLength(text);
     res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
     res.end(text);
   }
@@ -416,9 +458,9 @@ export class ApiServerEmulator {
       failure.times -= 1;
       return this.fail(res, failure.status, `injected failure for ${recorded.path}`);
     }
-    if (recorded.method !== 'GET') return this.fail(res, 405, `the emulator only serves GET, not ${recorded.method}`);
-
     const segments = url.pathname.split('/').filter(Boolean);
+    if (recorded.method !== 'GET') return void this.handleWrite(req, res, recorded.method, segments);
+
     if (url.pathname === '/healthz' || url.pathname === '/readyz' || url.pathname === '/livez') {
       res.writeHead(200, { 'Content-Type': 'text/plain' });
       return void res.end('ok');
@@ -437,6 +479,86 @@ export class ApiServerEmulator {
       return this.serveGroupVersion(res, segments[1], segments[2], segments.slice(3), query, watch);
     }
     return this.fail(res, 404, `the server could not find the requested resource (${url.pathname})`);
+  }
+
+  /**
+   * Writes, as a client such as kubectl or client-node sends them: POST to a
+   * collection creates (409 AlreadyExists), PUT to an object replaces it (404
+   * when missing, 409 Conflict when the body's resourceVersion is stale), PUT
+   * to `…/status` replaces the status of a kind with the status subresource,
+   * DELETE removes. Bodies are JSON.
+   */
+  private async handleWrite(req: http.IncomingMessage, res: http.ServerResponse, method: string, segments: string[]): Promise<void> {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const c of req) chunks.push(c as Buffer);
+    } catch {
+      return;
+    }
+    const target = this.writeTarget(segments);
+    if (typeof target === 'string') return this.fail(res, 404, target);
+    const { resource, namespace, name, subresource } = target;
+    const kind = keyOf(resource);
+    const key = namespace ? `${namespace}/${name}` : name;
+    if (method === 'DELETE') {
+      if (name === undefined || subresource) return this.fail(res, 405, 'DELETE needs an object path');
+      const old = this.store.get(kind)!.get(key!);
+      if (!old) return this.fail(res, 404, `${resource.plural} "${name}" not found`);
+      this.remove(kind, name, namespace);
+      return this.reply(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: resource.plural } });
+    }
+    if (method !== 'POST' && method !== 'PUT') return this.fail(res, 405, `the emulator serves GET, POST, PUT and DELETE, not ${method}`);
+    let body: KubeObject;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch (err) {
+      return this.fail(res, 400, `the request body is not JSON: ${(err as Error).message}`);
+    }
+    const apiVersion = resource.group === '' ? resource.version : `${resource.group}/${resource.version}`;
+    if (body?.apiVersion !== apiVersion || body?.kind !== resource.kindName || typeof body?.metadata?.name !== 'string') {
+      return this.fail(res, 400, `the body must be a ${apiVersion} ${resource.kindName} with metadata.name`);
+    }
+    if (resource.namespaced) body.metadata.namespace = namespace;
+    if (method === 'POST') {
+      if (name !== undefined) return this.fail(res, 405, 'POST goes to the collection, not to an object');
+      if (body.metadata.resourceVersion) return this.fail(res, 400, 'resourceVersion should not be set on objects to be created');
+      const bodyKey = resource.namespaced ? `${namespace}/${body.metadata.name}` : body.metadata.name;
+      if (this.store.get(kind)!.has(bodyKey)) return this.fail(res, 409, `${resource.plural} "${body.metadata.name}" already exists`);
+      if (resource.statusSubresource) delete (body as { status?: unknown }).status;
+      return this.reply(res, 201, this.create(body));
+    }
+    if (name === undefined) return this.fail(res, 405, 'PUT goes to an object, not to the collection');
+    if (body.metadata.name !== name) return this.fail(res, 400, `metadata.name "${body.metadata.name}" does not match the path's "${name}"`);
+    const old = this.store.get(kind)!.get(key!);
+    if (!old) return this.fail(res, 404, `${resource.plural} "${name}" not found`);
+    if (body.metadata.resourceVersion && body.metadata.resourceVersion !== old.metadata.resourceVersion) {
+      return this.reply(res, 409, { ...status(409, 'Conflict', `Operation cannot be fulfilled on ${resource.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`) });
+    }
+    if (subresource === 'status') {
+      if (!resource.statusSubresource) return this.fail(res, 404, `${resource.plural} has no status subresource`);
+      return this.reply(res, 200, this.updateStatus(body));
+    }
+    return this.reply(res, 200, this.update(body));
+  }
+
+  /** The resource, namespace, name and subresource a write path names, or why it names none. */
+  private writeTarget(segments: string[]): { resource: EmulatedResource; namespace?: string; name?: string; subresource?: string } | string {
+    let group: string;
+    let version: string;
+    let rest: string[];
+    if (segments[0] === 'api') [group, version, rest] = ['', segments[1], segments.slice(2)];
+    else if (segments[0] === 'apis') [group, version, rest] = [segments[1], segments[2], segments.slice(3)];
+    else return `the server could not find the requested resource (/${segments.join('/')})`;
+    let namespace: string | undefined;
+    if (rest[0] === 'namespaces' && rest.length >= 3) {
+      namespace = rest[1];
+      rest = rest.slice(2);
+    }
+    const [plural, name, subresource, ...more] = rest;
+    const resource = this.installedResources().find((r) => r.group === group && r.version === version && r.plural === plural);
+    if (!resource || more.length) return `the server could not find the requested resource (/${segments.join('/')})`;
+    if (resource.namespaced !== (namespace !== undefined)) return `${plural} is ${resource.namespaced ? 'namespaced' : 'cluster-scoped'}`;
+    return { resource, namespace, name, subresource };
   }
 
   private installedResources(): EmulatedResource[] {
@@ -467,7 +589,7 @@ export class ApiServerEmulator {
         kind: 'APIResourceList',
         apiVersion: 'v1',
         groupVersion,
-        resources: served.map((r) => ({ name: r.plural, singularName: r.kindName.toLowerCase(), namespaced: r.namespaced, kind: r.kindName, verbs: ['get', 'list', 'watch'] })),
+        resources: served.map((r) => ({ name: r.plural, singularName: r.kindName.toLowerCase(), namespaced: r.namespaced, kind: r.kindName, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] })),
       });
     }
     // [plural] | [plural, name] | [namespaces, ns, plural] | [namespaces, ns, plural, name]

@@ -37,6 +37,8 @@ function inCIDR(cidr: string, ip: string): boolean {
 export class ReferenceModel {
   private readonly pods = new Map<string, RefPod>();
   private readonly policies: any[];
+  /** The policies by namespace: only a subject's own namespace's policies can isolate it (100,000 policies, one scan each is too slow). */
+  private readonly byNamespace = new Map<string, any[]>();
 
   constructor(objects: KubeObject[]) {
     const nsLabels = new Map<string, Labels>();
@@ -51,6 +53,11 @@ export class ReferenceModel {
       });
     }
     this.policies = objects.filter((o) => o.kind === 'NetworkPolicy');
+    for (const p of this.policies) {
+      const list = this.byNamespace.get(p.metadata.namespace) ?? [];
+      list.push(p);
+      this.byNamespace.set(p.metadata.namespace, list);
+    }
   }
 
   private endpoint(text: string): { pod?: RefPod; ip: string } {
@@ -87,7 +94,7 @@ export class ReferenceModel {
                     dir: 'ingress' | 'egress', protocol: string, port: number): boolean | undefined {
     if (!subject || subject.hostNetwork) return undefined;
     let isolated = false;
-    for (const p of this.policies) {
+    for (const p of this.byNamespace.get(subject.ns) ?? []) {
       if (p.metadata.namespace !== subject.ns || !selectorMatches(p.spec.podSelector, subject.labels) || !this.types(p)[dir]) continue;
       isolated = true;
       for (const rule of p.spec[dir] ?? []) {

@@ -1,0 +1,62 @@
+// The module store and pipeline controller of the cluster-level admin API
+// (`kwp agent --fleet`): the same services, so the same routes and CLI work
+// unchanged, with one step added after each change succeeded locally. An
+// upload is validated here by the full chain first, then published; a
+// pipeline is built here against the cluster's state first (so a bad stage
+// is refused before any node sees it), then written to the Pipeline object.
+import { KwpError } from '../errors.js';
+import { ModuleStore, type ModuleStoreOptions, type UploadRequest, type UploadResult } from '../control/module-store.js';
+import { PipelineController, type PipelineControllerOptions, type PipelineView } from '../control/pipeline-controller.js';
+import { parseRollout, parseTarget } from './objects.js';
+import type { FleetPublisher, PipelineExtras } from './publisher.js';
+
+export class PublishingModuleStore extends ModuleStore {
+  constructor(options: ModuleStoreOptions, private readonly publisher: FleetPublisher) {
+    super(options);
+  }
+
+  /** Also when the bytes were already stored: publishing again repairs an object someone deleted. */
+  override async add(bytes: Uint8Array, request: UploadRequest): Promise<UploadResult> {
+    const result = await super.add(bytes, request);
+    await this.publisher.publishModule(bytes, request, result.module);
+    return result;
+  }
+}
+
+/** `target` and `rollout` of a PUT body (a pipeline file may carry both); undefined when it has neither. */
+function extrasOf(value: unknown, where: string): PipelineExtras | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (v.target === undefined && v.rollout === undefined) return { };
+  return { target: parseTarget(v.target, `${where}: target`), rollout: parseRollout(v.rollout, `${where}: rollout`) };
+}
+
+export class PublishingPipelineController extends PipelineController {
+  constructor(options: PipelineControllerOptions, private readonly publisher: FleetPublisher) {
+    super(options);
+  }
+
+  override async set(value: unknown, ifMatch?: number, where = 'pipeline'): Promise<PipelineView> {
+    const extras = extrasOf(value, where);
+    const view = await super.set(value, ifMatch, where);
+    await this.publishOrUndo(() => this.publisher.publishPipeline(view.stages, extras));
+    return view;
+  }
+
+  override async rollback(ifMatch?: number, reason?: string): Promise<PipelineView> {
+    const generation = Number((await this.publisher.currentPipeline())?.metadata.generation ?? 0);
+    const view = await super.rollback(ifMatch, reason);
+    await this.publishOrUndo(() => this.publisher.publishPipeline(view.stages, undefined, generation || undefined));
+    return view;
+  }
+
+  /** A change the cluster did not take is undone here too, so this API never shows what the nodes were not told. */
+  private async publishOrUndo(publish: () => Promise<unknown>): Promise<void> {
+    try {
+      await publish();
+    } catch (err) {
+      await super.rollback(undefined, `the Pipeline object could not be written: ${(err as Error).message}`).catch(() => undefined);
+      throw err instanceof KwpError ? err : new KwpError('KWP_ERR_FLEET_PUBLISH', (err as Error).message, { cause: err });
+    }
+  }
+}
