@@ -4,10 +4,11 @@
 //   test/fixtures/wasm/*.wat        -> dist/wasm/fixtures/<name>.wasm (sandbox fixtures)
 //   test/fixtures/wasm/<name>/index.ts -> dist/wasm/fixtures/<name>.wasm
 // A module is rebuilt only when a source it may depend on is newer than it.
-import { readdirSync, statSync, existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
-import { join, dirname, resolve } from 'node:path';
+import { readdirSync, statSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, renameSync } from 'node:fs';
+import { basename, join, dirname, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import asc from 'assemblyscript/asc';
 import binaryen from 'binaryen';
 
@@ -109,21 +110,31 @@ console.log(`build:wasm: ${count} module(s) built in ${Date.now() - started} ms`
 // loader reads (BuiltinModules: dist/wasm/.instrumented), so an agent running
 // only built-ins never loads binaryen. Cache entries are named by content hash,
 // start fuel and rewrite version, so an existing entry is never stale. The
-// rewrite and the default limits are the host's own TypeScript, loaded here
-// before tsc has run; neither file imports anything at run time.
-async function importTs(file) {
+// rewrite and the default limits are the host's own TypeScript, transpiled
+// here before tsc has run into a scratch directory (the rewrite imports its
+// bulk-metering sibling, so they must sit side by side as .js files); none of
+// them imports anything else at run time.
+async function importTs(...files) {
   const { default: ts } = await import('typescript');
-  const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), {
-    fileName: file,
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-  });
-  return import(`data:text/javascript,${encodeURIComponent(outputText)}`);
+  const dir = mkdtempSync(join(tmpdir(), 'kwp-build-wasm-'));
+  try {
+    for (const file of files) {
+      const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), {
+        fileName: file,
+        compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+      });
+      writeFileSync(join(dir, basename(file).replace(/\.ts$/, '.js')), outputText);
+    }
+    return await import(pathToFileURL(join(dir, basename(files[0]).replace(/\.ts$/, '.js'))).href);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const cacheDir = join(out, '.instrumented');
 const builtins = existsSync(out) ? readdirSync(out).filter((f) => f.endsWith('.wasm')) : [];
 if (builtins.length) {
-  const { rewriteForFuel, instrumentedFileName } = await importTs(join(root, 'host', 'runtime', 'fuel-rewrite.ts'));
+  const { rewriteForFuel, instrumentedFileName } = await importTs(join(root, 'host', 'runtime', 'fuel-rewrite.ts'), join(root, 'host', 'runtime', 'bulk-metering.ts'));
   const { DEFAULT_LIMITS } = await importTs(join(root, 'host', 'runtime', 'limits.ts'));
   let written = 0;
   for (const f of builtins) {

@@ -15,7 +15,6 @@ import type { InstanceLogger } from '../runtime/instance.js';
 import type { ModuleResolver } from '../pipeline/modules.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { keyFingerprint, sha256Hex, verifyModuleSignature } from './signature.js';
-import { DEFAULT_SELF_TEST_TIMEOUT_MS } from './self-test.js';
 import { InlineValidator, ProcessValidator, type UploadValidator } from './upload-validator.js';
 import { compareVersions } from './versions.js';
 
@@ -63,6 +62,7 @@ export interface ModuleStoreOptions {
   limits?: Partial<SandboxLimits>;
   /** When non-empty, every upload must carry a signature one of these ed25519 keys verifies. */
   trustedKeys?: KeyObject[];
+  /** Overrides the limits' selfTestTimeoutMs. */
   selfTestTimeoutMs?: number;
   /**
    * Where uploads are instrumented and self-tested: off the main thread in a
@@ -108,7 +108,7 @@ export class ModuleStore implements ModuleResolver {
     this.instrumentationCache = join(this.dir, '.instrumented');
     this.limits = resolveLimits(options.limits);
     this.trustedKeys = options.trustedKeys ?? [];
-    this.selfTestTimeoutMs = options.selfTestTimeoutMs ?? DEFAULT_SELF_TEST_TIMEOUT_MS;
+    this.selfTestTimeoutMs = options.selfTestTimeoutMs ?? this.limits.selfTestTimeoutMs;
     this.logger = options.logger;
     this.now = options.now ?? (() => new Date());
     this.validator = options.validation === 'inline' ? new InlineValidator() : new ProcessValidator(undefined, this.limits.validationHeapMiB);

@@ -1,17 +1,21 @@
 // The last gate of an upload: run the module once, for real, before it is
 // stored. Instantiation (with its start function), configuration (`{}` unless
-// the uploader names a config the module needs) and one decision in each direction all run under a wall-clock deadline. Fuel
-// already bounds each call, but fuel per call is generous (configuration may
-// parse big objects), so the deadline is what keeps a slow upload from holding
-// the event loop. node:vm's timeout terminates whatever runs, wasm included.
+// the uploader names a config the module needs) and one decision in each
+// direction all run under a wall-clock deadline. Fuel already bounds each
+// call, but fuel per call is generous (configuration may parse big objects).
+// node:vm's timeout gives the phase that overran, but V8 checks it only at
+// loop headers and calls, so a module can outlast it (a bulk instruction in
+// progress is not interrupted): the guarantee is WorkerValidator's, which
+// stops the whole thread (upload-validator.ts).
 import { runInNewContext } from 'node:vm';
 import { KwpError } from '../errors.js';
 import { Verdict } from '../contract.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
 import { EvaluatorInstance } from '../runtime/instance.js';
+import { DEFAULT_LIMITS } from '../runtime/limits.js';
 import { encodeRecord, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 
-export const DEFAULT_SELF_TEST_TIMEOUT_MS = 1000;
+export const DEFAULT_SELF_TEST_TIMEOUT_MS = DEFAULT_LIMITS.selfTestTimeoutMs;
 
 type Phase = 'instantiation' | 'configuration' | 'the self-test decision';
 

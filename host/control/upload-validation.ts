@@ -19,12 +19,14 @@ export interface UploadValidationRequest {
   instrumentationCache?: string;
 }
 
-export function validateUpload(req: UploadValidationRequest): CompiledEvaluator {
+/** `beforeSelfTest` is told when compilation is done and module code is about to run (the worker starts the deadline then). */
+export function validateUpload(req: UploadValidationRequest, beforeSelfTest?: () => void): CompiledEvaluator {
   const source = `upload ${req.name}@${req.version}`;
   const compiled = compileEvaluator(req.bytes, { source, limits: req.limits, instrumentationCache: req.instrumentationCache });
   if (compiled.meta.name !== req.name || compiled.meta.version !== req.version) {
     throw new KwpError('KWP_ERR_NAME_MISMATCH', `${source}: the module's kwp.meta says ${compiled.meta.name}@${compiled.meta.version}; upload it with name=${compiled.meta.name}&version=${compiled.meta.version}, or change module.json and rebuild`);
   }
+  beforeSelfTest?.();
   runSelfTest(compiled, req.selfTestTimeoutMs, req.selfTestConfig);
   return compiled;
 }

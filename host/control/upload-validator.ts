@@ -5,16 +5,19 @@
 // validationHeapMiB), and when a module makes it exceed that — even inside
 // one native allocation, where a worker thread's resourceLimits cannot stop
 // V8 from aborting the whole process — only the child ends. The child is
-// started on first use and kept; a watchdog kills it if an upload ever
-// outlives `watchdogMs`. A killed process stops at once, whatever the module
-// was doing.
+// started on first use and kept. Two clocks kill a child that overruns,
+// answer its upload and leave the uploads queued behind it to a fresh child:
+// the self-test deadline (the limits' selfTestTimeoutMs, counted from the
+// moment module code starts, plus SELF_TEST_GRACE_MS) and a watchdog over the
+// whole validation (`watchdogMs`, for compilation). A killed process stops at
+// once, whatever the module was doing.
 import type { ChildProcess } from 'node:child_process';
 import { KwpError, ErrorCatalogue, type ErrorCode } from '../errors.js';
 import { compileEvaluator, type CompiledEvaluator } from '../runtime/loader.js';
 import { DEFAULT_LIMITS } from '../runtime/limits.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
 import { startPackageProcess } from '../package-worker.js';
-import type { WorkerAnswer } from './upload-worker.js';
+import type { SelfTestStarted, WorkerAnswer } from './upload-worker.js';
 
 export interface UploadValidator {
   validate(req: UploadValidationRequest): Promise<CompiledEvaluator>;
@@ -31,11 +34,28 @@ export class InlineValidator implements UploadValidator {
 
 const STDERR_KEPT = 4096;
 
+/**
+ * How much later than its own deadline a self-test is cut off: the deadline
+ * starts when the child says the self-test begins, and the message and the
+ * timer each take a turn of an event loop.
+ */
+export const SELF_TEST_GRACE_MS = 250;
+
+interface PendingUpload {
+  id: number;
+  what: string;
+  child: ChildProcess;
+  resolve: () => void;
+  reject: (e: Error) => void;
+  /** Module code starts to run: its deadline starts now. */
+  selfTestStarted: () => void;
+}
+
 export class ProcessValidator implements UploadValidator {
   private child: ChildProcess | undefined;
   private nextId = 1;
   private queue: Promise<unknown> = Promise.resolve();
-  private pending: { id: number; what: string; resolve: () => void; reject: (e: Error) => void } | undefined;
+  private pending: PendingUpload | undefined;
   /** The end of the child's stderr, where V8 says why it aborted. */
   private stderr = '';
 
@@ -55,9 +75,13 @@ export class ProcessValidator implements UploadValidator {
     this.stderr = '';
     c.stderr?.setEncoding('utf8');
     c.stderr?.on('data', (chunk: string) => { this.stderr = (this.stderr + chunk).slice(-STDERR_KEPT); });
-    c.on('message', (answer: WorkerAnswer) => {
+    c.on('message', (answer: WorkerAnswer | SelfTestStarted) => {
       const p = this.pending;
-      if (!p || p.id !== answer.id) return;
+      if (!p || p.id !== answer.id || p.child !== c) return;
+      if ('selfTest' in answer) {
+        p.selfTestStarted();
+        return;
+      }
       this.pending = undefined;
       if (answer.ok) p.resolve();
       else {
@@ -69,8 +93,9 @@ export class ProcessValidator implements UploadValidator {
     c.on('exit', (code, signal) => {
       if (this.child === c) this.child = undefined;
       const p = this.pending;
+      // A child killed for overrunning exits later, its upload answered already; the pending one may be the next upload's.
+      if (!p || p.child !== c) return;
       this.pending = undefined;
-      if (!p) return;
       if (/heap limit|out of memory/i.test(this.stderr)) {
         p.reject(new KwpError('KWP_ERR_VALIDATION_LIMIT', `${p.what}: validating it needed more than the ${this.heapMiB} MiB heap the validation process may use (sandbox limit validationHeapMiB); the module declares more than it can run with (tables, functions), so it was refused`));
       } else {
@@ -93,24 +118,39 @@ export class ProcessValidator implements UploadValidator {
     const child = this.ensureChild();
     const id = this.nextId++;
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        if (this.pending?.id !== id) return;
-        this.pending = undefined;
-        if (this.child === child) this.child = undefined;
-        child.kill('SIGKILL');
-        reject(new KwpError('KWP_ERR_SELF_TEST', `${what}: validation did not finish within ${this.watchdogMs} ms; the module is far too expensive to compile or run`));
-      }, this.watchdogMs);
-      timer.unref();
+      const timers: NodeJS.Timeout[] = [];
+      const after = (ms: number, fire: () => void) => {
+        const t = setTimeout(fire, ms);
+        t.unref();
+        timers.push(t);
+      };
       // An idle child must not keep the agent's event loop alive; one at work must, until it answers.
       holdOpen(child, true);
-      const settle = () => { clearTimeout(timer); holdOpen(child, false); };
-      this.pending = {
-        id, what,
+      const settle = () => { timers.forEach(clearTimeout); holdOpen(child, false); };
+      const p: PendingUpload = {
+        id, what, child,
         resolve: () => { settle(); resolve(); },
         reject: (e) => { settle(); reject(e); },
+        selfTestStarted: () => {
+          const bound = req.selfTestTimeoutMs + SELF_TEST_GRACE_MS;
+          after(bound, () => this.abandon(p, new KwpError('KWP_ERR_SELF_TEST',
+            `${what}: the self-test did not finish within ${req.selfTestTimeoutMs} ms (its process was killed after ${bound} ms); the module loops or does far too much work per call`)));
+        },
       };
+      // Compilation is bounded by the watchdog; module code, from the moment it starts, by its own deadline.
+      after(this.watchdogMs, () => this.abandon(p, new KwpError('KWP_ERR_SELF_TEST', `${what}: validation did not finish within ${this.watchdogMs} ms; the module is far too expensive to compile or run`)));
+      this.pending = p;
       child.send({ id, ...req });
     });
+  }
+
+  /** Answers the pending upload with `err` and kills its child; the next upload starts a fresh one. */
+  private abandon(p: PendingUpload, err: KwpError): void {
+    if (this.pending !== p) return;
+    this.pending = undefined;
+    if (this.child === p.child) this.child = undefined;
+    p.child.kill('SIGKILL');
+    p.reject(err);
   }
 
   async close(): Promise<void> {

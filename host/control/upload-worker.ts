@@ -8,6 +8,8 @@ import { KwpError } from '../errors.js';
 import { validateUpload, type UploadValidationRequest } from './upload-validation.js';
 
 export type WorkerRequest = { id: number } & UploadValidationRequest;
+/** Sent before the self-test starts, so the agent can start its deadline. */
+export interface SelfTestStarted { id: number; selfTest: 'started' }
 export type WorkerAnswer =
   | { id: number; ok: true }
   | { id: number; ok: false; code: string; message: string };
@@ -15,7 +17,7 @@ export type WorkerAnswer =
 process.on('message', (req: WorkerRequest) => {
   let answer: WorkerAnswer;
   try {
-    validateUpload(req);
+    validateUpload(req, () => process.send!({ id: req.id, selfTest: 'started' } satisfies SelfTestStarted));
     answer = { id: req.id, ok: true };
   } catch (err) {
     answer = err instanceof KwpError

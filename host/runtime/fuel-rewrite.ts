@@ -9,7 +9,10 @@
 // header (exactly where a runaway module must pass), and we replace its
 // logging import with a function that spends one unit from an exported global
 // and traps when the tank is empty. The host refills the tank before each call.
+// Bulk memory and table instructions also pay for their length
+// (bulk-metering.ts).
 import type BinaryenModule from 'binaryen';
+import { meterBulkInstructions } from './bulk-metering.js';
 
 export type Binaryen = typeof BinaryenModule;
 
@@ -23,7 +26,19 @@ export const FUEL_GLOBAL = 'kwp_fuel';
  */
 const PROBE_MODULE = 'kwp-fuel-probe';
 /** Bump when the rewrite changes, so cached instrumented modules are not reused. */
-export const FUEL_INSTRUMENTATION_VERSION = 1;
+export const FUEL_INSTRUMENTATION_VERSION = 2;
+
+/**
+ * The WebAssembly features of the V8 in Node 20, the set the loader's
+ * WebAssembly.validate admitted. The rewrite emits with exactly these:
+ * binaryen's `All` would re-encode, say, `ref.null func` as the GC bottom
+ * type, which this V8 does not compile.
+ */
+function hostFeatures(b: Binaryen): BinaryenModule.Features {
+  const f = b.Features;
+  return f.MVP | f.Atomics | f.MutableGlobals | f.NontrappingFPToInt | f.SIMD128 | f.BulkMemory | f.BulkMemoryOpt
+    | f.SignExt | f.ExceptionHandling | f.TailCall | f.ReferenceTypes | f.Multivalue | f.CallIndirectOverlong;
+}
 
 /** Name of a module's cached instrumented form, relative to the cache directory. */
 export function instrumentedFileName(sha256: string, startFuel: number): string {
@@ -35,7 +50,7 @@ export function rewriteForFuel(binaryen: Binaryen, bytes: Uint8Array, startFuel:
   let mod: BinaryenModule.Module | undefined;
   try {
     mod = binaryen.readBinary(bytes);
-    mod.setFeatures(binaryen.Features.All);
+    mod.setFeatures(hostFeatures(binaryen));
     binaryen.setPassArgument('log-execution', PROBE_MODULE);
     try {
       mod.runPasses(['log-execution']);
@@ -56,6 +71,7 @@ export function rewriteForFuel(binaryen: Binaryen, bytes: Uint8Array, startFuel:
       mod.global.set(FUEL_GLOBAL, mod.i32.sub(fuel(), mod.i32.const(1))),
       mod.if(mod.i32.lt_s(fuel(), mod.i32.const(0)), mod.unreachable()),
     ]));
+    meterBulkInstructions(binaryen, mod, FUEL_GLOBAL);
     if (!mod.validate()) throw new Error('instrumented module does not validate');
     // Inline the probe so a loop iteration costs a decrement and a compare, not
     // a call. The probe is bigger than binaryen's default always-inline size,

@@ -233,7 +233,8 @@ export class EvaluatorInstance {
 
   explain(reason: number): string {
     if (reason === 0) return '';
-    const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
+    // Explaining one reason is as small as a decision, and explain runs on the decision path (traces, POST /v1/explain): the decision tank.
+    const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
     return this.resultText(len);
   }
 

@@ -55,6 +55,15 @@ export interface SandboxLimits {
   memoryBudgetMiB: number;
   /** V8 heap of each thread that validates, instruments or self-tests an upload, in MiB. */
   validationHeapMiB: number;
+
+  // ---- wall-clock bounds (what fuel cannot promise) ----
+  /**
+   * An upload's self-test (instantiation, configuration, the probe
+   * decisions), in ms. Past it the process running the self-test is killed
+   * and the upload refused; the uploads queued behind it start at once on a
+   * fresh process.
+   */
+  selfTestTimeoutMs: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -78,6 +87,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   maxStages: 32,
   memoryBudgetMiB: 2048,
   validationHeapMiB: 512,
+  selfTestTimeoutMs: 1000,
 };
 
 /** What one table element costs the host: V8 keeps the table and the instance's dispatch table, 8 bytes an entry each. */

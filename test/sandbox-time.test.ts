@@ -1,0 +1,87 @@
+import { describe, it, expect, afterEach } from 'vitest';
+import { adminHarness, auth, type AdminHarness } from './fixtures/admin-harness.js';
+import { closeHarnesses, slowestHealthAnswer } from './fixtures/health-watch.js';
+import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from './fixtures/sandbox-modules.js';
+
+// Hostile modules on the live decision path of an agent (store, controller,
+// engine and admin API over HTTP): they behave for the self-test's probe
+// (port 80) and fill 64 MiB of memory in an endless loop for port 4242 only,
+// in kwp_decide or in kwp_explain. Metered by length, each such call runs out
+// of its tank: the flow is answered with the stage's failure policy within
+// the bound, and /healthz keeps answering within a second.
+const HOSTILE_PORT = 4242;
+/** What the default tanks allow, generously: a decision's million units of 64 MiB fills take ~30 ms. */
+const DECISION_BOUND_MS = 5000;
+const HEALTH_BOUND_MS = 1000;
+const FILL = 64 * 1024 * 1024 - 1024;
+
+const open: AdminHarness[] = [];
+afterEach(() => closeHarnesses(open));
+
+/** kwp_decide: for the hostile port, `hostile`; otherwise Accept with reason 1 (the batch is at 4096, one record). */
+function decideFor(hostile: string): string {
+  return `
+    (if (i32.eq (i32.load16_u (i32.const ${4096 + 6})) (i32.const ${HOSTILE_PORT})) (then ${hostile}))
+    (i32.store8 (i32.const ${4096 + 52}) (i32.const 1))
+    (i32.store (i32.const ${4096 + 56}) (i32.const 1))
+    (i32.const 0)`;
+}
+
+async function agentWith(name: string, opts: Parameters<typeof sandboxModule>[0]): Promise<string> {
+  const h = await adminHarness();
+  open.push(h);
+  const url = await h.server.listen();
+  const bytes = sandboxModule({ memory: BIG_MEMORY, meta: { ...DEFAULT_META, name, failurePolicy: 'fail-closed' }, ...opts });
+  const up = await fetch(`${url}/v1/modules?name=${name}&version=0.0.1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: Buffer.from(bytes) });
+  expect(up.status, await up.clone().text()).toBe(201);
+  const put = await fetch(`${url}/v1/pipeline`, {
+    method: 'PUT', headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ stages: [{ name: 'hostile', module: name }] }),
+  });
+  expect(put.status, await put.clone().text()).toBe(200);
+  return url;
+}
+
+async function explain(url: string, port: number): Promise<{ body: any; ms: number }> {
+  const started = performance.now();
+  const res = await fetch(`${url}/v1/explain`, {
+    method: 'POST', headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ src: 'default/a', dst: 'default/b', port }),
+  });
+  expect(res.status).toBe(200);
+  return { body: await res.json(), ms: performance.now() - started };
+}
+
+
+describe('a module filling memory in a loop for one port is bounded on the decision path', () => {
+  it('in kwp_decide: that flow gets the stage failure policy within the bound, other flows are decided, /healthz answers throughout', async () => {
+    const url = await agentWith('fills-in-decide', { decideBody: decideFor(`${fillLoop(FILL).replace(/\(i32\.const 0\)$/, '')}`) });
+    expect((await explain(url, 80)).body.verdict).toBe('allow');
+    const hostile = explain(url, HOSTILE_PORT);
+    const slowest = await slowestHealthAnswer(url, hostile);
+    const { body, ms } = await hostile;
+    expect(body.verdict).toBe('deny');
+    expect(body.egress[0]).toMatchObject({ stage: 'hostile', failure: 'fuel' });
+    expect(ms).toBeLessThan(DECISION_BOUND_MS);
+    expect(slowest).toBeLessThan(HEALTH_BOUND_MS);
+  }, 60_000);
+
+  it('in kwp_explain: the reason is dropped within the bound, the verdict stands, /healthz answers throughout', async () => {
+    // The decision stores the flow's port as its reason code; kwp_explain fills in a loop for the hostile one.
+    const decide = `
+      (i32.store8 (i32.const ${4096 + 52}) (i32.const 1))
+      (i32.store (i32.const ${4096 + 56}) (i32.load16_u (i32.const ${4096 + 6})))
+      (i32.const 0)`;
+    const url = await agentWith('fills-in-explain', {
+      decideBody: decide,
+      explainBody: `(if (i32.eq (local.get $reason) (i32.const ${HOSTILE_PORT})) (then ${fillLoop(FILL).replace(/\(i32\.const 0\)$/, '')})) (i32.const 0)`,
+    });
+    const hostile = explain(url, HOSTILE_PORT);
+    const slowest = await slowestHealthAnswer(url, hostile);
+    const { body, ms } = await hostile;
+    expect(body.egress[0]).toMatchObject({ stage: 'hostile', verdict: 'Accept' });
+    expect(body.egress[0].reason).toBeUndefined();
+    expect(ms).toBeLessThan(DECISION_BOUND_MS);
+    expect(slowest).toBeLessThan(HEALTH_BOUND_MS);
+  }, 60_000);
+});
