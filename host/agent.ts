@@ -6,7 +6,7 @@
 import {
   AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
-  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile,
+  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue,
   type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   endpointAddressesOf,
 } from './index.js';
@@ -98,6 +98,7 @@ export class Agent {
     const ilog = instanceLogger(this.log);
     this.fleet = FleetWiring.for(config.fleet, config);
     if (config.stateDir) {
+      ensureStateDir(config.stateDir);
       const storeOptions = { stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits };
       this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
@@ -122,10 +123,28 @@ export class Agent {
     return this.sources.every((s) => s.ready());
   }
 
+  /**
+   * Starts every part, or none: on any error what was started is stopped
+   * again before the error is thrown, so a failed start leaves no half-started
+   * agent (no open admin port, no rules without a pipeline behind them).
+   */
   async start(pipeline?: PipelineSpec): Promise<void> {
+    try {
+      await this.startParts(pipeline);
+    } catch (err) {
+      await this.stop().catch((stopErr) => this.log.error({ err: stopErr }, 'stopping after a failed start failed'));
+      throw err;
+    }
+  }
+
+  private async startParts(pipeline?: PipelineSpec): Promise<void> {
     if (this.sources.length === 0) {
       throw new KwpError('KWP_ERR_USAGE', 'kwp agent: no source of objects; pass --manifests DIR, --kubeconfig FILE, or run in a cluster');
     }
+    // What can be checked before anything starts is checked first.
+    if (this.config.adminAddress && !this.store) throw new KwpError('KWP_ERR_USAGE', 'kwp agent: the admin API needs --state-dir for uploaded modules and the pipeline it changes');
+    const token = this.config.adminAddress ? loadAdminToken({ file: this.config.adminTokenFile }) : undefined;
+    if (this.config.dataplane) loadNfqueue();
     const fallback = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
     const controllerOptions = {
       engine: this.engine, fallback, stateDir: this.config.stateDir, logger: instanceLogger(this.log), autoRollback: this.config.autoRollback,
@@ -138,12 +157,11 @@ export class Agent {
     if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
     for (const s of this.sources) await s.start(this.state);
     if (this.config.dataplane) await this.startDataplane();
-    if (this.config.adminAddress) {
-      if (!this.store) throw new KwpError('KWP_ERR_USAGE', 'kwp agent: the admin API needs --state-dir for uploaded modules and the pipeline it changes');
+    if (this.config.adminAddress && this.store) {
       const { host, port } = splitAddress(this.config.adminAddress);
       this.admin = await createAdminServer({
         store: this.store, controller, engine: this.engine, metrics,
-        token: loadAdminToken({ file: this.config.adminTokenFile }), readsOpen: this.config.adminReadsOpen ?? false,
+        token, readsOpen: this.config.adminReadsOpen ?? false,
         ready: () => this.ready(), host, port,
         dialledEndpoints: async (query) => (this.dataplane ? this.dataplane.dialledEndpoints(query) : []),
       });

@@ -51,10 +51,11 @@ export const ErrorCatalogue = {
   KWP_ERR_ADMIN_UNREACHABLE: { status: 502, summary: 'The CLI could not reach the admin API or got an answer it does not understand.' },
   KWP_ERR_INTERNAL: { status: 500, summary: 'An unexpected error inside the agent.' },
   // Inputs
-  KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed.' },
+  KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed, or an object in it is not valid for its API.' },
   KWP_ERR_FLOWS: { status: 400, summary: 'The flows file could not be read or parsed.' },
   KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
   KWP_ERR_KUBECONFIG: { status: 400, summary: 'The kubeconfig could not be loaded, or the in-cluster configuration is missing.' },
+  KWP_ERR_STATE_DIR: { status: 500, summary: 'The state directory cannot be created or written.' },
   // Fleet (docs/fleet.md)
   KWP_ERR_FLEET_OBJECT_INVALID: { status: 400, summary: 'An EvaluatorModule or Pipeline object (or a rollout/target in a pipeline file) does not have the expected shape.' },
   KWP_ERR_FLEET_FETCH: { status: 502, summary: "A node could not fetch a module's bytes from the OCI registry, ConfigMap or Secret its EvaluatorModule names." },

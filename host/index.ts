@@ -57,6 +57,8 @@ export type { ModuleStoreOptions } from './control/module-store.js';
 export { PipelineController } from './control/pipeline-controller.js';
 export type { PipelineControllerOptions, AutoRollbackOptions } from './control/pipeline-controller.js';
 export { loadTrustedKeys } from './control/signature.js';
+export { ensureStateDir } from './control/state-dir.js';
+export { loadNfqueue } from './dataplane/nfqueue.js';
 export { adminApi } from './admin/plugin.js';
 export type { AdminApiOptions } from './admin/options.js';
 export { createAdminServer } from './admin/server.js';

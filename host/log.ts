@@ -2,13 +2,17 @@
 // part of the host takes, so no part depends on pino directly.
 import { pino, type Logger, type DestinationStream } from 'pino';
 import type { InstanceLogger } from './runtime/instance.js';
+import { textDestination } from './log-text.js';
 
 export type { Logger } from 'pino';
 
-/** -v 0 info, 1 debug, 2 trace. */
-export function createLogger(verbosity = 0, destination: NodeJS.WritableStream = process.stderr): Logger {
+export type LogFormat = 'json' | 'text';
+
+/** -v 0 info, 1 debug, 2 trace; JSON lines (for log collectors) or text (for people, see log-text.ts). */
+export function createLogger(verbosity = 0, destination: NodeJS.WritableStream = process.stderr, format: LogFormat = 'json'): Logger {
   const level = verbosity >= 2 ? 'trace' : verbosity === 1 ? 'debug' : 'info';
-  return pino({ level, base: { component: 'kwp' } }, destination as DestinationStream);
+  const out = format === 'text' ? textDestination(destination) : destination;
+  return pino({ level, base: { component: 'kwp' } }, out as DestinationStream);
 }
 
 export function instanceLogger(log: Logger): InstanceLogger {

@@ -51,6 +51,11 @@ async function compileAS(entry, target, extra = []) {
 }
 
 const jobs = [];
+/** A build step with the path it writes, for the progress lines. */
+function addJob(target, run) {
+  run.label = target.slice(root.length + 1);
+  jobs.push(run);
+}
 // The built-in evaluators import their memory, so the host sizes each stage's
 // cap to the state it delivers (host/runtime/memory-cap.ts) instead of the
 // fixed maximum a defined memory would carry in the binary.
@@ -60,14 +65,14 @@ for (const name of readdirSync(evalDir)) {
   const entry = join(evalDir, name, 'index.ts');
   if (!existsSync(entry)) continue;
   const target = join(out, `${name}.wasm`);
-  if (!upToDate(target, evalDir)) jobs.push(() => compileAS(entry, target, EVALUATOR_FLAGS));
+  if (!upToDate(target, evalDir)) addJob(target, () => compileAS(entry, target, EVALUATOR_FLAGS));
 }
 const exDir = join(root, 'sdk', 'examples');
 if (existsSync(exDir)) for (const name of readdirSync(exDir)) {
   const entry = join(exDir, name, 'assembly', 'index.ts');
   if (!existsSync(entry)) continue;
   const target = join(out, 'examples', `${name}.wasm`);
-  if (!upToDate(target, join(exDir, name))) jobs.push(() => compileAS(entry, target));
+  if (!upToDate(target, join(exDir, name))) addJob(target, () => compileAS(entry, target));
 }
 const fixDir = join(root, 'test', 'fixtures', 'wasm');
 if (existsSync(fixDir)) for (const e of readdirSync(fixDir, { withFileTypes: true })) {
@@ -75,7 +80,7 @@ if (existsSync(fixDir)) for (const e of readdirSync(fixDir, { withFileTypes: tru
     const src = join(fixDir, e.name);
     const target = join(out, 'fixtures', e.name.replace(/\.wat$/, '.wasm'));
     if (!force && existsSync(target) && statSync(target).mtimeMs >= statSync(src).mtimeMs) continue;
-    jobs.push(async () => {
+    addJob(target, async () => {
       const mod = binaryen.parseText(readFileSync(src, 'utf8'));
       mod.setFeatures(binaryen.Features.All);
       mkdirSync(dirname(target), { recursive: true });
@@ -88,20 +93,27 @@ if (existsSync(fixDir)) for (const e of readdirSync(fixDir, { withFileTypes: tru
     const flags = existsSync(join(fixDir, e.name, 'asc-flags.json'))
       ? JSON.parse(readFileSync(join(fixDir, e.name, 'asc-flags.json'), 'utf8')) : [];
     const stale = !upToDate(target, join(fixDir, e.name)) || (existsSync(target) && statSync(target).mtimeMs < evaluatorsTime);
-    if (stale) jobs.push(() => compileAS(join(fixDir, e.name, 'index.ts'), target, flags));
+    if (stale) addJob(target, () => compileAS(join(fixDir, e.name, 'index.ts'), target, flags));
   }
 }
 
 // asc is CPU-bound and single-threaded; running two at once keeps both cores busy.
+// Each module prints a line when it is done: a full build takes about a minute.
 let failed = false;
+let done = 0;
 async function worker() {
   while (jobs.length) {
     const job = jobs.shift();
-    try { await job(); } catch (err) { failed = true; console.error(err.message); }
+    const t0 = Date.now();
+    try {
+      await job();
+      console.log(`build:wasm: [${++done}/${count}] ${job.label} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    } catch (err) { failed = true; done++; console.error(err.message); }
   }
 }
 const started = Date.now();
 const count = jobs.length;
+if (count) console.log(`build:wasm: building ${count} module(s) into ${out}, two at a time`);
 await Promise.all([worker(), worker()]);
 if (failed) process.exit(1);
 console.log(`build:wasm: ${count} module(s) built in ${Date.now() - started} ms`);

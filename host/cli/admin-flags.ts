@@ -6,13 +6,13 @@ import { loadAdminToken, TOKEN_ENV } from '../admin/auth.js';
 export const adminFlagSpec = {
   server: { type: 'string' },
   'token-file': { type: 'string' },
-  output: { type: 'string' },
+  output: { type: 'string', short: 'o' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 export const ADMIN_FLAGS_HELP = `  --server URL        the agent's admin API (default ${DEFAULT_SERVER}; for TLS with your own CA set NODE_EXTRA_CA_CERTS)
   --token-file FILE   the admin token (default: $${TOKEN_ENV})
-  --output FORMAT     text (default) or json`;
+  -o, --output FORMAT text (default) or json`;
 
 export function adminClient(values: { server?: string; 'token-file'?: string }): AdminClient {
   return new AdminClient(values.server ?? DEFAULT_SERVER, loadAdminToken({ file: values['token-file'] }));

@@ -43,6 +43,7 @@ export const agentFlags: AgentFlag[] = [
   { name: 'fleet-pipeline', type: 'string', default: 'default', description: 'With --fleet: name of the Pipeline object the admin API writes.' },
   { name: 'fleet-status-interval', type: 'number', range: [1, 3600], default: 10, description: "Seconds between refreshes of this node's NodePipelineStatus when only its counters changed." },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
+  { name: 'log-format', type: 'string', default: 'json', description: 'Log lines as json (for log collectors) or text (for people; coloured only on a TTY without NO_COLOR).' },
 ];
 
 /** The command-line spelling of a flag. */

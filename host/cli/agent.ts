@@ -6,6 +6,7 @@ import {
   type MulticlusterAgentConfig, type ObjectSource, type PipelineSpec,
 } from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
+import { runUntilSignal } from './signals.js';
 import { Agent, loadPipelineFile, type AgentConfig } from '../agent.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
@@ -142,7 +143,9 @@ export async function runAgent(argv: string[]): Promise<number> {
   const multicluster = await multiclusterConfig(flags);
   // Multicluster: the IP-tracker source (it puts the state into multicluster
   // mode) and the pipeline with the multicluster NetworkPolicy stage.
-  const logger = createLogger(flags.v as number);
+  const format = String(flags['log-format']);
+  if (format !== 'json' && format !== 'text') throw new KwpError('KWP_ERR_USAGE', `kwp agent: --log-format takes json or text, got "${format}"`);
+  const logger = createLogger(flags.v as number, process.stderr, format);
   let pipeline: PipelineSpec | undefined;
   const extraSources: ObjectSource[] = [];
   if (multicluster) {
@@ -151,17 +154,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     pipeline = multiclusterPipeline(loadPipelineFile(flags.pipeline as string | undefined, verbose), multicluster, flags.pipeline === undefined);
   }
   const agent = new Agent({ ...config, logger, extraSources });
-  await agent.start(pipeline);
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      agent.log.info({ signal }, 'stopping');
-      agent.stop().then(resolve, (err) => { agent.log.error({ err }, 'stop failed'); resolve(); });
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
-  // The nfqueue binding cannot close its netlink socket, which would keep the
-  // event loop alive after a clean stop; everything is torn down by now.
-  if (agent.dataplane) process.exit(0);
-  return 0;
+  // The process exits when this returns (bin/kwp.js): the nfqueue binding's
+  // netlink socket cannot be closed, and everything else is torn down by then.
+  return runUntilSignal(agent.log, () => agent.start(pipeline), () => agent.stop());
 }

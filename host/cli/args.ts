@@ -1,15 +1,26 @@
 // Flag parsing shared by every subcommand: node's parseArgs, with unknown
-// flags turned into a KWP_ERR_USAGE that names the flag.
+// flags turned into a KWP_ERR_USAGE that names the flag and the closest
+// known one, as kubectl and cilium do.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { KwpError } from '../errors.js';
+import { didYouMean, suggestion } from '../suggest.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
+
+function unknownFlagMessage(command: string, err: Error, options: Options): string | undefined {
+  const m = /Unknown option '(-{1,2}[^']+)'/.exec(err.message);
+  if (!m) return undefined;
+  const flag = m[1];
+  const names = Object.keys(options).map((n) => `--${n}`);
+  return `kwp ${command}: unknown flag "${flag}"${suggestion(flag, names)}; see "kwp ${command} --help"`;
+}
 
 export function parseFlags<T extends Options>(command: string, argv: string[], options: T, allowPositionals = false): ReturnType<typeof parseArgs<{ options: T; allowPositionals: boolean; strict: true }>> {
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (err) {
-    throw new KwpError('KWP_ERR_USAGE', `kwp ${command}: ${(err as Error).message}; see "kwp ${command} --help"`);
+    const message = unknownFlagMessage(command, err as Error, options);
+    throw new KwpError('KWP_ERR_USAGE', message ?? `kwp ${command}: ${(err as Error).message}; see "kwp ${command} --help"`);
   }
 }
 
@@ -18,4 +29,40 @@ export function requireFlag<T>(command: string, name: string, value: T | undefin
     throw new KwpError('KWP_ERR_USAGE', `kwp ${command}: --${name} is required; see "kwp ${command} --help"`);
   }
   return value;
+}
+
+/** `-o`/`--output` checked against the formats a command prints, with "did you mean". */
+export function outputFormat<F extends string>(command: string, value: string | undefined, formats: readonly F[], fallback: F): F {
+  if (value === undefined) return fallback;
+  if ((formats as readonly string[]).includes(value)) return value as F;
+  throw new KwpError('KWP_ERR_USAGE', `kwp ${command}: --output must be ${formats.join(', ')}, got "${value}"${didYouMean(value, formats)}`);
+}
+
+/** A port flag: a whole number 1-65535. */
+export function portFlag(command: string, flag: string, value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < 1 || n > 65535) throw new KwpError('KWP_ERR_USAGE', `kwp ${command}: --${flag} must be a port 1-65535, got "${value}"`);
+  return n;
+}
+
+/**
+ * The subcommand of `kwp module push`-style commands: `undefined` asks for
+ * the help (no subcommand, `help`, `--help` or `-h` first); an unknown one
+ * is a KWP_ERR_USAGE with the closest known subcommand.
+ */
+export function subcommand(command: string, argv: string[], known: readonly string[]): { sub?: string; rest: string[] } {
+  const [first, ...rest] = argv;
+  if (first === undefined || first === 'help' || first === '--help' || first === '-h') return { rest };
+  if (first.startsWith('-')) {
+    // `kwp module -o json ls`: flags before the subcommand.
+    const at = argv.findIndex((a) => known.includes(a));
+    if (at < 0) return argv.includes('--help') || argv.includes('-h') ? { rest: [] } : fail(command, first, known);
+    return { sub: argv[at], rest: [...argv.slice(0, at), ...argv.slice(at + 1)] };
+  }
+  if (!known.includes(first)) return fail(command, first, known);
+  return { sub: first, rest };
+}
+
+function fail(command: string, word: string, known: readonly string[]): never {
+  throw new KwpError('KWP_ERR_USAGE', `kwp ${command}: unknown subcommand "${word}"${suggestion(word, known)}; the subcommands are ${known.join(', ')} (see "kwp ${command} --help")`);
 }

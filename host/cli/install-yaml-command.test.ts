@@ -253,3 +253,25 @@ describe('deploy/Dockerfile', () => {
     expect(agentContainer(objects()).args[0]).toBe('agent');
   });
 });
+
+describe('kwp manifests and its default image', () => {
+  it('says on stderr that the default image is not published, and is quiet with --image', async () => {
+    const { runManifestsCommand } = await import('./install-yaml-command.js');
+    const err: string[] = [];
+    const out: string[] = [];
+    const { vi } = await import('vitest');
+    const e = vi.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => { err.push(String(c)); return true; });
+    const o = vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => { out.push(String(c)); return true; });
+    try {
+      await runManifestsCommand([]);
+      expect(err.join('')).toMatch(/^warning: no --image given, so the DaemonSet runs ghcr\.io\/kube-wasm-policies\/kwp:v[\d.]+, which this project does not publish; build deploy\/Dockerfile/);
+      err.length = 0;
+      await runManifestsCommand(['--image', 'registry.example/kwp:1']);
+      expect(err).toEqual([]);
+      expect(out.join('')).toContain('image: registry.example/kwp:1');
+    } finally {
+      e.mockRestore();
+      o.mockRestore();
+    }
+  });
+});

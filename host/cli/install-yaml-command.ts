@@ -174,6 +174,11 @@ export async function runManifestsCommand(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  process.stdout.write(renderManifests(argv));
+  const yaml = renderManifests(argv);
+  if (!argv.some((a) => a === '--image' || a.startsWith('--image='))) {
+    // No registry publishes this image: whoever applies the YAML must build and push it first.
+    process.stderr.write(`warning: no --image given, so the DaemonSet runs ${defaultImage()}, which this project does not publish; build deploy/Dockerfile, push it to your registry and pass --image REF (docs/install.md)\n`);
+  }
+  process.stdout.write(yaml);
   return 0;
 }

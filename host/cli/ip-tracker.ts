@@ -3,6 +3,7 @@
 // directory of kubeconfig files and publishes their pod IPs into etcd, where
 // the agents started with --ip-tracker-etcd read them.
 
+import { runUntilSignal } from './signals.js';
 import { KwpError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { parseEtcdEndpoints } from '../multicluster/etcd-client.js';
@@ -86,15 +87,8 @@ export async function runIpTracker(argv: string[]): Promise<number> {
     leaseTtlSeconds: flags.leaseTtlSeconds,
     logger: log,
   });
-  await tracker.start();
-  log.info({ dir: flags.kubeconfigDir, etcd: flags.endpoints, prefix: flags.prefix }, 'ip tracker started');
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log.info({ signal }, 'stopping');
-      tracker.stop().then(resolve, (err) => { log.error({ err }, 'stop failed'); resolve(); });
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
-  return 0;
+  return runUntilSignal(log, async () => {
+    await tracker.start();
+    log.info({ dir: flags.kubeconfigDir, etcd: flags.endpoints, prefix: flags.prefix }, 'ip tracker started');
+  }, () => tracker.stop());
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { KwpError } from '../errors.js';
 import { readWasmSummary } from '../runtime/wasm-binary.js';
 import { loadPrivateKey, signModule } from '../control/signature.js';
-import { parseFlags } from './args.js';
+import { parseFlags, subcommand } from './args.js';
 import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
 
 const HELP = `usage: kwp module push FILE [--name NAME] [--version VERSION] [--sign-key KEY] [--self-test-config JSON]
@@ -34,11 +34,11 @@ function metaOf(bytes: Uint8Array, file: string): { name?: string; version?: str
 }
 
 export async function runModule(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  const { values, positionals } = parseFlags('module', rest, {
+  const { sub, rest } = subcommand('module', argv, ['push', 'ls', 'rm']);
+  const { values, positionals } = parseFlags(sub ? `module ${sub}` : 'module', rest, {
     ...adminFlagSpec, name: { type: 'string' }, version: { type: 'string' }, 'sign-key': { type: 'string' }, 'self-test-config': { type: 'string' },
   }, true);
-  if (values.help || !sub || sub === 'help') { print(HELP); return sub ? 0 : 2; }
+  if (values.help || !sub) { print(HELP); return argv.length ? 0 : 2; }
   const client = adminClient(values);
   const json = values.output === 'json';
 

@@ -5,7 +5,7 @@ import { parse as parseYAML } from 'yaml';
 import { formatPipelineYAML, parsePipelineText } from '../pipeline/spec.js';
 import { formatRollout, parseRollout, parseTarget } from '../fleet/objects.js';
 import type { PipelineAnswer } from '../admin/client.js';
-import { parseFlags } from './args.js';
+import { parseFlags, subcommand } from './args.js';
 import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
 
 const HELP = `usage: kwp pipeline get
@@ -30,9 +30,9 @@ function show(p: PipelineAnswer, json: boolean): void {
 }
 
 export async function runPipeline(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  const { values, positionals } = parseFlags('pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' } }, true);
-  if (values.help || !sub || sub === 'help') { print(HELP); return sub ? 0 : 2; }
+  const { sub, rest } = subcommand('pipeline', argv, ['get', 'set', 'rollback', 'history']);
+  const { values, positionals } = parseFlags(sub ? `pipeline ${sub}` : 'pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' } }, true);
+  if (values.help || !sub) { print(HELP); return argv.length ? 0 : 2; }
   const client = adminClient(values);
   const json = values.output === 'json';
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { runSdk, scaffold, sdkDependency, templateDir } from './sdk.js';
 
 describe('kwp sdk new', () => {
@@ -64,7 +64,7 @@ describe('kwp sdk new', () => {
     await expect(runSdk(['new', 'p', join(dir, 'p'), '--sdk-version', '1'])).rejects.toMatchObject({ code: 'KWP_ERR_USAGE' });
   });
 
-  it('pins the running kwp\'s version without --sdk and says how to use a checkout instead', async () => {
+  it('depends on the package this kwp runs from without --sdk, so the project installs from it', async () => {
     const out: string[] = [];
     const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => { out.push(String(chunk)); return true; });
     try {
@@ -72,10 +72,16 @@ describe('kwp sdk new', () => {
     } finally {
       spy.mockRestore();
     }
-    const version = JSON.parse(readFileSync(join(templateDir(), '..', '..', 'package.json'), 'utf8')).version;
-    expect(JSON.parse(readFileSync(join(dir, 'pinned', 'package.json'), 'utf8')).devDependencies['kube-wasm-policies']).toBe(version);
+    const root = join(templateDir(), '..', '..');
+    const version = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version;
+    const dependency = JSON.parse(readFileSync(join(dir, 'pinned', 'package.json'), 'utf8')).devDependencies['kube-wasm-policies'];
+    expect(dependency).toMatch(/^file:/);
+    expect(resolve(join(dir, 'pinned'), dependency.slice('file:'.length))).toBe(resolve(root));
     const text = out.join('');
     expect(text).toContain('npm test        # builds build/pinned.wasm and runs test/pinned.test.ts');
-    expect(text).toContain('run again with --sdk /path/to/kube-wasm-policies');
+    expect(text).toContain(`run again with --sdk ${version}`);
+    // What an agent run from the project writes (the token, the state, keys) stays out of git.
+    const ignored = readFileSync(join(dir, 'pinned', '.gitignore'), 'utf8').split('\n');
+    expect(ignored).toEqual(expect.arrayContaining(['node_modules/', 'build/', '.kwp-token', '.kwp-state/', '*.key']));
   });
 });

@@ -3,9 +3,9 @@
 // so the module it builds speaks the ABI of the agent it will be pushed to.
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { KwpError } from '../errors.js';
-import { parseFlags } from './args.js';
+import { packageRoot } from '../package-root.js';
+import { parseFlags, subcommand } from './args.js';
 
 const HELP = `usage: kwp sdk new NAME [DIR] [--sdk SPEC]
 
@@ -16,7 +16,8 @@ the agent's runtime. Then: cd DIR && npm install && npm test
   NAME          module name: lower-case letters, digits and dashes, 1-63 characters
   --sdk SPEC    where the project gets kube-wasm-policies from: a version or
                 range for your registry, or a path to a checkout or a tarball
-                (written as a file: dependency); default: this kwp's version
+                (written as a file: dependency); default: the package this kwp
+                runs from, as a file: dependency
 `;
 
 const MODULE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -29,13 +30,9 @@ interface PackageInfo {
 }
 
 function kwpPackage(): PackageInfo {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
-    const file = join(dir, 'package.json');
-    if (!existsSync(file)) continue;
-    const pkg = JSON.parse(readFileSync(file, 'utf8'));
-    if (pkg.name === 'kube-wasm-policies') return { root: dir, version: pkg.version, dependencies: { ...pkg.devDependencies, ...pkg.dependencies } };
-  }
-  throw new KwpError('KWP_ERR_INTERNAL', 'kwp sdk: cannot find the kube-wasm-policies package.json above this command; reinstall kwp');
+  const root = packageRoot();
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  return { root, version: pkg.version, dependencies: { ...pkg.devDependencies, ...pkg.dependencies } };
 }
 
 /** The directory holding the project templates. */
@@ -124,7 +121,10 @@ async function runNew(argv: string[]): Promise<number> {
   }
   const [name, dirArg] = positionals;
   const dir = resolve(dirArg ?? name);
-  const sdk = sdkDependency(values.sdk ?? kwpPackage().version, dir);
+  // By default the project depends on the package this kwp runs from (a
+  // checkout or an installed package), so it installs with no registry and
+  // builds against exactly the SDK and ABI of this kwp.
+  const sdk = sdkDependency(values.sdk ?? kwpPackage().root, dir);
   const files = scaffold({ name, dir, sdk });
   const shown = relative(process.cwd(), dir) || '.';
   process.stdout.write(
@@ -132,17 +132,14 @@ async function runNew(argv: string[]): Promise<number> {
     `next:\n  cd ${shown}\n  npm install\n  npm test        # builds build/${name}.wasm and runs test/${name}.test.ts\n`,
   );
   if (values.sdk === undefined) {
-    process.stdout.write(`\nThe project depends on kube-wasm-policies@${sdk} from your npm registry; to use a checkout instead, run again with --sdk /path/to/kube-wasm-policies.\n`);
+    process.stdout.write(`\nThe project depends on the kube-wasm-policies this kwp runs from (${kwpPackage().root}); to take it from your npm registry instead, run again with --sdk ${kwpPackage().version}.\n`);
   }
   return 0;
 }
 
 export async function runSdk(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
+  const { sub, rest } = subcommand('sdk', argv, ['new']);
   if (sub === 'new') return runNew(rest);
-  if (sub === undefined || sub === 'help' || sub === '--help' || sub === '-h') {
-    process.stdout.write(HELP);
-    return sub === undefined ? 2 : 0;
-  }
-  throw new KwpError('KWP_ERR_USAGE', `kwp sdk: unknown subcommand "${sub}"; the one subcommand is "new" (see "kwp sdk --help")`);
+  process.stdout.write(HELP);
+  return argv.length ? 0 : 2;
 }

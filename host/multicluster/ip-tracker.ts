@@ -45,6 +45,9 @@ export interface ClusterStatus {
   synced: boolean;
 }
 
+/** How long stop() waits for a running publish pass. */
+const STOP_WAIT_MS = 2000;
+
 export class IpTracker {
   readonly prefix: string;
   private readonly logger: SourceLogger;
@@ -97,7 +100,11 @@ export class IpTracker {
     clearInterval(this.resyncTimer);
     clearTimeout(this.passTimer);
     this.closeDeleteWatch();
-    await this.running?.catch(() => undefined);
+    // A pass blocked on an unreachable etcd must not hold the stop: wait for
+    // it a little, then closing the publisher abandons it.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.running?.catch(() => undefined), new Promise((r) => { timer = setTimeout(r, STOP_WAIT_MS); })]);
+    clearTimeout(timer);
     for (const c of this.clusters.values()) await c.stop();
     this.clusters.clear();
     this.publisher.close();

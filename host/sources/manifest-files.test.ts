@@ -113,14 +113,15 @@ items:
     ['v1', 'Service'],
     ['networking.k8s.io/v1', 'NetworkPolicy'],
   ])('a %s %s without a namespace lands in the default namespace', async (apiVersion, kind) => {
-    await writeFile(join(dir, 'x.yaml'), `apiVersion: ${apiVersion}\nkind: ${kind}\nmetadata:\n  name: thing\nstatus:\n  podIP: 10.0.0.1\n`);
+    const body = kind === 'NetworkPolicy' ? 'spec:\n  podSelector: {}\n' : kind === 'Pod' ? 'status:\n  podIP: 10.0.0.1\n' : '';
+    await writeFile(join(dir, 'x.yaml'), `apiVersion: ${apiVersion}\nkind: ${kind}\nmetadata:\n  name: thing\n${body}`);
     const { objects } = await loadManifests([dir]);
     expect(objects[0].metadata.namespace).toBe('default');
   });
 
   it('a cluster-scoped or custom kind without a namespace keeps none', async () => {
     await writeFile(join(dir, 'x.yaml'), 'apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: t\n');
-    const { objects } = await loadManifests([dir]);
+    const { objects } = await loadManifests([dir], { kinds: ['example.com/v1/Thing'] });
     expect(objects[0].metadata.namespace).toBeUndefined();
   });
 
@@ -310,6 +311,7 @@ describe('watching manifests', () => {
     const errors: KwpError[] = [];
     let reloads = 0;
     const source = new ManifestSource(dir, {
+      kinds: ['example.com/v1/Thing'],
       watch: true,
       debounceMs: 30,
       onError: (e) => errors.push(e),

@@ -11,6 +11,8 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Kinds, kindKeyOf, type KindKey, type KubeObject, type ObjectSink, type ObjectSource } from '../contract.js';
 import { KwpError, isKwpError } from '../errors.js';
+import { validateObject as validateSchema, validationContext } from '../validation/object-validator.js';
+import { UNREAD_KINDS, unreadReason } from '../validation/unread-kinds.js';
 
 /** Kinds a manifest source always delivers, found or not, so evaluators asking for them see a (maybe empty) snapshot. */
 export const MANIFEST_KINDS: readonly KindKey[] = [
@@ -35,6 +37,24 @@ export interface ManifestLoad {
   warnings: string[];
 }
 
+export interface LoadOptions {
+  /** Kinds to accept without a schema: those the pipeline's modules ask for (`apiVersion/Kind`). */
+  kinds?: Iterable<string>;
+}
+
+/** At most this many problems are listed in one error; the rest are counted. */
+const MAX_LISTED_PROBLEMS = 20;
+
+/** kwp.io objects configure the agent (a Pipeline file, fleet resources): they are not cluster state. */
+function isAgentConfiguration(object: Pick<KubeObject, 'apiVersion'>): boolean {
+  return object.apiVersion.startsWith('kwp.io/');
+}
+
+function describeObject(object: KubeObject): string {
+  const ns = object.metadata.namespace;
+  return `${object.kind} ${ns ? `${ns}/` : ''}${object.metadata.name}`;
+}
+
 interface Located {
   object: KubeObject;
   where: string;
@@ -50,8 +70,8 @@ function isPlainObject(value: unknown): value is Record<string, any> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Checks one document or list item and returns it as a KubeObject; `where` is "file: document N[, item M]". */
-function validateObject(value: unknown, where: string): KubeObject {
+/** Checks the shape every document needs and returns it as a KubeObject; `where` is "file: document N[, item M]". */
+function checkObject(value: unknown, where: string): KubeObject {
   if (!isPlainObject(value)) {
     throw new KwpError(
       'KWP_ERR_MANIFEST',
@@ -65,6 +85,8 @@ function validateObject(value: unknown, where: string): KubeObject {
   if (typeof value.apiVersion !== 'string' || value.apiVersion === '') {
     throw new KwpError('KWP_ERR_MANIFEST', `${where} (${kind}) has no apiVersion; add one, for example "apiVersion: v1" for a Pod`);
   }
+  // A Pipeline file (or another kwp.io object) is skipped by loadManifests, with a warning, whatever its metadata.
+  if (isAgentConfiguration(value as KubeObject)) return value as KubeObject;
   const metadata = value.metadata;
   if (!isPlainObject(metadata) || typeof metadata.name !== 'string' || metadata.name === '') {
     throw new KwpError('KWP_ERR_MANIFEST', `${where} (${kind}) has no metadata.name; every object needs a name`);
@@ -106,14 +128,14 @@ function expandDocument(value: unknown, where: string, into: Located[]): void {
         item.apiVersion ??= value.apiVersion;
       }
       const itemWhere = `${where}, item ${i + 1}`;
-      into.push({ object: validateObject(item, itemWhere), where: itemWhere });
+      into.push({ object: checkObject(item, itemWhere), where: itemWhere });
     });
     return;
   }
-  into.push({ object: validateObject(value, where), where });
+  into.push({ object: checkObject(value, where), where });
 }
 
-function parseJsonFile(text: string, file: string, into: Located[]): void {
+function parseJsonFile(text: string, file: string, into: Located[], warnings: string[]): void {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -131,7 +153,16 @@ function parseJsonFile(text: string, file: string, into: Located[]): void {
       `${file}: document 1 is not valid JSON${at} (${detail}); fix the syntax, or rename the file to .yaml if it holds YAML`,
     );
   }
+  if (isFlowsFile(value)) {
+    warnings.push(`${file}: a list of flows, not Kubernetes objects; skipped (give it with --flows)`);
+    return;
+  }
   expandDocument(value, `${file}: document 1`, into);
+}
+
+/** A JSON array of {src, dst, ...}: the flows file that often sits next to the manifests. */
+function isFlowsFile(value: unknown): boolean {
+  return Array.isArray(value) && value.length > 0 && value.every((f) => isPlainObject(f) && 'src' in f && 'dst' in f && !('kind' in f));
 }
 
 function parseYamlFile(text: string, file: string, into: Located[]): void {
@@ -212,8 +243,12 @@ function podHasIP(pod: KubeObject): boolean {
   return typeof status?.podIP === 'string' && status.podIP !== '';
 }
 
-/** Reads every manifest under `paths`; throws KwpError(KWP_ERR_MANIFEST) naming the file and document on bad input. */
-export async function loadManifests(paths: string[]): Promise<ManifestLoad> {
+/**
+ * Reads every manifest under `paths` and validates each object strictly
+ * against its API schema; throws KwpError(KWP_ERR_MANIFEST) naming the file,
+ * document and field of every problem.
+ */
+export async function loadManifests(paths: string[], options: LoadOptions = {}): Promise<ManifestLoad> {
   const warnings: string[] = [];
   const files: string[] = [];
   for (const path of paths) await collectFiles(path, files, warnings);
@@ -230,12 +265,36 @@ export async function loadManifests(paths: string[]): Promise<ManifestLoad> {
     } catch (err) {
       throw new KwpError('KWP_ERR_MANIFEST', `${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
     }
-    if (extname(file).toLowerCase() === '.json') parseJsonFile(text, file, located);
+    if (extname(file).toLowerCase() === '.json') parseJsonFile(text, file, located, warnings);
     else parseYamlFile(text, file, located);
   }
 
+  const kept: Located[] = [];
+  for (const entry of located) {
+    if (!isAgentConfiguration(entry.object)) kept.push(entry);
+    else warnings.push(`${entry.where}: ${entry.object.kind} (${entry.object.apiVersion}) configures kwp and is not a cluster object; skipped${entry.object.kind === 'Pipeline' ? ' (give a pipeline file with --pipeline)' : ''}`);
+  }
+  const context = validationContext(kept.map((l) => l.object), options.kinds);
+  const problems: string[] = [];
+  for (const { object, where } of kept) {
+    for (const line of validateSchema(object, context)) problems.push(`${where} (${describeObject(object)}): ${line}`);
+  }
+  for (let i = kept.length - 1; i >= 0; i--) {
+    const { object, where } = kept[i];
+    const key = kindKeyOf(object);
+    if (!UNREAD_KINDS.has(key) || context.accepted.has(key)) continue;
+    // A CRD is read (it makes its kind known) but is no cluster state either.
+    if (key !== 'apiextensions.k8s.io/v1/CustomResourceDefinition') warnings.unshift(`${where}: ${describeObject(object)} skipped: ${unreadReason(object.kind)}`);
+    kept.splice(i, 1);
+  }
+  if (problems.length) {
+    const listed = problems.slice(0, MAX_LISTED_PROBLEMS);
+    const more = problems.length > listed.length ? `\n(and ${problems.length - listed.length} more problems)` : '';
+    throw new KwpError('KWP_ERR_MANIFEST', `${listed.join('\n')}${more}`);
+  }
+
   const firstSeen = new Map<string, string>();
-  for (const { object, where } of located) {
+  for (const { object, where } of kept) {
     const namespace = object.metadata.namespace;
     const id = `${kindKeyOf(object)} ${namespace ? `${namespace}/` : ''}${object.metadata.name}`;
     const earlier = firstSeen.get(id);
@@ -249,7 +308,7 @@ export async function loadManifests(paths: string[]): Promise<ManifestLoad> {
       );
     }
   }
-  return { objects: located.map((l) => l.object), warnings };
+  return { objects: kept.map((l) => l.object), warnings };
 }
 
 /** Groups objects by kind, Namespaces and Nodes first so pods are derived with their labels in one pass. */
@@ -267,6 +326,8 @@ function groupByKind(objects: KubeObject[], alsoKinds: Iterable<KindKey>): Map<K
 }
 
 export interface ManifestSourceOptions {
+  /** Kinds to accept without a schema, as in loadManifests. */
+  kinds?: Iterable<string>;
   /** Re-read and re-deliver when the files change (`kwp agent --manifests DIR`). */
   watch?: boolean;
   /** Quiet time after the last file event before re-reading, in ms. */
@@ -308,7 +369,7 @@ export class ManifestSource implements ObjectSource {
   async start(sink: ObjectSink): Promise<void> {
     this.sink = sink;
     this.stopped = false;
-    this.deliver(await loadManifests(this.paths));
+    this.deliver(await loadManifests(this.paths, { kinds: this.options.kinds }));
     this.loaded = true;
     if (this.options.watch) await this.startWatching();
   }
@@ -405,7 +466,7 @@ export class ManifestSource implements ObjectSource {
       do {
         this.reloadAgain = false;
         try {
-          const load = await loadManifests(this.paths);
+          const load = await loadManifests(this.paths, { kinds: this.options.kinds });
           if (this.stopped) return;
           await this.refreshTreeWatchers();
           this.deliver(load);

@@ -228,7 +228,8 @@ export async function startPluginCluster(options: PluginClusterOptions): Promise
   const pipeline = placePlugin(options.pipeline ?? 'alone', stage);
 
   const manifests = options.manifests === undefined ? [] : Array.isArray(options.manifests) ? options.manifests : [options.manifests];
-  const objects = manifests.length ? (await loadManifests(manifests)).objects : [];
+  // The plugin's own kinds need no CRD in a test: its module.json says it reads them.
+  const objects = manifests.length ? (await loadManifests(manifests, { kinds: module.meta.kinds })).objects : [];
   objects.push(...(options.objects ?? []));
 
   const evaluator = new OfflineEvaluator({ objects, pipeline, dns: options.dns, modules: new SingleModule(module) });
