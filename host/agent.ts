@@ -8,6 +8,7 @@ import {
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue,
   type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  endpointAddressesOf,
 } from './index.js';
 
 export interface AgentConfig {
@@ -167,6 +168,7 @@ export class Agent {
         ready: () => this.ready(), host, port,
         // Warnings and errors only (every 5xx, with its request id): request lines would drown the agent's log.
         logger: this.log.child({ part: 'admin-api' }, { level: 'warn' }),
+        dialledEndpoints: async (query) => (this.dataplane ? this.dataplane.dialledEndpoints(query) : []),
       });
       this.adminUrl = await this.admin.listen();
       this.log.info({ url: this.adminUrl }, 'admin API listening');
@@ -181,7 +183,11 @@ export class Agent {
     const dp = new Dataplane({
       ...dataplaneSettings(this.config),
       logger: this.log.child({ part: 'dataplane' }),
-      onDnsAnswer: (name, address, ttl) => this.state.recordResolvedName(name, address, ttl),
+      onDnsAnswer: (name, address, ttl) => {
+        this.state.recordResolvedName(name, address, ttl);
+        // A Service name answers with its ClusterIP; policies see its endpoints.
+        for (const endpoint of endpointAddressesOf(this.state, address)) this.state.recordResolvedName(name, endpoint, ttl);
+      },
     });
     await dp.start(this.engine);
     this.dataplane = dp;

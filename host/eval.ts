@@ -4,6 +4,7 @@
 import type { DirectionResult, KubeObject, StageTrace } from './contract.js';
 import { kindKeyOf, Kinds } from './contract.js';
 import { ClusterState } from './state/cluster-state.js';
+import { endpointAddressesOf } from './services/service-directory.js';
 import { PolicyEngine } from './pipeline/engine.js';
 import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/modules.js';
 import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
@@ -60,7 +61,8 @@ export function stateFromObjects(objects: KubeObject[], dns?: Record<string, str
   for (const k of order) if (byKind.has(k)) state.replace(k, byKind.get(k)!);
   for (const [k, list] of byKind) if (!order.includes(k as never)) state.replace(k, list);
   for (const [name, addresses] of Object.entries(dns ?? {})) {
-    for (const a of addresses) state.recordResolvedName(name, a, 365 * 24 * 3600);
+    // As the agent records a DNS answer: a ClusterIP stands for its Service's endpoints too.
+    for (const a of addresses) for (const address of [a, ...endpointAddressesOf(state, a)]) state.recordResolvedName(name, address, 365 * 24 * 3600);
   }
   return state;
 }

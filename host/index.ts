@@ -78,6 +78,7 @@ export type { FleetConfig } from './fleet/agent-wiring.js';
 
 // Offline evaluation.
 export { evaluateFlows, OfflineEvaluator } from './eval.js';
+export { ServiceDirectory, endpointAddressesOf } from './services/service-directory.js';
 export type { FlowInput, FlowResult } from './eval.js';
 
 // Logging.

@@ -22,6 +22,8 @@ export interface ExplainAnswer {
   egress: StageTrace[];
   ingress: StageTrace[];
   notes: string[];
+  /** For a flow to a Service: the decision for each endpoint explained. */
+  endpoints?: Array<{ service: string; endpoint: string; address: string; port: number; verdict: 'allow' | 'deny'; walkthrough: string }>;
 }
 
 export interface FlowRequest {
@@ -30,6 +32,8 @@ export interface FlowRequest {
   port: number;
   protocol?: string;
   srcPort?: number;
+  /** The flow reached the destination pod through a Service. */
+  viaService?: boolean;
 }
 
 export class AdminClient {

@@ -38,6 +38,12 @@ export interface AdminApiOptions {
    */
   uploadGlobalBurst?: number;
   uploadsPerMinuteGlobal?: number;
+  /**
+   * Where the kernel sent connections to a Service (conntrack, through the
+   * dataplane), so an explanation of a flow to a Service can name the
+   * endpoint it was rewritten to. Absent: every endpoint is explained.
+   */
+  dialledEndpoints?: (query: { family: 4 | 6; protocol: number; src: string; dst: string; dstPort: number }) => Promise<Array<{ address: string; port: number }>>;
   /** Serve the web console at /ui/ (docs/console.md). Default true. */
   console?: boolean;
 }

@@ -54,7 +54,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   moduleRoutes(app, options.store, buckets);
   pipelineRoutes(app, options.controller);
   pipelineStatusRoutes(app, options.engine, options.controller);
-  explainRoutes(app, options.engine);
+  explainRoutes(app, options.engine, options.dialledEndpoints);
   clusterRoutes(app, options.engine.state);
   matrixRoutes(app, options.engine);
   if (options.console ?? true) consoleRoutes(app);

@@ -108,6 +108,11 @@ export function entryPacket(entry: ConntrackEntry): Packet {
   return packet;
 }
 
+/** `conntrack -L` arguments for the connections `src` opened to `dst` (a Service IP, say) on `dstPort`. */
+export function dialledArgs(family: 4 | 6, protocol: number, src: string, dst: string, dstPort: number): string[] {
+  return ['-L', '-f', family === 4 ? 'ipv4' : 'ipv6', '-p', PROTOCOL_NAMES[protocol] ?? String(protocol), '--orig-src', src, '--orig-dst', dst, '--dport', String(dstPort)];
+}
+
 export function listArgs(family: 4 | 6, acceptedBit: number): string[] {
   const mark = `0x${acceptedBit.toString(16)}`;
   return ['-L', '-f', family === 4 ? 'ipv4' : 'ipv6', '--mark', `${mark}/${mark}`];

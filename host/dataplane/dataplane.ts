@@ -11,7 +11,7 @@
 import { setPriority } from 'node:os';
 import type { Packet } from '../contract.js';
 import { runCommand, describeFailure, type CommandRunner } from './command-runner.js';
-import { clearMarkArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
+import { clearMarkArgs, dialledArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
 import { parseDnsResponse } from './dns.js';
 import type { PacketJudge } from './judge.js';
 import { KernelRules, type ModeChoice } from './kernel-rules.js';
@@ -239,6 +239,20 @@ export class Dataplane {
     this.counters.strictCut += cut;
     if (cut > 0) this.options.logger.info({ connections: cut }, 'strict mode cut connections the policy now denies');
     return cut;
+  }
+
+  /**
+   * Where the kernel sent the connections `src` opened to `dst:dstPort`: the
+   * endpoints (address and port) the reply direction of their conntrack
+   * entries names, after a Service proxy's DNAT. Empty when conntrack knows none.
+   */
+  async dialledEndpoints(query: { family: 4 | 6; protocol: number; src: string; dst: string; dstPort: number }): Promise<Array<{ address: string; port: number }>> {
+    const args = dialledArgs(query.family, query.protocol, query.src, query.dst, query.dstPort);
+    const listing = await this.run('conntrack', args);
+    if (listing.code !== 0) return [];
+    const seen = new Map<string, { address: string; port: number }>();
+    for (const entry of parseConntrackListing(listing.stdout)) seen.set(`${entry.replySrc}|${entry.replySrcPort}`, { address: entry.replySrc, port: entry.replySrcPort });
+    return [...seen.values()];
   }
 
   /** Remove every rule the dataplane added. The queues stay bound until the process exits (see nfqueue.ts). */

@@ -192,3 +192,20 @@ export class ServiceDirectory {
     return parseIP(ref) ? this.byClusterIP(ref) : this.byName(ref);
   }
 }
+
+/**
+ * The endpoint addresses a ClusterIP stands for (every port, ready endpoints),
+ * or none when it is no Service's. A DNS answer naming a Service's ClusterIP
+ * is recorded for these too: the packets the agent judges carry the endpoint,
+ * never the ClusterIP (docs/semantics.md, "Domain names").
+ */
+export function endpointAddressesOf(state: ClusterState, address: string): string[] {
+  const directory = new ServiceDirectory(state);
+  const service = directory.byClusterIP(address);
+  if (!service) return [];
+  const out = new Set<string>();
+  for (const port of servicePorts(service)) {
+    for (const endpoint of directory.route(service, port.protocol, port.port).endpoints) out.add(endpoint.address);
+  }
+  return [...out];
+}

@@ -88,4 +88,23 @@ describe('a flow to a Service', () => {
     expect(isKwpError(error) && error.code).toBe('KWP_ERR_FLOWS');
     expect((error as Error).message).toMatch(message);
   });
+
+  it('lets a domain name that resolved to the ClusterIP stand for the endpoints the policy sees', async () => {
+    const onlyByName: KubeObject = {
+      apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name: 'web-by-name' },
+      spec: {
+        tier: 'Admin', priority: 1, subject: { namespaces: { matchLabels: { 'kubernetes.io/metadata.name': 'shop' } } },
+        egress: [
+          { name: 'to-web', action: 'Accept', to: [{ domainNames: ['web.shop.svc.cluster.local'] }] },
+          { name: 'nothing-else', action: 'Deny', to: [{ networks: ['0.0.0.0/0'] }] },
+        ],
+      },
+    };
+    const flows = [{ src: 'shop/client', dst: 'shop/web', port: 80 }];
+    const objects = [...base.filter((o) => o !== onlyBlue), onlyByName];
+    const named = await evaluateFlows({ objects, flows, dns: { 'web.shop.svc.cluster.local': ['10.96.0.80'] } });
+    expect(named.map((r) => [r.via?.endpoint, r.verdict])).toEqual([['shop/web-1', 'allow'], ['shop/web-2', 'allow']]);
+    const unnamed = await evaluateFlows({ objects, flows });
+    expect(unnamed.map((r) => r.verdict)).toEqual(['deny', 'deny']);
+  });
 });

@@ -3,6 +3,7 @@
 
 import type { KubeObject } from '../../host/contract.js';
 import type { LabPod } from './lab.js';
+import { serviceManifests, type LabService } from './services.js';
 
 export interface LabDescription {
   nodeName: string;
@@ -10,6 +11,9 @@ export interface LabDescription {
   nodeIpv6?: string;
   pods: LabPod[];
   namespaceLabels: Record<string, Record<string, string>>;
+  services?: readonly LabService[];
+  /** The node's address on the outside link, when the lab has one (a NodePort answers there too). */
+  nodeOutsideIp?: string;
 }
 
 export function labManifests(lab: LabDescription): KubeObject[] {
@@ -26,7 +30,7 @@ export function labManifests(lab: LabDescription): KubeObject[] {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name: lab.nodeName, labels: { 'kubernetes.io/hostname': lab.nodeName } },
-    status: { addresses: [lab.nodeIp, ...(lab.nodeIpv6 ? [lab.nodeIpv6] : [])].map((address) => ({ type: 'InternalIP', address })) },
+    status: { addresses: [lab.nodeIp, ...(lab.nodeIpv6 ? [lab.nodeIpv6] : []), ...(lab.nodeOutsideIp ? [lab.nodeOutsideIp] : [])].map((address) => ({ type: 'InternalIP', address })) },
   });
   for (const pod of lab.pods) {
     const ports = [
@@ -42,5 +46,7 @@ export function labManifests(lab: LabDescription): KubeObject[] {
       status: { phase: 'Running', hostIP: lab.nodeIp, podIP: pod.ip, podIPs: [pod.ip, ...(pod.ipv6 ? [pod.ipv6] : [])].map((ip) => ({ ip })) },
     });
   }
+  const pods = new Map(lab.pods.map((p) => [p.key, p]));
+  for (const service of lab.services ?? []) objects.push(...serviceManifests(service, pods));
   return objects;
 }

@@ -18,6 +18,7 @@ import { destroyNetnsSync, inNetnsChecked, ip, listNetns } from './netns.js';
 import { nodeScriptArgs } from './node-script.js';
 import type { PodAgentCommand, PodAgentConfig, PodAgentReply } from './pod-protocol.js';
 import { labManifests } from './lab-objects.js';
+import { labService, natHooks, natRules, type LabService, type LabServiceSpec, type ServiceEndpointPod } from './services.js';
 
 export interface LabPodSpec {
   name: string;
@@ -48,6 +49,10 @@ export interface LabOptions {
   ipv6?: boolean;
   /** Namespace-name prefix; default `kwplab-<pid>-<n>`. */
   prefix?: string;
+  /** kube-proxy-style Services (IPv4): ClusterIP DNAT over their endpoints, the hairpin SNAT, NodePorts. */
+  services?: LabServiceSpec[];
+  /** Add an "outside" namespace, a host off the node (192.168.77.2) that reaches it at 192.168.77.1: for NodePorts. */
+  outside?: boolean;
 }
 
 export interface LabPod {
@@ -138,6 +143,11 @@ const NODE_IPV6 = 'fd00:10:244::1';
 const GATEWAY_V6 = 'fe80::1';
 const GATEWAY = '169.254.1.1';
 const LAB_PREFIX = 'kwplab-';
+/** The outside host and the node's address on the link to it. */
+const OUTSIDE_IP = '192.168.77.2';
+const NODE_OUTSIDE_IP = '192.168.77.1';
+/** The key the outside host's agent is known by (`lab.tcp(OUTSIDE, …)`). */
+export const OUTSIDE = 'outside';
 
 const liveLabs = new Set<Lab>();
 let hooksInstalled = false;
@@ -220,6 +230,12 @@ export class Lab {
   readonly nodeIpv6: string | undefined;
   readonly pods: LabPod[];
   readonly namespaceLabels: Record<string, Record<string, string>>;
+  /** The lab's Services with their current endpoints. */
+  readonly services: LabService[];
+  /** Set when the lab has an outside host: its address, and the node's address it reaches NodePorts on. */
+  readonly outsideIp: string | undefined;
+  readonly nodeOutsideIp: string | undefined;
+  private readonly outsideNetns: string | undefined;
   private readonly agents = new Map<string, PodAgent>();
   private readonly processes = new Set<LabProcess>();
   private destroyed = false;
@@ -249,6 +265,15 @@ export class Lab {
         dnsRecords: spec.dnsRecords,
       };
     });
+    this.services = (options.services ?? []).map((spec, index) => labService(spec, index, this.pods));
+    const serviceKeys = new Set<string>();
+    for (const service of this.services) {
+      if (serviceKeys.has(service.key)) throw new Error(`lab: Service ${service.key} is listed twice`);
+      serviceKeys.add(service.key);
+    }
+    this.outsideNetns = options.outside ? `${this.prefix}-out` : undefined;
+    this.outsideIp = options.outside ? OUTSIDE_IP : undefined;
+    this.nodeOutsideIp = options.outside ? NODE_OUTSIDE_IP : undefined;
   }
 
   /** Build the namespaces, wire the pods and start their agents. Cleans up after itself if any step fails. */
@@ -272,6 +297,8 @@ export class Lab {
     await ip(['-n', node, 'addr', 'add', `${GATEWAY}/32`, 'dev', 'lo']);
     await ip(['-n', node, 'addr', 'add', `${NODE_IP}/32`, 'dev', 'lo']);
     await inNetnsChecked(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    // A Service hairpin leaves by the veth it came in on; no ICMP redirects for that.
+    await inNetnsChecked(node, 'sysctl', ['-qw', 'net.ipv4.conf.all.send_redirects=0']);
     if (this.nodeIpv6) {
       await inNetnsChecked(node, 'sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
       await ip(['-n', node, '-6', 'addr', 'add', `${this.nodeIpv6}/128`, 'dev', 'lo']);
@@ -280,6 +307,9 @@ export class Lab {
       await ip(['netns', 'add', pod.netns]);
       await ip(['-n', node, 'link', 'add', pod.hostInterface, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.netns]);
       await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv4.conf.${pod.hostInterface}.proxy_arp=1`]);
+      // Proxy ARP answers at once instead of after up to 0.8 s: no first-connection delay.
+      await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv4.neigh.${pod.hostInterface}.proxy_delay=0`]);
+      await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv4.conf.${pod.hostInterface}.send_redirects=0`]);
       if (pod.ipv6) {
         // Without duplicate address detection the addresses work at once instead of after ~2 s.
         await inNetnsChecked(node, 'sysctl', ['-qw', `net.ipv6.conf.${pod.hostInterface}.accept_dad=0`]);
@@ -299,18 +329,69 @@ export class Lab {
         await ip(['-n', pod.netns, '-6', 'route', 'add', 'default', 'via', GATEWAY_V6, 'dev', 'eth0']);
       }
     }
-    await Promise.all(this.pods.map((pod) => this.startAgent(pod)));
+    if (this.outsideNetns) await this.buildOutside(this.outsideNetns);
+    if (this.services.length > 0) {
+      await this.programServices();
+      for (const args of natHooks()) await this.execInNode('iptables', args);
+    }
+    const started = this.pods.map((pod) => this.startAgent(pod.key, pod.netns, { tcpPorts: pod.tcpPorts, udpPorts: pod.udpPorts, dnsRecords: pod.dnsRecords }));
+    if (this.outsideNetns) started.push(this.startAgent(OUTSIDE, this.outsideNetns, { tcpPorts: [], udpPorts: [] }));
+    await Promise.all(started);
   }
 
-  private async startAgent(pod: LabPod): Promise<void> {
-    const config: PodAgentConfig = { tcpPorts: pod.tcpPorts, udpPorts: pod.udpPorts, dnsRecords: pod.dnsRecords };
+  /** A host off the node on its own link, routed through the node: where NodePort traffic comes from. */
+  private async buildOutside(netns: string): Promise<void> {
+    const node = this.nodeNetns;
+    await ip(['netns', 'add', netns]);
+    await ip(['-n', node, 'link', 'add', 'out0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns]);
+    await ip(['-n', node, 'addr', 'add', `${NODE_OUTSIDE_IP}/24`, 'dev', 'out0']);
+    await ip(['-n', node, 'link', 'set', 'out0', 'up']);
+    await ip(['-n', netns, 'link', 'set', 'lo', 'up']);
+    await ip(['-n', netns, 'addr', 'add', `${OUTSIDE_IP}/24`, 'dev', 'eth0']);
+    await ip(['-n', netns, 'link', 'set', 'eth0', 'up']);
+    await ip(['-n', netns, 'route', 'add', 'default', 'via', NODE_OUTSIDE_IP]);
+  }
+
+  /** Load the Services' nat rules into the node namespace in one iptables-restore (the lab's chains only). */
+  private async programServices(): Promise<void> {
+    await this.execInNode('iptables-restore', ['--noflush'], natRules(this.services, this.endpointPods()));
+  }
+
+  private endpointPods(): Map<string, ServiceEndpointPod> {
+    return new Map(this.pods.map((p) => [p.key, p]));
+  }
+
+  /** A Service by `namespace/name`. */
+  service(ref: string): LabService {
+    const found = this.services.find((s) => s.key === ref);
+    if (!found) throw new Error(`lab: no Service ${ref}; the lab has ${this.services.map((s) => s.key).join(', ') || 'none'}`);
+    return found;
+  }
+
+  /** The ClusterIP of a Service. */
+  serviceIP(ref: string): string {
+    return this.service(ref).clusterIP;
+  }
+
+  /**
+   * Make `podRefs` the Service's endpoints (in this order), as an endpoint
+   * change would: the nat rules are reloaded at once, and manifests() and
+   * writeManifests() describe the new EndpointSlice from now on.
+   */
+  async setServiceEndpoints(ref: string, podRefs: string[]): Promise<void> {
+    const service = this.service(ref);
+    service.endpoints = podRefs.map((p) => this.pod(p).key);
+    await this.programServices();
+  }
+
+  private async startAgent(key: string, netns: string, config: PodAgentConfig): Promise<void> {
     const args = [...nodeScriptArgs(import.meta.url, './pod-agent.js'), JSON.stringify(config)];
-    const proc = this.spawnInNetns(pod.netns, process.execPath, args);
+    const proc = this.spawnInNetns(netns, process.execPath, args);
     const agent = new PodAgent(proc);
     await proc.waitForLine((line) => line.includes('"ready"') || line.includes('"fatal"'), 30_000).then((line) => {
-      if (line.includes('"fatal"')) throw new Error(`lab: the agent of pod ${pod.key} failed: ${line}`);
+      if (line.includes('"fatal"')) throw new Error(`lab: the agent of ${key} failed: ${line}`);
     });
-    this.agents.set(pod.key, agent);
+    this.agents.set(key, agent);
   }
 
   /** A pod by `namespace/name`, or by name when that is unique. */
@@ -321,6 +402,11 @@ export class Lab {
   }
 
   private agent(ref: string): PodAgent {
+    if (ref === OUTSIDE) {
+      const outside = this.agents.get(OUTSIDE);
+      if (!outside) throw new Error('lab: this lab has no outside host; create it with outside: true');
+      return outside;
+    }
     return this.agents.get(this.pod(ref).key)!;
   }
 
@@ -505,6 +591,7 @@ export class Lab {
       if (proc.child.exitCode === null) proc.child.kill('SIGKILL');
     }
     for (const pod of this.pods) destroyNetnsSync(pod.netns);
+    if (this.outsideNetns) destroyNetnsSync(this.outsideNetns);
     destroyNetnsSync(this.nodeNetns);
   }
 }

@@ -21,6 +21,9 @@ export const defaultWatchedKinds: readonly KindKey[] = [
   Kinds.Pod,
   Kinds.Namespace,
   Kinds.Node,
+  // Services and their EndpointSlices: DNS names of Services, and explain, map a ClusterIP to its endpoints.
+  Kinds.Service,
+  Kinds.EndpointSlice,
   Kinds.NetworkPolicy,
   Kinds.ClusterNetworkPolicy,
   Kinds.AdminNetworkPolicy,
@@ -38,7 +41,7 @@ const knownScopes: Record<string, boolean> = {
   [Kinds.AdminNetworkPolicy]: false,
   [Kinds.BaselineAdminNetworkPolicy]: false,
   'v1/Endpoints': true,
-  'discovery.k8s.io/v1/EndpointSlice': true,
+  [Kinds.EndpointSlice]: true,
 };
 
 /** Plurals the lower-case-plus-s rule gets wrong. Keys are lower-case kind names. */
