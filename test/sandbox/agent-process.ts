@@ -98,7 +98,7 @@ export class AgentProcess {
     const res = await fetch(`${this.url}${path}`, {
       method,
       headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': binary ? 'application/wasm' : 'application/json' }) },
-      body: body === undefined ? undefined : binary ? body : JSON.stringify(body),
+      body: body === undefined ? undefined : binary ? Buffer.from(body) : JSON.stringify(body),
     });
     const text = await res.text();
     return { status: res.status, json: text ? JSON.parse(text) : undefined, ms: Date.now() - t, headers: res.headers };

@@ -8,7 +8,7 @@ import { AgentProcess } from './agent-process.js';
 
 /** docs/sandbox.md: the agent's RSS stays below memoryBudgetMiB plus about 150 MiB of base. */
 const RSS_BOUND_MIB = DEFAULT_LIMITS.memoryBudgetMiB + 150;
-const named = (name: string, bytes: (meta: object) => Uint8Array) => bytes({ ...DEFAULT_META, name });
+const named = (name: string, bytes: (meta: Record<string, unknown>) => Uint8Array) => bytes({ ...DEFAULT_META, name });
 
 let agent: AgentProcess | undefined;
 afterEach(async () => { await agent?.stop(); agent = undefined; });
