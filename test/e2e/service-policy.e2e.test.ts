@@ -73,6 +73,23 @@ const objects: KubeObject[] = [
   },
 ];
 
+// The agent validates its manifests strictly: a custom kind is known only through
+// its CustomResourceDefinition, as a cluster would need it installed.
+const servicePolicyCrd = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'servicepolicies.policy.kwp.example' },
+  spec: {
+    group: 'policy.kwp.example',
+    scope: 'Namespaced',
+    names: { plural: 'servicepolicies', singular: 'servicepolicy', kind: 'ServicePolicy' },
+    versions: [{
+      name: 'v1alpha1', served: true, storage: true,
+      schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
+    }],
+  },
+};
+
 const withPlugin: PipelineSpec = {
   stages: [{ name: 'service-policy', label: 'SVC', module: 'service-policy' }, ...defaultPipeline().stages],
 };
@@ -119,7 +136,7 @@ beforeAll(async () => {
   tokenFile = join(dir, 'admin.token');
   pipelineFile = join(dir, 'pipeline.yaml');
   await lab.writeManifests(manifests);
-  await writeFile(join(manifests, 'services-and-policies.yaml'), objects.map((o) => stringify(o)).join('---\n'));
+  await writeFile(join(manifests, 'services-and-policies.yaml'), [servicePolicyCrd, ...objects].map((o) => stringify(o)).join('---\n'));
   await writeFile(tokenFile, randomBytes(32).toString('hex'), { mode: 0o600 });
   await writeFile(pipelineFile, formatPipelineYAML(withPlugin));
   agent = await startKwpAgent(lab, { manifests: [manifests], args: [`--state-dir=${stateDir}`, `--admin-token-file=${tokenFile}`] });
