@@ -110,6 +110,8 @@ export interface Packet {
 
 // The verdict values are the ABI's (host/abi/verdict.ts); every part of the host reads them from here.
 import type { VerdictName } from './abi/verdict.js';
+import type { Attribution } from './abi/attribution.js';
+export type { Attribution } from './abi/attribution.js';
 export { Verdict, verdictName, type VerdictName } from './abi/verdict.js';
 export { RecordFlag } from './abi/record.js';
 
@@ -128,6 +130,8 @@ export interface StageTrace {
   reason?: string;
   /** Set when the verdict came from the failure policy, not the module. */
   failure?: 'trap' | 'fuel' | 'unavailable';
+  /** Which policy and rule decided (ABI 1.3 attribution; the reason text as the policy for older modules). */
+  attribution?: Attribution;
 }
 
 export interface DirectionResult {

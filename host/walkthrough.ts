@@ -3,6 +3,7 @@
 // the agent's routes do not depend on the offline evaluator.
 import type { DirectionResult, StageTrace } from './contract.js';
 import type { FlowSpec, ServiceHop } from './flows.js';
+import { attributionDetail } from './abi/attribution.js';
 
 /** One step as a walkthrough shows it, or undefined for a stage that answered Next. */
 export function formatStep(t: StageTrace): string | undefined {
@@ -10,7 +11,9 @@ export function formatStep(t: StageTrace): string | undefined {
   if (t.failure) return `[${t.label}] ${prefix}${t.verdict} (${t.failure}: failure policy)`;
   // Next means "not my business": a walkthrough shows only stages that had something to say.
   if (t.verdict === 'Next') return undefined;
-  return `[${t.label}] ${prefix}${t.verdict}${t.reason ? ` (${t.reason})` : ''}`;
+  const detail = t.attribution ? attributionDetail(t.attribution, t.reason ?? '') : '';
+  const text = (t.reason ?? '') + detail;
+  return `[${t.label}] ${prefix}${t.verdict}${text ? ` (${text})` : ''}`;
 }
 
 function formatWalk(r: DirectionResult): string {

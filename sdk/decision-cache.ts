@@ -28,8 +28,10 @@
 // and code put in its place; byte 3 keeps the record's flags (ABI 1.2: a
 // Service hairpin is decided apart from a pod's traffic to its own address)
 // in its low nibble, and an entry keeps its verdict in the high nibble.
+// The rule code (ABI 1.3) of each entry lives in a side array of u32, one per
+// way, so the entries keep their size and the tags their density.
 
-import { OFF_REASON, OFF_VERDICT, OFF_SRC_POD, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_ICMP_TYPE } from "./decision";
+import { OFF_REASON, OFF_RULE, OFF_VERDICT, OFF_SRC_POD, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_ICMP_TYPE } from "./decision";
 
 const WAYS: u32 = 8;
 const V4_SETS: u32 = 4096;
@@ -46,6 +48,8 @@ let v4Table: usize = 0;
 let v6Table: usize = 0;
 let v4Tags: usize = 0;
 let v6Tags: usize = 0;
+let v4Rules: usize = 0;
+let v6Rules: usize = 0;
 const podStamps = new StaticArray<u32>(<i32>POD_SLOTS);
 let clock: u32 = 1;
 let objectsStamp: u32 = 1;
@@ -61,6 +65,7 @@ let a2: u64 = 0;
 let a3: u64 = 0;
 let slot: usize = 0;
 let slotTag: usize = 0;
+let slotRule: usize = 0;
 let tag: u16 = 0;
 
 // Hits and misses since the module started (u64 each), read by the host
@@ -81,6 +86,8 @@ export function setDecisionCacheEnabled(on: bool): void {
     memory.fill(v4Tags, 0, <usize>V4_SETS * WAYS * 2);
     v6Tags = heap.alloc(<usize>V6_SETS * WAYS * 2);
     memory.fill(v6Tags, 0, <usize>V6_SETS * WAYS * 2);
+    v4Rules = heap.alloc(<usize>V4_SETS * WAYS * 4);
+    v6Rules = heap.alloc(<usize>V6_SETS * WAYS * 4);
   }
   enabled = on;
 }
@@ -112,9 +119,10 @@ export function podChanged(id: u32): void { unchecked(podStamps[id & (POD_SLOTS 
     && stamp >= unchecked(podStamps[<u32>(podIds >> 32) & (POD_SLOTS - 1)]);
 }
 
-@inline function hit(rec: usize, entryHead: u64, reason: u32): bool {
+@inline function hit(rec: usize, entryHead: u64, reason: u32, rule: u32): bool {
   store<u8>(rec + OFF_VERDICT, <u8>((entryHead >> VERDICT_SHIFT) & 0xF));
   store<u32>(rec + OFF_REASON, reason);
+  store<u32>(rec + OFF_RULE, rule);
   store<u64>(stats, load<u64>(stats) + 1);
   return true;
 }
@@ -155,6 +163,7 @@ export function lookup(rec: usize): bool {
   const index = <usize>(<u32>h & ((v6 ? V6_SETS : V4_SETS) - 1));
   const set = (v6 ? v6Table : v4Table) + index * WAYS * size;
   const tags = (v6 ? v6Tags : v4Tags) + index * WAYS * 2;
+  const rules = (v6 ? v6Rules : v4Rules) + index * WAYS * 4;
   tag = <u16>(h >> 48) | 1;
   let empty: usize = WAYS;
   for (let w: usize = 0; w < <usize>WAYS; w++) {
@@ -162,10 +171,11 @@ export function lookup(rec: usize): bool {
     if (t == tag) {
       const e = set + w * size;
       if (sameKey(e, v6)) {
-        if (fresh(load<u32>(e + stampAt))) return hit(rec, load<u64>(e), load<u32>(e + stampAt, 4));
+        if (fresh(load<u32>(e + stampAt))) return hit(rec, load<u64>(e), load<u32>(e + stampAt, 4), load<u32>(rules + w * 4));
         // Stale: recompute into the same place.
         slot = e;
         slotTag = tags + w * 2;
+        slotRule = rules + w * 4;
         store<u64>(stats + 8, load<u64>(stats + 8) + 1);
         return false;
       }
@@ -174,6 +184,7 @@ export function lookup(rec: usize): bool {
   const way = empty != WAYS ? empty : <usize>(<u32>(h >> 13) & (WAYS - 1));
   slot = set + way * size;
   slotTag = tags + way * 2;
+  slotRule = rules + way * 4;
   store<u64>(stats + 8, load<u64>(stats + 8) + 1);
   return false;
 }
@@ -196,5 +207,6 @@ export function remember(rec: usize): void {
   }
   store<u32>(e + stampAt, clock);
   store<u32>(e + stampAt, load<u32>(rec + OFF_REASON), 4);
+  store<u32>(slotRule, load<u32>(rec + OFF_RULE));
   store<u16>(slotTag, tag);
 }

@@ -20,6 +20,7 @@ export const OFF_SRC_ADDR: usize = 20;
 export const OFF_DST_ADDR: usize = 36;
 export const OFF_VERDICT: usize = 52;
 export const OFF_REASON: usize = 56;
+export const OFF_RULE: usize = 60;
 /** Flags bit 0 (ABI 1.2): the source reached itself through a Service address. */
 export const FLAG_SERVICE_HAIRPIN: u8 = 1;
 
@@ -70,4 +71,11 @@ export class Decision {
   /** Records which policy/rule decided; kwp_explain turns the code into text on demand. */
   set reason(code: u32) { store<u32>(this.ptr + OFF_REASON, code); }
   get reason(): u32 { return load<u32>(this.ptr + OFF_REASON); }
+  /**
+   * ABI 1.3: which rule of the reason's policy decided, in the evaluator's own
+   * code (0 none; `packRule` is one way to build it). The host hands the pair
+   * back to Evaluator.attribution when it wants text, never on the packet path.
+   */
+  set rule(code: u32) { store<u32>(this.ptr + OFF_RULE, code); }
+  get rule(): u32 { return load<u32>(this.ptr + OFF_RULE); }
 }

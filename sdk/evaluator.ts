@@ -4,6 +4,7 @@
 import { JValue } from "./json";
 import { PodInfo } from "./podinfo";
 import { Decision, Verdict } from "./decision";
+import { Attribution } from "./attribution";
 
 export abstract class Evaluator {
   /** Accept or refuse the stage config; return an error text to refuse it. */
@@ -25,6 +26,18 @@ export abstract class Evaluator {
 
   /** Text for a reason code set in decide. */
   explain(reason: u32): string { return ""; }
+
+  /**
+   * Which policy and rule a (reason, rule) pair set in decide stands for
+   * (ABI 1.3, kwp_attribution), or null when there is nothing to say. Off the
+   * packet path. By default the explanation of the reason names the policy and
+   * no rule, so every evaluator attributes at least that much.
+   */
+  attribution(reason: u32, rule: u32): Attribution | null {
+    if (reason == 0) return null;
+    const text = this.explain(reason);
+    return text.length > 0 ? new Attribution(text) : null;
+  }
 
   /**
    * True lets the SDK remember verdicts (sdk/decision-cache.ts): return it only

@@ -6,12 +6,12 @@ import { parseJSON, jsonError, JValue, JKind } from "./json";
 import { decodePodInfo } from "./podinfo";
 import { pods } from "./registry";
 import { invalidatePodCaches } from "./podcache";
-import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON } from "./decision";
+import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON, OFF_RULE } from "./decision";
 import { registered } from "./evaluator";
 import * as decisionCache from "./decision-cache";
 
-/** ABI 1.2. The host reads this initializer from the binary. */
-export const kwp_abi_version: i32 = 0x00010002;
+/** ABI 1.3. The host reads this initializer from the binary. */
+export const kwp_abi_version: i32 = 0x00010003;
 
 const BATCH_CAPACITY: i32 = 64;
 const batchArea = memory.data(<i32>(BATCH_CAPACITY * <i32>RECORD_SIZE), 16);
@@ -117,6 +117,7 @@ export function kwp_decide(count: i32): i32 {
       const rec = batchArea + <usize>i * RECORD_SIZE;
       if (decisionCache.lookup(rec)) continue;
       store<u32>(rec + OFF_REASON, 0);
+      store<u32>(rec + OFF_RULE, 0);
       decision.ptr = rec;
       store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
       decisionCache.remember(rec);
@@ -126,6 +127,7 @@ export function kwp_decide(count: i32): i32 {
   for (let i = 0; i < n; i++) {
     const rec = batchArea + <usize>i * RECORD_SIZE;
     store<u32>(rec + OFF_REASON, 0);
+    store<u32>(rec + OFF_RULE, 0);
     decision.ptr = rec;
     store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
   }
@@ -134,6 +136,16 @@ export function kwp_decide(count: i32): i32 {
 
 export function kwp_explain(reason: u32): i32 {
   return setResultText(registered().explain(reason));
+}
+
+/**
+ * Optional (1.3): the policy and rule a record's (reason, rule) pair stands
+ * for, as a JSON object in the result buffer; 0 when there is nothing to say.
+ */
+export function kwp_attribution(reason: u32, rule: u32): i32 {
+  const a = registered().attribution(reason, rule);
+  if (a == null) return 0;
+  return setResultText(a.toJSON());
 }
 
 export function kwp_subjects(): i32 {

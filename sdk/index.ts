@@ -14,3 +14,4 @@ export { log } from "./log";
 export { LabelSelector, LabelRequirement, SelectorOp } from "./selector";
 export { CIDR, IPBlock, parseIP, cidrError } from "./cidr";
 export { PortMatcher, portsMatch, protocolNumber, protocolName, portError, PROTO_ANY } from "./ports";
+export { Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort, describeSelector, describePort } from "./attribution";

@@ -16,6 +16,7 @@ import { ObjectOp } from '../host/abi/objects.js';
 import * as record from '../host/abi/record.js';
 import { Verdict } from '../host/abi/verdict.js';
 import { encodePodInfo } from '../host/abi/podinfo-codec.js';
+import { ATTRIBUTION_FIELDS } from '../host/abi/attribution.js';
 import type { PodInfo } from '../host/contract.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -174,7 +175,7 @@ describe('the ABI tables agree with host/abi/ and the SDK', () => {
       direction: 'DIRECTION', family: 'FAMILY', protocol: 'PROTOCOL', flags: 'FLAGS',
       'source port': 'SRC_PORT', 'destination port': 'DST_PORT', 'ICMP type': 'ICMP_TYPE', 'ICMP code': 'ICMP_CODE',
       'source PodInfo id': 'SRC_POD', 'destination PodInfo id': 'DST_POD', 'source address': 'SRC_ADDR', 'destination address': 'DST_ADDR',
-      verdict: 'VERDICT', 'reason code': 'REASON',
+      verdict: 'VERDICT', 'reason code': 'REASON', 'rule code': 'RULE',
     };
     const fields = rows.map(([offset, type, text]) => ({ offset: Number(offset), size: size(type), field: text.replace('**result** ', '').split(/[:(,]/)[0].trim(), text }));
     const named = fields.filter((f) => f.field !== 'reserved');
@@ -219,6 +220,16 @@ describe('the ABI tables agree with host/abi/ and the SDK', () => {
       const sdkFlags = [...sdkConstants(sdkDecision)].filter(([k]) => k.startsWith('FLAG_')).map(([, v]) => v);
       expect(sdkFlags).toEqual(bits.map((b) => b.value));
     });
+  });
+
+  it('the attribution object: the host parser and the SDK writer use the fields the document lists', () => {
+    const doc = tableRows(section(abiDoc, 'Attribution')).map((r) => code(r[0]));
+    expect([...ATTRIBUTION_FIELDS]).toEqual(doc);
+    const toJSON = read('sdk/attribution.ts').match(/toJSON\(\): string \{([\s\S]*?)\n  \}/)![1];
+    expect([...toJSON.matchAll(/\\"(\w+)\\":/g)].map((m) => m[1])).toEqual(doc);
+    // The rule code is read only from modules that declare the minor version that added it.
+    const added = tableRows(section(abiDoc, 'Versioning')).find((r) => r[1].includes('rule code'))!;
+    expect(added[0]).toBe(`1.${version.ATTRIBUTION_MINOR}`);
   });
 
   it('the host PodInfo codec writes the layout the document gives', () => {

@@ -269,6 +269,7 @@ function parseRule(v: JValue, egress: bool, index: i32, d: Dialect, policyName: 
   rule.id = nextRuleId();
   const name = v.kind == JKind.Object ? v.str("name") : "";
   rule.label = name.length > 0 ? name : policyName + "/" + dir + "[" + index.toString() + "]";
+  rule.ruleName = name.length > 0 ? name : dir + " rule " + index.toString();
   if (v.kind != JKind.Object) {
     p.add(field, "a rule must be an object");
     rule.failClosed = true;
@@ -317,6 +318,7 @@ function parseRules(spec: JValue, egress: bool, d: Dialect, policyName: string, 
     r.failClosed = true;
     r.problem = "spec." + (egress ? "egress" : "ingress") + " is not a list";
     r.label = policyName + "/" + (egress ? "egress" : "ingress");
+    r.ruleName = (egress ? "egress" : "ingress") + " rules";
     const out = new StaticArray<Rule>(1);
     out[0] = r;
     return out;

@@ -6,7 +6,8 @@
 import { PodInfo, Verdict } from "../../sdk/index";
 import { LabelSelector } from "../../sdk/selector";
 import { CIDR } from "../../sdk/cidr";
-import { PortMatcher, portsMatch } from "../../sdk/ports";
+import { PortMatcher } from "../../sdk/ports";
+import { describeSelector, describePort } from "../../sdk/attribution";
 import { AddressSet, EMPTY_ADDRESS_SET } from "./address-set";
 import { DomainPattern } from "./domain-name";
 
@@ -45,7 +46,38 @@ export class Peer {
         return this.addresses.contains(family, addr);
     }
   }
+
+  /** The peer as attribution names it: `namespaces team=x`, `pods team=x + app=web`, `networks 10.0.0.0/8`. */
+  describe(): string {
+    switch (this.kind) {
+      case PeerKind.Namespaces: return "namespaces " + describeSelector(this.namespaceSelector);
+      case PeerKind.Pods: return "pods " + describeSelector(this.namespaceSelector) + " + " + describeSelector(this.podSelector);
+      case PeerKind.Nodes: return "nodes " + describeSelector(this.nodeSelector);
+      case PeerKind.Networks: {
+        let text = "networks ";
+        for (let i = 0; i < this.networks.length; i++) text += (i > 0 ? "," : "") + this.networks[i].text;
+        return text;
+      }
+      default: {
+        let text = "domainNames ";
+        for (let i = 0; i < this.domains.length; i++) text += (i > 0 ? "," : "") + this.domains[i].text;
+        return text;
+      }
+    }
+  }
 }
+
+/** Where the last matching rule matched: set by Rule.matches, read right after it (no allocation). */
+export class MatchedAt {
+  peer: i32 = -1;
+  port: i32 = -1;
+  set(peer: i32, port: i32): bool {
+    this.peer = peer;
+    this.port = port;
+    return true;
+  }
+}
+export const matchedAt = new MatchedAt();
 
 export enum Action { Accept = 0, Deny = 1, Pass = 2 }
 
@@ -67,6 +99,8 @@ export class Rule {
   problem: string = "";
   /** The rule as walkthroughs name it: its name, or policy/direction[index] when unnamed. */
   label: string = "";
+  /** The rule as attribution names it: its name, or `ingress rule N` / `egress rule N` when unnamed. */
+  ruleName: string = "";
 
   get verdict(): Verdict {
     if (this.failClosed) return Verdict.Deny;
@@ -76,13 +110,30 @@ export class Rule {
 
   /** `dst` is the destination pod, which resolves named ports. */
   matches(other: PodInfo | null, family: u8, addr: usize, protocol: u8, dstPort: u16, dst: PodInfo | null): bool {
-    if (this.failClosed) return this.action != Action.Accept;
-    if (!portsMatch(this.ports, protocol, dstPort, dst)) return false;
+    if (this.failClosed) return this.action != Action.Accept && matchedAt.set(-1, -1);
+    const ports = this.ports;
+    let port = -1;
+    if (ports.length > 0) {
+      for (let i = 0, n = ports.length; i < n; i++) {
+        if (unchecked(ports[i]).matches(protocol, dstPort, dst)) { port = i; break; }
+      }
+      if (port < 0) return false;
+    }
     const peers = this.peers;
     for (let i = 0, n = peers.length; i < n; i++) {
-      if (unchecked(peers[i]).matches(other, family, addr)) return true;
+      if (unchecked(peers[i]).matches(other, family, addr)) return matchedAt.set(i, port);
     }
     return false;
+  }
+
+  describePeer(peer: i32): string {
+    if (this.failClosed) return "fails closed: " + this.problem;
+    return peer >= 0 && peer < this.peers.length ? this.peers[peer].describe() : "";
+  }
+
+  describePort(port: i32): string {
+    if (port < 0) return this.ports.length == 0 && !this.failClosed ? "any port" : "";
+    return port < this.ports.length ? describePort(this.ports[port]) : "";
   }
 }
 

@@ -9,8 +9,8 @@
 // which addresses a nodes/domainNames peer stands for) is computed when that
 // state changes, so a decision is a cache lookup and a walk over arrays.
 
-import { Evaluator, Decision, Verdict, PodInfo, PodCache, JValue, JKind, pods, log } from "../../sdk/index";
-import { Policy, Rule, Peer, PeerKind, comparePolicies } from "./policy";
+import { Evaluator, Decision, Verdict, PodInfo, PodCache, JValue, JKind, pods, log, Attribution, packRule, rulePeer, rulePort } from "../../sdk/index";
+import { Policy, Rule, Peer, PeerKind, comparePolicies, matchedAt } from "./policy";
 import { KindStore } from "./kind-store";
 import { NodeEntry, ResolvedName } from "./cluster-objects";
 import { AddressSetBuilder } from "./address-set";
@@ -52,7 +52,7 @@ function replaced(list: StaticArray<Policy>, remove: Policy | null, insert: Poli
 }
 
 class RuleInfo {
-  constructor(public text: string, public policy: string, public priority: i32) {}
+  constructor(public text: string, public policy: string, public priority: i32, public rule: Rule) {}
 }
 
 function tieFlags(list: StaticArray<Policy>): StaticArray<u8> {
@@ -258,7 +258,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
       const rule = rules[r];
       let text = rule.label;
       if (rule.failClosed) text += " (fails closed: " + rule.problem + ")";
-      this.ruleInfo.set(rule.id, new RuleInfo(text, p.name, p.priority));
+      this.ruleInfo.set(rule.id, new RuleInfo(text, p.name, p.priority, rule));
       const peers = rule.peers;
       for (let i = 0; i < peers.length; i++) {
         if (peers[i].kind == PeerKind.Nodes) this.nodePeers.push(peers[i]);
@@ -397,10 +397,20 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
         const rule = unchecked(rules[r]);
         if (!rule.matches(other, family, addr, protocol, port, dst)) continue;
         d.reason = (rule.id << 1) | <u32>unchecked(ties[i]);
+        d.rule = packRule(!egress, r, matchedAt.peer, matchedAt.port);
         return rule.verdict;
       }
     }
     return Verdict.Next;
+  }
+
+  /** The policy's name, the rule's name (or `ingress rule N`), and the peer and port entries that matched. */
+  attribution(reason: u32, rule: u32): Attribution | null {
+    const id = reason >> 1;
+    if (reason == 0 || !this.ruleInfo.has(id)) return null;
+    const info = this.ruleInfo.get(id);
+    const r = info.rule;
+    return new Attribution(info.policy, r.ruleName, r.describePeer(rulePeer(rule)), r.describePort(rulePort(rule)));
   }
 
   explain(reason: u32): string {

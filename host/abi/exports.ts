@@ -10,6 +10,7 @@ export const REQUIRED_FUNCTIONS = [
 /** Exports a module may leave out, with the minor version that added each. */
 export const OPTIONAL_FUNCTIONS = [
   { name: 'kwp_decision_cache_stats', since: { major: 1, minor: 1 } },
+  { name: 'kwp_attribution', since: { major: 1, minor: 3 } },
 ] as const;
 
 /** A module's exports as the host calls them (pointers are offsets into its memory). */
@@ -28,6 +29,8 @@ export interface AbiExports {
   kwp_result(): number;
   /** Optional (1.1): address of two u64 counters, decision-cache hits and misses; 0 when the cache is off. */
   kwp_decision_cache_stats?: () => number;
+  /** Optional (1.3): the length of a JSON attribution for (reason, rule) in the result buffer; 0 for none. */
+  kwp_attribution?: (reason: number, rule: number) => number;
 }
 
 /** Byte size of the counters `kwp_decision_cache_stats` points at: hits, then misses, u64 each. */

@@ -32,6 +32,8 @@ export const OFF_DST_ADDR = 36;
 export const OFF_VERDICT = 52;
 /** Result, u32: the module's reason code, 0 for none; kwp_explain turns it into text. */
 export const OFF_REASON = 56;
+/** Result, u32 (ABI 1.3): the module's rule code, 0 for none; kwp_attribution turns (reason, rule) into text. Reserved (0) before. */
+export const OFF_RULE = 60;
 /** Bytes of an address field. */
 export const ADDRESS_SIZE = 16;
 
@@ -47,6 +49,12 @@ export const RecordDirection = { Egress: 0, Ingress: 1 } as const;
 /** The reason code of the record at `offset`, little-endian. */
 export function readReason(bytes: Uint8Array, offset: number): number {
   const p = offset + OFF_REASON;
+  return (bytes[p] | (bytes[p + 1] << 8) | (bytes[p + 2] << 16) | (bytes[p + 3] << 24)) >>> 0;
+}
+
+/** The rule code of the record at `offset`, little-endian (ABI 1.3; a record of an older module holds 0 or garbage here). */
+export function readRule(bytes: Uint8Array, offset: number): number {
+  const p = offset + OFF_RULE;
   return (bytes[p] | (bytes[p + 1] << 8) | (bytes[p + 2] << 16) | (bytes[p + 3] << 24)) >>> 0;
 }
 

@@ -267,6 +267,11 @@ export class Pipeline {
       const step: StageTrace = { stage: stage.name, label: stage.label, verdict: verdictName(v), mode: stage.mode };
       if (stage.lastFailure) step.failure = stage.lastFailure;
       else {
+        if (v !== Verdict.Next) {
+          const { reason, rule } = stage.lastCodes();
+          const attribution = stage.attribution(reason, rule);
+          if (attribution) step.attribution = attribution;
+        }
         const reason = stage.lastExplanation();
         if (reason) {
           // One explanation's reasons share maxExplainBytes (counted in UTF-16 units, at most the bytes they take).

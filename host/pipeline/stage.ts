@@ -3,6 +3,7 @@
 // contains every failure of the module: a trap or an empty fuel tank costs the
 // stage's failure policy for that decision, never an exception in the host,
 // and a fresh instance is rebuilt and re-fed in the background.
+import type { Attribution } from '../abi/attribution.js';
 import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMode } from '../contract.js';
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
@@ -464,14 +465,14 @@ export class Stage implements StateListener {
    * (direction already set, any count) and writes one verdict byte each to
    * `verdicts`. Never throws; counts verdicts like `decide`.
    */
-  decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array): void {
+  decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     this.counters.decisions += count;
     let first = 0;
     const inst = this.instance;
     if (inst !== undefined) {
       try {
         const capacity = inst.batchCapacity;
-        for (; first < count; first += capacity) inst.decideInto(records, first, Math.min(capacity, count - first), verdicts);
+        for (; first < count; first += capacity) inst.decideInto(records, first, Math.min(capacity, count - first), verdicts, reasons, rules);
         this.lastFailure = undefined;
       } catch (err) {
         this.failed(err);
@@ -546,6 +547,29 @@ export class Stage implements StateListener {
   }
 
   get batchCapacity(): number { return this.instance?.batchCapacity ?? 64; }
+
+  /** The reason and rule codes of the last `decide`, for flow records (0, 0 after a failure). */
+  lastCodes(): { reason: number; rule: number } {
+    const inst = this.instance;
+    if (!inst || this.lastFailure) return { reason: 0, rule: 0 };
+    return { reason: inst.lastReason(), rule: inst.lastRule() };
+  }
+
+  /**
+   * The policy and rule a (reason, rule) pair of this stage's module stands
+   * for, asked off the packet path; undefined when the module says nothing,
+   * has no healthy instance, or traps (which marks it broken, as any call).
+   */
+  attribution(reason: number, rule: number): Attribution | undefined {
+    const inst = this.instance;
+    if (!inst || inst.broken || reason === 0) return undefined;
+    try {
+      return inst.attribution(reason, rule);
+    } catch (err) {
+      this.failed(err);
+      return undefined;
+    }
+  }
 
   /** The reason text for the last decision, for traces. */
   lastExplanation(): string {

@@ -6,7 +6,9 @@ import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
 import { LOG_LEVELS } from '../abi/imports.js';
-import { OFF_VERDICT, RECORD_SIZE, readReason } from '../abi/record.js';
+import { OFF_VERDICT, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
+import { ATTRIBUTION_MINOR } from '../abi/version.js';
+import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
 
@@ -47,6 +49,8 @@ export class EvaluatorInstance {
   get droppedLogLines(): number { return this.logRate.dropped; }
   /** The most pages this instance's memory can grow to. */
   readonly memoryCapPages: number;
+  /** Whether records of this module carry a rule code (ABI 1.3 or later); older modules' byte 60 is reserved. */
+  readonly attributesRules: boolean;
 
   /**
    * `memoryPages` caps an imported memory (default: the limits'
@@ -56,6 +60,8 @@ export class EvaluatorInstance {
    */
   constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
+    const { major, minor } = compiled.meta.abi;
+    this.attributesRules = major > 1 || minor >= ATTRIBUTION_MINOR;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
     this.logRate = new LineRate(compiled.limits.logLinesPerSecond);
@@ -205,6 +211,30 @@ export class EvaluatorInstance {
     return readReason(this.bytes(), this.batchPtr);
   }
 
+
+  /** The rule code of the last `decideOne`, 0 from a module older than ABI 1.3 (whose byte 60 is reserved). */
+  lastRule(): number {
+    return this.attributesRules ? readRule(this.bytes(), this.batchPtr) : 0;
+  }
+
+  /**
+   * Which policy and rule (reason, rule) stand for: kwp_attribution when the
+   * module exports it, else the reason's explanation as the policy. Off the
+   * packet path; undefined when the module has nothing to say.
+   */
+  attribution(reason: number, rule: number): Attribution | undefined {
+    const fn = this.exports.kwp_attribution;
+    if (typeof fn === 'function' && this.attributesRules) {
+      const len = this.guarded(() => fn(reason, rule), this.decideFuel, 'kwp_attribution');
+      if (len <= 0) return undefined;
+      // Longer than maxReasonBytes: the module's output is cut, and cut JSON is no attribution.
+      if (len > this.compiled.limits.maxReasonBytes) return undefined;
+      return parseAttribution(this.resultText(len));
+    }
+    const text = this.explain(reason);
+    return text ? { policy: text, rule: '' } : undefined;
+  }
+
   /**
    * The packet path's call into the module: no closure, one fuel refill.
    * Same failure semantics as `guarded`.
@@ -225,13 +255,21 @@ export class EvaluatorInstance {
    * writes their verdict bytes to `verdicts[first .. first+n]`. The records
    * are not written back: the batched pipeline needs only the verdicts.
    */
-  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void {
+  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     const base = this.batchPtr;
     const from = first * RECORD_SIZE;
     this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
     this.runDecide(n);
     const mem = this.bytes();
     for (let i = 0, p = base + OFF_VERDICT; i < n; i++, p += RECORD_SIZE) verdicts[first + i] = mem[p];
+    // Flow recording asks for the reason and rule codes too (host/flow-records/).
+    if (reasons !== undefined && rules !== undefined) {
+      const withRules = this.attributesRules;
+      for (let i = 0, p = base; i < n; i++, p += RECORD_SIZE) {
+        reasons[first + i] = readReason(mem, p);
+        rules[first + i] = withRules ? readRule(mem, p) : 0;
+      }
+    }
   }
 
   explain(reason: number): string {

@@ -13,8 +13,8 @@
 // matching logic: the multicluster evaluator keeps subjects local and hides
 // pods of other clusters from cluster-local policies that way.
 
-import { Evaluator, Decision, Verdict, JValue, PodInfo, pods } from "../index";
-import { Policy, compilePolicy, policyKey } from "./policy";
+import { Evaluator, Decision, Verdict, JValue, PodInfo, pods, Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort } from "../index";
+import { Policy, compilePolicy, policyKey, matchedAt } from "./policy";
 import { Isolation, NOT_ISOLATED, PodEntry, PodTable } from "./podtable";
 
 // Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
@@ -218,6 +218,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       for (let j = 0, m = rules.length; j < m; j++) {
         if (unchecked(rules[j]).matches(p.namespace, seen, family, peerAddr, protocol, dstPort, dstPod)) {
           d.reason = p.serial;
+          d.rule = packRule(ingress, j, matchedAt.peer, matchedAt.port);
           return Verdict.Accept;
         }
       }
@@ -244,6 +245,34 @@ export class NetworkPolicyEvaluator extends Evaluator {
     }
     if (this.bySerial.has(reason)) return this.bySerial.get(reason).key;
     return reason >= FIRST_SERIAL ? "a NetworkPolicy since changed or deleted" : "";
+  }
+
+  /**
+   * An Accept names its policy and the rule, peer and port that matched
+   * (`y/allow-web`, `ingress rule 0`, `namespaceSelector team=frontend`,
+   * `http`); a Deny is the default deny of the first policy isolating the pod
+   * in that direction, as it is when asked.
+   */
+  attribution(reason: u32, rule: u32): Attribution | null {
+    if ((reason & DENY_FLAG) != 0) {
+      const id = (reason & ~DENY_FLAG) >> 1;
+      const entry = this.table.get(id);
+      if (entry == null) return null;
+      const list = (reason & 1) != 0 ? entry.isolation.ingress : entry.isolation.egress;
+      return list.length > 0 ? new Attribution(list[0].key, "default deny") : null;
+    }
+    // Below FIRST_SERIAL: a Next (no policy decided). An unknown serial: the policy changed since.
+    if (reason < FIRST_SERIAL) return null;
+    if (!this.bySerial.has(reason)) return super.attribution(reason, rule);
+    const p = this.bySerial.get(reason);
+    const index = ruleIndex(rule);
+    if (index < 0) return new Attribution(p.key);
+    const ingress = ruleIsIngress(rule);
+    const rules = ingress ? p.ingress : p.egress;
+    const dir = ingress ? "ingress" : "egress";
+    if (index >= rules.length) return new Attribution(p.key, dir + " rule " + index.toString());
+    const r = rules[index];
+    return new Attribution(p.key, dir + " rule " + index.toString(), r.describePeer(rulePeer(rule)), r.describePort(rulePort(rule)));
   }
 
   needsAllTraffic(): bool { return false; }

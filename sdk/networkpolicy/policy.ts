@@ -5,7 +5,8 @@
 // SDK so evaluators that extend NetworkPolicy (multicluster) share one copy.
 
 import {
-  JValue, JKind, LabelSelector, IPBlock, cidrError, PortMatcher, portError, portsMatch, PodInfo, log,
+  JValue, JKind, LabelSelector, IPBlock, cidrError, PortMatcher, portError, PodInfo, log,
+  describeSelector, describePort,
 } from "../index";
 import { intern } from "../intern";
 
@@ -45,7 +46,36 @@ export class Peer {
     }
     return false;
   }
+
+  /** The peer clause as attribution names it: `namespaceSelector team=frontend + podSelector app=web`. */
+  describe(): string {
+    const kind = this.kind;
+    if (kind == PEER_IPBLOCK) {
+      const b = this.ipBlock!;
+      let text = "ipBlock " + b.cidr.text;
+      for (let i = 0; i < b.except.length; i++) text += (i == 0 ? " except " : ",") + b.except[i].text;
+      return text;
+    }
+    if (kind == PEER_PODS) return "podSelector " + describeSelector(this.podSelector!);
+    if (kind == PEER_NAMESPACES) {
+      const ps = this.podSelector;
+      return "namespaceSelector " + describeSelector(this.namespaceSelector!) + (ps != null ? " + podSelector " + describeSelector(ps) : "");
+    }
+    return "(an invalid peer)";
+  }
 }
+
+/** Where the last matching rule matched: set by Rule.matches, read right after it (no allocation). */
+export class MatchedAt {
+  peer: i32 = -1;
+  port: i32 = -1;
+  set(peer: i32, port: i32): bool {
+    this.peer = peer;
+    this.port = port;
+    return true;
+  }
+}
+export const matchedAt = new MatchedAt();
 
 export class Rule {
   /** Empty: every peer. */
@@ -55,17 +85,37 @@ export class Rule {
   /** A rule whose ports were all invalid: it must not fall back to "every port". */
   portsInvalid: bool = false;
 
+  /** On a match, `matchedAt` says which peer and port entry matched (-1: the rule has no such list). */
   matches(policyNamespace: string, peer: PodInfo | null, family: u8, peerAddr: usize,
           protocol: u8, dstPort: u16, dstPod: PodInfo | null): bool {
     if (this.portsInvalid) return false;
-    if (!portsMatch(this.ports, protocol, dstPort, dstPod)) return false;
+    const ports = this.ports;
+    let port = -1;
+    if (ports.length > 0) {
+      for (let i = 0, n = ports.length; i < n; i++) {
+        if (unchecked(ports[i]).matches(protocol, dstPort, dstPod)) { port = i; break; }
+      }
+      if (port < 0) return false;
+    }
     const peers = this.peers;
     const n = peers.length;
-    if (n == 0) return true;
+    if (n == 0) return matchedAt.set(-1, port);
     for (let i = 0; i < n; i++) {
-      if (unchecked(peers[i]).matches(policyNamespace, peer, family, peerAddr)) return true;
+      if (unchecked(peers[i]).matches(policyNamespace, peer, family, peerAddr)) return matchedAt.set(i, port);
     }
     return false;
+  }
+
+  /** The peer entry `peer` as text: "any peer" for a rule without a peer list. */
+  describePeer(peer: i32): string {
+    if (peer < 0) return this.peers.length == 0 ? "any peer" : "";
+    return peer < this.peers.length ? this.peers[peer].describe() : "";
+  }
+
+  /** The port entry `port` as text: "any port" for a rule without a port list. */
+  describePort(port: i32): string {
+    if (port < 0) return this.ports.length == 0 ? "any port" : "";
+    return port < this.ports.length ? describePort(this.ports[port]) : "";
   }
 }
 
