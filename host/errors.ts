@@ -54,6 +54,9 @@ export const ErrorCatalogue = {
   // Inputs
   KWP_ERR_MANIFEST: { status: 400, summary: 'A manifest file could not be read or parsed, or an object in it is not valid for its API.' },
   KWP_ERR_FLOWS: { status: 400, summary: 'The flows file could not be read or parsed.' },
+  KWP_ERR_FLOW_FILTER: { status: 400, summary: 'A flow filter (GET /v1/flows query or kwp flows flag) is unknown or has a value it cannot use.' },
+  KWP_ERR_FLOW_LOG: { status: 500, summary: 'The flow log file (--flow-log) cannot be written.' },
+  KWP_ERR_FLOWS_OFF: { status: 404, summary: 'The agent does not record flows, so it has none to list.' },
   KWP_ERR_USAGE: { status: 400, summary: 'A command-line flag or argument is missing or wrong.' },
   KWP_ERR_KUBECONFIG: { status: 400, summary: 'The kubeconfig could not be loaded, or the in-cluster configuration is missing.' },
   KWP_ERR_STATE_DIR: { status: 500, summary: 'The state directory cannot be created or written.' },

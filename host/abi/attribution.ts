@@ -41,12 +41,18 @@ export function parseAttribution(text: string): Attribution | undefined {
   return out;
 }
 
-/** `y/allow-web, ingress rule 0: namespaceSelector team=frontend, port http`: how walkthroughs show it after the reason. */
+/**
+ * What a walkthrough adds after a stage's reason text: `, ingress rule 0:
+ * namespaceSelector team=frontend + podSelector app=web, port http` when the
+ * reason does not name the rule yet (NetworkPolicy names only the policy).
+ * Nothing when the reason already names the rule (the tiered evaluators'
+ * reasons are rule names) or for a rule nothing matched in (a default deny,
+ * whose reason already lists the isolating policies): the full attribution
+ * is in the trace's `attribution` and in flow records either way.
+ */
 export function attributionDetail(a: Attribution, reasonText: string): string {
-  // Only a rule that matched has something to add; a default deny's reason already names the policies.
-  if (!a.peer && !a.port) return '';
-  let out = '';
-  if (a.rule && !reasonText.includes(a.rule)) out += `, ${a.rule}`;
+  if (!a.rule || reasonText.includes(a.rule) || (!a.peer && !a.port)) return '';
+  let out = `, ${a.rule}`;
   if (a.peer) out += `: ${a.peer}`;
   // "any port" reads as it is; a port clause reads "port http".
   if (a.port) out += a.port.startsWith('any ') ? `, ${a.port}` : `, port ${a.port}`;

@@ -12,6 +12,7 @@ import { Pipeline } from './pipeline.js';
 import { Stage } from './stage.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
 import type { PipelineSpec, StageSpec } from './spec.js';
+import type { FlowBuffer } from '../flow-records/flow-buffer.js';
 
 export interface PolicyEngineOptions {
   state: ClusterState;
@@ -37,6 +38,7 @@ export class PolicyEngine {
   private readonly modules: ModuleResolver;
   private readonly logger?: InstanceLogger;
   private current: Pipeline | undefined;
+  private flowBuffer: FlowBuffer | undefined;
   private nextRevision = 1;
   private readonly maxStages: number;
   /** Every stage of every pipeline this engine built and nobody disposed yet reserves from it. */
@@ -143,9 +145,21 @@ export class PolicyEngine {
     return new Pipeline(spec, started, rev, this.state);
   }
 
+  /**
+   * Flow recording (host/flow-records/): the active pipeline, and every one
+   * activated later, appends each decided connection to `buffer`; undefined
+   * stops it.
+   */
+  recordFlows(buffer: FlowBuffer | undefined): void {
+    this.flowBuffer = buffer;
+    if (this.current) this.current.flowBuffer = buffer;
+  }
+
   /** Makes `next` the active pipeline; returns the previous one, still started (keep it for rollback or dispose it). */
   activate(next: Pipeline): Pipeline | undefined {
     const previous = this.current;
+    next.flowBuffer = this.flowBuffer;
+    if (previous && previous !== next) previous.flowBuffer = undefined;
     this.current = next;
     this.onActivate?.(next, previous);
     return previous;

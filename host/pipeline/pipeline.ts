@@ -7,6 +7,7 @@ import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
 import { encodeRecord, encodeRecordWords, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
+import { type FlowBuffer, Outcome } from '../flow-records/flow-buffer.js';
 
 export const EGRESS = RecordDirection.Egress;
 export const INGRESS = RecordDirection.Ingress;
@@ -22,7 +23,10 @@ export class Pipeline {
   readonly spec: PipelineSpec;
   readonly revision: number;
   private readonly enforcing: readonly Stage[];
-  private readonly auditing: readonly Stage[];
+  /** The position in `stages` of each enforcing stage, as flow records name them. */
+  private readonly enforcingIndex: Int16Array;
+  /** The audit stages, in pipeline order; flow records number them from 0 in this order. */
+  readonly auditing: readonly Stage[];
   private readonly record = new Uint8Array(RECORD_SIZE);
   // Scratch for allowsBatch: the chunk's records, packed records for later stages, indices and verdicts.
   private readonly encoded = new Uint8Array(RECORD_SIZE * BATCH_RECORDS);
@@ -42,6 +46,12 @@ export class Pipeline {
   private readonly remoteSrc = new Uint8Array(BATCH_RECORDS);
   private readonly remoteDst = new Uint8Array(BATCH_RECORDS);
   private anyRemote = false;
+  /**
+   * Set while flow recording is on (PolicyEngine.recordFlows): `allows`
+   * then appends one compact record per decided connection. Mutable because
+   * recording is switched on and off for the active pipeline, not rebuilt.
+   */
+  flowBuffer: FlowBuffer | undefined;
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -49,6 +59,7 @@ export class Pipeline {
     this.revision = revision;
     this.enforcing = this.stages.filter((s) => s.mode === 'enforce');
     this.auditing = this.stages.filter((s) => s.mode === 'audit');
+    this.enforcingIndex = Int16Array.from(this.enforcing, (s) => this.stages.indexOf(s));
   }
 
   /**
@@ -62,11 +73,70 @@ export class Pipeline {
     const dstId = dst ? dst.id : 0;
     const rec = this.record;
     encodeRecord(rec, 0, packet, srcId, dstId);
+    const flows = this.flowBuffer;
+    if (flows !== undefined) {
+      const slot = flows.claim(packet, srcId, dstId, this.revision, this);
+      if (slot >= 0) return this.allowsRecorded(rec, src, dst, flows, slot);
+    }
     if (this.auditing.length) this.audit(rec);
     rec[OFF_DIRECTION] = EGRESS;
     if (!this.isRemote(src) && !this.walk(rec, srcId, dstId)) return false;
     rec[OFF_DIRECTION] = INGRESS;
     return this.isRemote(dst) || this.walk(rec, srcId, dstId);
+  }
+
+  /**
+   * `allows` with the outcome of each direction (deciding stage, its reason
+   * and rule codes) and the audit stages' would-be verdicts written to the
+   * flow buffer's slot. The same walk, so the same verdict.
+   */
+  private allowsRecorded(rec: Uint8Array, src: PodInfo | undefined, dst: PodInfo | undefined, flows: FlowBuffer, slot: number): boolean {
+    const srcId = src ? src.id : 0;
+    const dstId = dst ? dst.id : 0;
+    const audits = this.auditing;
+    if (audits.length) {
+      for (const dir of [EGRESS, INGRESS]) {
+        rec[OFF_DIRECTION] = dir;
+        for (let k = 0; k < audits.length; k++) {
+          const s = audits[k];
+          const v = s.decide(rec);
+          flows.setAudit(slot, dir, k, v, s.lastReasonCode(), s.lastRuleCode());
+        }
+      }
+    }
+    rec[OFF_DIRECTION] = EGRESS;
+    let allowed = true;
+    if (this.isRemote(src)) flows.setDirection(slot, EGRESS, Outcome.Remote, -1, 0, 0);
+    else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, EGRESS);
+    if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    else {
+      rec[OFF_DIRECTION] = INGRESS;
+      if (this.isRemote(dst)) flows.setDirection(slot, INGRESS, Outcome.Remote, -1, 0, 0);
+      else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, INGRESS);
+    }
+    flows.setAllowed(slot, allowed);
+    return allowed;
+  }
+
+  /** `walk`, writing which stage decided (its index in `stages`) and why. */
+  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number): boolean {
+    const stages = this.enforcing;
+    for (let i = 0; i < stages.length; i++) {
+      const stage = stages[i];
+      const subjects = stage.subjectFilter();
+      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
+        stage.countSkipped(1);
+        continue;
+      }
+      const v = stage.decide(rec);
+      if (v === Verdict.Accept || v === Verdict.Deny) {
+        const outcome = stage.lastFailure ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+        flows.setDirection(slot, dir, outcome, this.enforcingIndex[i], stage.lastReasonCode(), stage.lastRuleCode());
+        return v === Verdict.Accept;
+      }
+    }
+    flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
+    return true;
   }
 
   /**

@@ -548,6 +548,18 @@ export class Stage implements StateListener {
 
   get batchCapacity(): number { return this.instance?.batchCapacity ?? 64; }
 
+  /** The reason code of the last `decide` (0 after a failure): the packet path's flow recording reads it. */
+  lastReasonCode(): number {
+    const inst = this.instance;
+    return inst === undefined || this.lastFailure ? 0 : inst.lastReason();
+  }
+
+  /** The rule code of the last `decide` (0 after a failure or from a module older than ABI 1.3). */
+  lastRuleCode(): number {
+    const inst = this.instance;
+    return inst === undefined || this.lastFailure ? 0 : inst.lastRule();
+  }
+
   /** The reason and rule codes of the last `decide`, for flow records (0, 0 after a failure). */
   lastCodes(): { reason: number; rule: number } {
     const inst = this.instance;

@@ -1,0 +1,248 @@
+// Flow recording, off the packet path: the active pipeline appends compact
+// records to a FlowBuffer (host/flow-records/flow-buffer.ts); this drains the
+// buffer every `drainMs`, resolves pods, workloads and rule attribution, and
+// aggregates by (source workload, destination workload, port, protocol,
+// verdict, deciding policy and rule of each direction, pipeline revision) for
+// `intervalMs` before it emits one record per key (docs/flows.md) to a
+// bounded ring, the flow log, followers and the per-policy verdict counts.
+import { Kinds, type PodInfo } from '../contract.js';
+import { verdictName } from '../abi/verdict.js';
+import { formatIP } from '../net/ip.js';
+import type { ClusterState } from '../state/cluster-state.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
+import type { Attribution } from '../abi/attribution.js';
+import { FlowBuffer, MAX_AUDIT_STAGES, Outcome } from './flow-buffer.js';
+import type { FlowAction, FlowAudit, FlowDirection, FlowRecord } from './flow-record.js';
+import { protocolName } from './flow-record.js';
+import { workloadOf } from './workload.js';
+import { FlowLogWriter } from './flow-log-writer.js';
+import { PolicyVerdictCounts } from './policy-verdicts.js';
+import { matchesFlow, type FlowFilter } from './flow-filter.js';
+
+/** Where recording is switched on: the policy engine hands the buffer to every pipeline it activates. */
+export interface FlowTap {
+  recordFlows(buffer: FlowBuffer | undefined): void;
+}
+
+export interface FlowRecorderOptions {
+  state: ClusterState;
+  /** The node name records carry (`--node-name`), "" when unknown. */
+  node?: string;
+  /** Aggregation interval (default 10 s). */
+  intervalMs?: number;
+  /** Aggregated records kept in memory for `GET /v1/flows` (default 10,000). */
+  ringSize?: number;
+  /** Connections the packet path may append between two drains (default 16,384). */
+  bufferCapacity?: number;
+  /** How often the buffer is drained (default 250 ms). */
+  drainMs?: number;
+  /** JSON lines of every emitted record. */
+  log?: FlowLogWriter;
+  now?: () => number;
+}
+
+const ACTIONS: Record<number, FlowAction> = {
+  [Outcome.Default]: 'Default', [Outcome.Accept]: 'Accept', [Outcome.Deny]: 'Deny',
+  [Outcome.Skipped]: 'Skipped', [Outcome.Failure]: 'Failure', [Outcome.Remote]: 'Remote',
+};
+
+interface End { name: string; workload: string; labels: Record<string, string>; namespaceLabels: Record<string, string>; pod?: PodInfo }
+
+const NO_LABELS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
+export class FlowRecorder {
+  readonly buffer: FlowBuffer;
+  readonly verdictCounts = new PolicyVerdictCounts();
+  readonly intervalMs: number;
+  readonly ringSize: number;
+  private readonly state: ClusterState;
+  private readonly node: string;
+  private readonly drainMs: number;
+  private readonly now: () => number;
+  private readonly open = new Map<string, FlowRecord>();
+  private readonly ring: FlowRecord[] = [];
+  /** Index in `ring` of the oldest record once it is full. */
+  private ringStart = 0;
+  private readonly followers = new Set<(r: FlowRecord) => void>();
+  /** (pipeline revision, stage, reason, rule) → attribution, for the current interval: the same answer comes back often. */
+  private readonly attributions = new Map<string, Attribution | undefined>();
+  private drainTimer: NodeJS.Timeout | undefined;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private tap: FlowTap | undefined;
+  /** Connections aggregated so far, and records emitted. */
+  connections = 0;
+  emitted = 0;
+
+  constructor(private readonly options: FlowRecorderOptions) {
+    this.state = options.state;
+    this.node = options.node ?? '';
+    this.intervalMs = options.intervalMs ?? 10_000;
+    this.ringSize = options.ringSize ?? 10_000;
+    this.drainMs = options.drainMs ?? 250;
+    this.now = options.now ?? Date.now;
+    if (!(this.intervalMs >= 100)) throw new RangeError(`flow interval must be at least 100 ms, got ${this.intervalMs}`);
+    if (!(Number.isInteger(this.ringSize) && this.ringSize >= 1)) throw new RangeError(`flow ring size must be a positive integer, got ${this.ringSize}`);
+    this.buffer = new FlowBuffer(options.bufferCapacity ?? 16384);
+  }
+
+  /** Starts recording the pipelines `tap` activates, with timers that do not keep the process alive. */
+  start(tap: FlowTap): void {
+    this.tap = tap;
+    tap.recordFlows(this.buffer);
+    this.drainTimer = setInterval(() => this.drain(), Math.min(this.drainMs, this.intervalMs)).unref();
+    this.flushTimer = setInterval(() => this.flush(), this.intervalMs).unref();
+  }
+
+  /** Stops recording and emits what was aggregated so far. */
+  stop(): void {
+    this.tap?.recordFlows(undefined);
+    this.tap = undefined;
+    if (this.drainTimer) clearInterval(this.drainTimer);
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.drainTimer = this.flushTimer = undefined;
+    this.flush();
+  }
+
+  /** Aggregates every connection the packet path appended since the last drain. */
+  drain(): number {
+    return this.buffer.drain((slot) => this.aggregate(slot));
+  }
+
+  /** Ends the interval: drains, then emits every open record to the ring, the log and followers. */
+  flush(): FlowRecord[] {
+    this.drain();
+    const out = [...this.open.values()];
+    this.open.clear();
+    this.attributions.clear();
+    for (const r of out) this.keep(r);
+    this.emitted += out.length;
+    this.options.log?.write(out);
+    for (const r of out) for (const f of this.followers) f(r);
+    return out;
+  }
+
+  /** Records in the ring that pass `filter`, oldest first, at most `filter.limit` (the newest ones). */
+  query(filter: FlowFilter = {}): FlowRecord[] {
+    const all = this.ring.length < this.ringSize ? this.ring : [...this.ring.slice(this.ringStart), ...this.ring.slice(0, this.ringStart)];
+    const hits = all.filter((r) => matchesFlow(r, filter));
+    return filter.limit !== undefined && hits.length > filter.limit ? hits.slice(hits.length - filter.limit) : hits;
+  }
+
+  /** Calls `listener` with every record emitted from now on; returns the unsubscribe. */
+  follow(listener: (r: FlowRecord) => void): () => void {
+    this.followers.add(listener);
+    return () => { this.followers.delete(listener); };
+  }
+
+  /** How many records the ring holds, and what was lost. */
+  stats(): { ring: number; ringSize: number; open: number; connections: number; emitted: number; dropped: number; pending: number } {
+    return { ring: this.ring.length, ringSize: this.ringSize, open: this.open.size, connections: this.connections, emitted: this.emitted, dropped: this.buffer.dropped, pending: this.buffer.pending };
+  }
+
+  private keep(r: FlowRecord): void {
+    if (this.ring.length < this.ringSize) { this.ring.push(r); return; }
+    this.ring[this.ringStart] = r;
+    this.ringStart = (this.ringStart + 1) % this.ringSize;
+  }
+
+  private aggregate(slot: number): void {
+    const b = this.buffer;
+    const pipeline = b.pipeline[slot] as Pipeline | undefined;
+    const src = this.end(b.srcPod[slot], b.srcAddr, slot, b.family[slot]);
+    const dst = this.end(b.dstPod[slot], b.dstAddr, slot, b.family[slot]);
+    const egress = this.direction(pipeline, b.revision[slot], slot, 0, 'egress');
+    const ingress = this.direction(pipeline, b.revision[slot], slot, 1, 'ingress');
+    const verdict = b.allowed[slot] === 1 ? 'allow' : 'deny';
+    const port = b.dstPort[slot];
+    const protocol = protocolName(b.protocol[slot]);
+    const key = [src.workload, dst.workload, port, protocol, verdict, egress.stage, egress.policy, egress.rule, egress.action,
+      ingress.stage, ingress.policy, ingress.rule, ingress.action, b.revision[slot]].join('\u0000');
+    const at = new Date(b.time[slot]).toISOString();
+    this.connections++;
+    const known = this.open.get(key);
+    if (known) {
+      known.count++;
+      if (at > known.lastSeen) known.lastSeen = at;
+      this.mergeAudit(known.audit, this.audits(pipeline, b.revision[slot], slot));
+      return;
+    }
+    const record: FlowRecord = {
+      src: src.name, dst: dst.name, port, protocol, family: b.family[slot] === 6 ? 6 : 4, srcPort: b.srcPort[slot],
+      srcWorkload: src.workload, dstWorkload: dst.workload, srcLabels: src.labels, dstLabels: dst.labels,
+      srcNamespaceLabels: src.namespaceLabels, dstNamespaceLabels: dst.namespaceLabels,
+      dstPortName: dst.pod?.containerPorts.find((p) => p.port === port && p.protocol === b.protocol[slot])?.name ?? '',
+      verdict, egress, ingress, audit: this.audits(pipeline, b.revision[slot], slot),
+      count: 1, firstSeen: at, lastSeen: at, revision: b.revision[slot], node: this.node,
+    };
+    this.open.set(key, record);
+    for (const [dir, d] of [['egress', egress], ['ingress', ingress]] as const) {
+      if (d.action === 'Accept' || d.action === 'Deny' || d.action === 'Failure') {
+        this.verdictCounts.add({ stage: d.stage, policy: d.policy, rule: d.rule, direction: dir, verdict: d.action.toLowerCase() });
+      }
+    }
+  }
+
+  /** Counts after the first connection of a key are added to the existing series, not looked up again. */
+  private mergeAudit(into: FlowAudit[], more: FlowAudit[]): void {
+    for (const a of more) {
+      if (!into.some((x) => x.stage === a.stage && x.direction === a.direction && x.policy === a.policy && x.rule === a.rule && x.action === a.action)) into.push(a);
+    }
+  }
+
+  private end(podId: number, addrs: Uint8Array, slot: number, family: number): End {
+    const pod = podId !== 0 ? this.state.podById(podId) : undefined;
+    if (!pod) {
+      const ip = formatIP(addrs.subarray(slot * 16, slot * 16 + (family === 6 ? 16 : 4)));
+      return { name: ip, workload: ip, labels: NO_LABELS, namespaceLabels: NO_LABELS };
+    }
+    const obj = this.state.object(Kinds.Pod, `${pod.namespace}/${pod.name}`);
+    return {
+      name: `${pod.namespace}/${pod.name}`, workload: obj ? workloadOf(obj) : `${pod.namespace}/Pod/${pod.name}`,
+      labels: { ...pod.podLabels }, namespaceLabels: { ...pod.namespaceLabels }, pod,
+    };
+  }
+
+  private direction(pipeline: Pipeline | undefined, revision: number, slot: number, dir: 0 | 1, name: 'egress' | 'ingress'): FlowDirection {
+    const d = this.buffer.direction(slot, dir);
+    const action = ACTIONS[d.outcome] ?? 'Default';
+    const stage = pipeline && d.stage >= 0 ? pipeline.stages[d.stage] : undefined;
+    const out: FlowDirection = { stage: stage?.name ?? '', policy: '', rule: '', action };
+    if (!stage || action === 'Failure') return out;
+    const a = this.attribute(pipeline!, revision, d.stage, d.reason, d.rule);
+    if (a) {
+      out.policy = a.policy;
+      out.rule = a.rule;
+      if (a.peer) out.peer = a.peer;
+      if (a.port) out.rulePort = a.port;
+    }
+    void name;
+    return out;
+  }
+
+  private audits(pipeline: Pipeline | undefined, revision: number, slot: number): FlowAudit[] {
+    const out: FlowAudit[] = [];
+    if (!pipeline) return out;
+    const b = this.buffer;
+    for (let dir = 0; dir < 2; dir++) {
+      for (let k = 0; k < MAX_AUDIT_STAGES && k < pipeline.auditing.length; k++) {
+        const i = (slot * 2 + dir) * MAX_AUDIT_STAGES + k;
+        const v = b.auditVerdict[i];
+        // Not decided, or Next: the stage had nothing to say.
+        if (v <= 1) continue;
+        const stage = pipeline.auditing[k];
+        const a = this.attribute(pipeline, revision, pipeline.stages.indexOf(stage), b.auditReason[i], b.auditRule[i]);
+        out.push({ stage: stage.name, direction: dir === 0 ? 'egress' : 'ingress', policy: a?.policy ?? '', rule: a?.rule ?? '', action: verdictName(v - 1) });
+      }
+    }
+    return out;
+  }
+
+  private attribute(pipeline: Pipeline, revision: number, stageIndex: number, reason: number, rule: number): Attribution | undefined {
+    if (reason === 0) return undefined;
+    const key = `${revision}|${stageIndex}|${reason}|${rule}`;
+    if (this.attributions.has(key)) return this.attributions.get(key);
+    const a = pipeline.stages[stageIndex]?.attribution(reason, rule);
+    this.attributions.set(key, a);
+    return a;
+  }
+}
