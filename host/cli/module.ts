@@ -34,7 +34,7 @@ function metaOf(bytes: Uint8Array, file: string): { name?: string; version?: str
 }
 
 export async function runModule(argv: string[]): Promise<number> {
-  const { sub, rest } = subcommand('module', argv, ['push', 'ls', 'rm']);
+  const { sub, rest } = subcommand('module', argv);
   const { values, positionals } = parseFlags(sub ? `module ${sub}` : 'module', rest, {
     ...adminFlagSpec, name: { type: 'string' }, version: { type: 'string' }, 'sign-key': { type: 'string' }, 'self-test-config': { type: 'string' },
   }, true);
