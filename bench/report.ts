@@ -13,6 +13,7 @@ export const REFERENCE = {
 export const TARGETS = {
   'pipeline.decisionsPerSec': '>= 1000000',
   'pipeline.ratioToEmpty': '>= 0.33',
+  'flows.packetPathCostPercent': '<= 5',
   'scaling.ratio': '>= 0.5',
   'update.p99Millis': '<= 100',
   'memory.rssMiB': '<= 256',
@@ -40,6 +41,7 @@ function verdict(result: Json, key: string): string {
   switch (key) {
     case 'pipeline.decisionsPerSec': return v >= 1_000_000 ? 'met' : 'MISSED';
     case 'pipeline.ratioToEmpty': return v >= 0.33 ? 'met' : 'MISSED';
+    case 'flows.packetPathCostPercent': return v <= 5 ? 'met' : 'MISSED';
     case 'scaling.ratio': return v >= 0.5 ? 'met' : 'MISSED';
     case 'update.p99Millis': return v <= 100 ? 'met' : 'MISSED';
     case 'memory.rssMiB': return v <= 256 ? 'met' : 'MISSED';
@@ -66,6 +68,11 @@ const ROWS: Array<[string, string]> = [
   ['pipeline.uncachedDecisionsPerSec', 'decisions/s, decision caches off, batched'],
   ['pipeline.uncachedRatioToEmpty', 'caches off / empty (batched)'],
   ['pipeline.allowedFraction', 'share of the flow mix allowed'],
+  ['flows.offDecisionsPerSec', 'decisions/s, allows, flow recording off'],
+  ['flows.onDecisionsPerSec', 'decisions/s, allows, flow recording on (packet path)'],
+  ['flows.onWithDrainDecisionsPerSec', 'decisions/s, flow recording on, drain included'],
+  ['flows.packetPathCostPercent', 'flow recording cost on the packet path, %'],
+  ['flows.withDrainCostPercent', 'flow recording cost with the drain, %'],
   ['scaling.small.decisionsPerSec', 'decisions/s, small (100 pods, 10 policies)'],
   ['scaling.manyPods.decisionsPerSec', 'decisions/s, small policies over 10k pods'],
   ['scaling.large.decisionsPerSec', 'decisions/s, large (10k pods, 10k NPs)'],

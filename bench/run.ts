@@ -19,6 +19,7 @@ import {
 import { runE2E, type E2EResult } from './e2e.js';
 import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
+import { FlowRecorder } from '../host/flow-records/flow-recorder.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root: dist/bench/run.js → ../.. */
@@ -328,6 +329,58 @@ function machine() {
   };
 }
 
+/**
+ * Flow recording's cost (docs/flows.md, docs/performance.md "Flow
+ * recording"): decisions per CPU-second through `allows`, the path the
+ * dataplane calls, with recording off and on, taking turns in one run. "On"
+ * times the packet path alone, the recorder draining between passes over the
+ * flow mix untimed, as its timer does between packets; "on, with the drain"
+ * also times the drain (pod lookups, attribution, aggregation), which runs on
+ * the same thread, off the packet path.
+ */
+function flowsSection(setup: Setup) {
+  const { engine, pipeline, packets } = setup;
+  const recorder = new FlowRecorder({ state: engine.state, intervalMs: 10_000, bufferCapacity: Math.max(16384, packets.length) });
+  const measure = (recording: boolean, timedDrain: boolean, ms: number) => {
+    engine.recordFlows(recording ? recorder.buffer : undefined);
+    let decided = 0;
+    let sink = 0;
+    let spent = 0;
+    const cpu0 = process.cpuUsage();
+    let drainCpu = 0;
+    const start = performance.now();
+    while (spent < ms) {
+      for (let i = 0; i < packets.length; i++) if (pipeline.allows(packets[i])) sink++;
+      decided += packets.length;
+      if (recording) {
+        if (timedDrain) recorder.drain();
+        else {
+          const c = process.cpuUsage();
+          recorder.drain();
+          const d = process.cpuUsage(c);
+          drainCpu += d.user + d.system;
+        }
+      }
+      spent = performance.now() - start;
+    }
+    const cpu = process.cpuUsage(cpu0);
+    if (sink < 0) console.log(sink);
+    return decided / ((cpu.user + cpu.system - drainCpu) / 1e6);
+  };
+  const loops = [() => measure(false, false, settings.measureMs), () => measure(true, false, settings.measureMs), () => measure(true, true, settings.measureMs)];
+  for (const loop of loops) loop();
+  const best = [0, 0, 0];
+  for (let round = 0; round < 3; round++) loops.forEach((loop, i) => { best[i] = Math.max(best[i], loop()); });
+  engine.recordFlows(undefined);
+  const records = recorder.flush().length;
+  const [off, on, withDrain] = best;
+  return {
+    offDecisionsPerSec: Math.round(off), onDecisionsPerSec: Math.round(on), onWithDrainDecisionsPerSec: Math.round(withDrain),
+    packetPathCostPercent: round(100 * (1 - on / off), 1), withDrainCostPercent: round(100 * (1 - withDrain / off), 1),
+    connectionsRecorded: recorder.stats().connections, records, dropped: recorder.buffer.dropped,
+  };
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
   const result: Record<string, unknown> = {
@@ -337,11 +390,12 @@ async function main(): Promise<void> {
     settings,
   };
 
-  if (wanted('pipeline') || wanted('hotSwap') || wanted('breakdown')) {
+  if (wanted('pipeline') || wanted('hotSwap') || wanted('breakdown') || wanted('flows')) {
     const def = setUp(SCALES.default);
     if (wanted('pipeline')) result.pipeline = timed('pipeline section', () => pipelineSection(def));
     if (wanted('breakdown')) result.breakdown = timed('breakdown section', () => breakdownSection(def));
     if (wanted('hotSwap')) result.hotSwap = await hotSwapSection(def);
+    if (wanted('flows')) result.flows = timed('flows section', () => flowsSection(def));
     def.engine.active.dispose();
   }
 

@@ -8,7 +8,7 @@ import {
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue,
   type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
-  endpointAddressesOf,
+  endpointAddressesOf, FlowRecorder, FlowLogWriter,
 } from './index.js';
 
 export interface AgentConfig {
@@ -48,6 +48,8 @@ export interface AgentConfig {
   modules?: ModuleResolver[];
   /** More sources (e.g. the multicluster IP tracker), started after the built-in ones. */
   extraSources?: ObjectSource[];
+  /** Flow recording (docs/flows.md); absent: off. */
+  flows?: { ringSize?: number; intervalMs?: number; log?: string; logMaxBytes?: number };
   /** The fleet (docs/fleet.md): a node by default when there is an API server and a node name. */
   fleet?: FleetConfig;
 }
@@ -86,6 +88,7 @@ export class Agent {
   admin: AdminServer | undefined;
   adminUrl: string | undefined;
   dataplane: Dataplane | undefined;
+  flows: FlowRecorder | undefined;
   readonly fleet: FleetWiring | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
   private stopDnsExpiry: (() => void) | undefined;
@@ -155,8 +158,14 @@ export class Agent {
     const controller = this.fleet ? this.fleet.createController(controllerOptions) : new PipelineController(controllerOptions);
     this.controller = controller;
     this.store?.setUsage(() => controller.moduleUsage());
-    const metrics = new AdminMetrics({ controller, store: this.store, dataplane: () => this.dataplane });
+    const metrics = new AdminMetrics({ controller, store: this.store, dataplane: () => this.dataplane, flows: () => this.flows });
     controller.start();
+    if (this.config.flows) {
+      const f = this.config.flows;
+      const log = f.log ? new FlowLogWriter({ target: f.log, maxBytes: f.logMaxBytes }) : undefined;
+      this.flows = new FlowRecorder({ state: this.state, node: this.config.nodeName ?? '', intervalMs: f.intervalMs, ringSize: f.ringSize, log });
+      this.flows.start(this.engine);
+    }
     if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
     for (const s of this.sources) await s.start(this.state);
     if (this.config.dataplane) await this.startDataplane();
@@ -169,6 +178,7 @@ export class Agent {
         // Warnings and errors only (every 5xx, with its request id): request lines would drown the agent's log.
         logger: this.log.child({ part: 'admin-api' }, { level: 'warn' }),
         dialledEndpoints: async (query) => (this.dataplane ? this.dataplane.dialledEndpoints(query) : []),
+        flows: () => this.flows,
       });
       this.adminUrl = await this.admin.listen();
       this.log.info({ url: this.adminUrl }, 'admin API listening');
@@ -218,6 +228,8 @@ export class Agent {
     this.stopDnsExpiry?.();
     this.unsubscribeState?.();
     if (this.dataplane) await this.dataplane.stop();
+    // After the dataplane: the last connections it decided are in the flow log too.
+    this.flows?.stop();
     for (const s of this.sources) await s.stop();
     await this.store?.close();
     this.controller?.stop();

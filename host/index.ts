@@ -81,6 +81,11 @@ export { evaluateFlows, OfflineEvaluator } from './eval.js';
 export { ServiceDirectory, endpointAddressesOf } from './services/service-directory.js';
 export type { FlowInput, FlowResult } from './eval.js';
 
+// Flow records (docs/flows.md).
+export { FlowRecorder } from './flow-records/flow-recorder.js';
+export { FlowLogWriter } from './flow-records/flow-log-writer.js';
+export type { FlowRecord } from './flow-records/flow-record.js';
+
 // Logging.
 export { createLogger, instanceLogger } from './log.js';
 export type { Logger } from './log.js';

@@ -44,14 +44,14 @@ export function parseAttribution(text: string): Attribution | undefined {
 /**
  * What a walkthrough adds after a stage's reason text: `, ingress rule 0:
  * namespaceSelector team=frontend + podSelector app=web, port http` when the
- * reason does not name the rule yet (NetworkPolicy names only the policy).
- * Nothing when the reason already names the rule (the tiered evaluators'
- * reasons are rule names) or for a rule nothing matched in (a default deny,
+ * reason names the policy and nothing more (NetworkPolicy's Accept). Nothing
+ * when the reason says more than the policy (the tiered evaluators' reasons
+ * are rule names and tie notes) or for a rule nothing matched in (a default deny,
  * whose reason already lists the isolating policies): the full attribution
  * is in the trace's `attribution` and in flow records either way.
  */
 export function attributionDetail(a: Attribution, reasonText: string): string {
-  if (!a.rule || reasonText.includes(a.rule) || (!a.peer && !a.port)) return '';
+  if (!a.rule || reasonText !== a.policy || (!a.peer && !a.port)) return '';
   let out = `, ${a.rule}`;
   if (a.peer) out += `: ${a.peer}`;
   // "any port" reads as it is; a port clause reads "port http".

@@ -6,6 +6,7 @@ import type { HistoryEntry } from '../control/pipeline-history.js';
 import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
 import type { StageTrace } from '../contract.js';
 import { SIGNATURE_HEADER } from './options.js';
+import type { FlowRecord } from '../flow-records/flow-record.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:9443';
 
@@ -35,6 +36,11 @@ export interface FlowRequest {
   /** The flow reached the destination pod through a Service. */
   viaService?: boolean;
 }
+
+/** GET /v1/flows query parameters, as strings (the server parses them: host/flow-records/flow-filter.ts). */
+export type FlowQuery = Partial<Record<'namespace' | 'pod' | 'verdict' | 'policy' | 'since' | 'limit', string>>;
+
+export interface FlowsAnswer { flows: FlowRecord[]; intervalSeconds: number; ringSize: number; dropped: number }
 
 export class AdminClient {
   private readonly base: string;
@@ -114,7 +120,56 @@ export class AdminClient {
     return (await this.call<{ history: HistoryEntry[] }>('GET', '/v1/pipeline/history')).body.history;
   }
 
+  async flows(query: FlowQuery): Promise<FlowsAnswer> {
+    return (await this.call<FlowsAnswer>('GET', `/v1/flows${queryString(query)}`)).body;
+  }
+
+  /**
+   * GET /v1/flows?follow=true: calls `onRecord` with every record of the
+   * NDJSON stream until `signal` aborts (resolves then) or the agent closes it.
+   */
+  async followFlows(query: FlowQuery, onRecord: (r: FlowRecord) => void, signal?: AbortSignal): Promise<void> {
+    const url = `${this.base}/v1/flows${queryString({ ...query, follow: 'true' })}`;
+    const headers: Record<string, string> = this.token ? { authorization: `Bearer ${this.token}` } : {};
+    let res: Response;
+    try {
+      res = await fetch(url, { headers, signal });
+    } catch (err) {
+      if (signal?.aborted) return;
+      const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
+      throw new KwpError('KWP_ERR_ADMIN_UNREACHABLE', `GET ${url}: cannot reach the admin API (${cause}); is the agent running, and is --server right?`);
+    }
+    if (!res.ok || !res.body) {
+      const body = await res.json().catch(() => undefined) as { code?: string; message?: string } | undefined;
+      if (typeof body?.code === 'string' && body.code in ErrorCatalogue) throw new KwpError(body.code as ErrorCode, String(body.message));
+      throw new KwpError('KWP_ERR_ADMIN_UNREACHABLE', `GET ${url}: answered ${res.status} without a KWP error code`);
+    }
+    const decoder = new TextDecoder();
+    let pending = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        pending += decoder.decode(chunk, { stream: true });
+        let nl: number;
+        while ((nl = pending.indexOf('\n')) >= 0) {
+          const line = pending.slice(0, nl).trim();
+          pending = pending.slice(nl + 1);
+          // Empty lines are the stream's keepalives.
+          if (line) onRecord(JSON.parse(line) as FlowRecord);
+        }
+      }
+    } catch (err) {
+      if (!signal?.aborted) throw err;
+    }
+  }
+
   async explain(flow: FlowRequest): Promise<ExplainAnswer> {
     return (await this.call<ExplainAnswer>('POST', '/v1/explain', this.json(flow))).body;
   }
+}
+
+function queryString(query: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, v);
+  const text = q.toString();
+  return text ? `?${text}` : '';
 }

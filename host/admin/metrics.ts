@@ -11,6 +11,7 @@ import type { Stage, StageCounters } from '../pipeline/stage.js';
 import type { PipelineController } from '../control/pipeline-controller.js';
 import type { ModuleStore } from '../control/module-store.js';
 import { readNfqueueStats, NFQUEUE_PROC_FILE } from './nfqueue-stats.js';
+import type { FlowRecorder } from '../flow-records/flow-recorder.js';
 
 export interface AdminMetricsOptions {
   controller: PipelineController;
@@ -22,6 +23,8 @@ export interface AdminMetricsOptions {
   processMetrics?: boolean;
   /** The running dataplane, when there is one: its counters and packet-process times are exported. */
   dataplane?: () => Pick<Dataplane, 'counters' | 'decisionMicros'> | undefined;
+  /** The flow recorder, when recording: per-policy verdict counts (kwp_policy_verdicts_total). */
+  flows?: () => FlowRecorder | undefined;
 }
 
 type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable'> & { byDirection: Float64Array };
@@ -54,6 +57,32 @@ export class AdminMetrics {
     this.traps = new Counter({ name: 'kwp_module_traps_total', help: 'Calls that trapped, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
     this.fuel = new Counter({ name: 'kwp_module_fuel_exhausted_total', help: 'Calls that ran out of fuel, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
     this.unavailable = new Counter({ name: 'kwp_stage_unavailable_total', help: 'Decisions answered by the failure policy while the stage rebuilt its module.', labelNames: ['module', 'stage'], registers, collect: sync });
+    // Counted by the flow recorder at each drain (off the packet path), one per
+    // decided direction; label sets are capped (docs/flows.md, "Metrics").
+    const flows = options.flows;
+    new Counter({
+      name: 'kwp_policy_verdicts_total',
+      help: 'Connections decided, by the stage, policy and rule that decided each direction (from flow recording; label sets past the cap count as policy="other").',
+      labelNames: ['stage', 'policy', 'rule', 'direction', 'verdict'], registers,
+      collect() {
+        const recorder = flows?.();
+        if (!recorder) return;
+        this.reset();
+        for (const { labels, count } of recorder.verdictCounts.entries()) this.inc(labels, count);
+      },
+    });
+    new Counter({
+      name: 'kwp_policy_verdict_label_sets_dropped_total',
+      help: 'Distinct stage/policy/rule/direction/verdict label sets counted into the policy="other" series because kwp_policy_verdicts_total reached its cap.',
+      registers,
+      collect() { this.reset(); this.inc(flows?.()?.verdictCounts.droppedLabelSets ?? 0); },
+    });
+    new Counter({
+      name: 'kwp_flow_records_dropped_total',
+      help: 'Decided connections not recorded because the packet path filled the flow buffer before the recorder drained it.',
+      registers,
+      collect() { this.reset(); this.inc(flows?.()?.buffer.dropped ?? 0); },
+    });
     this.decisionSeconds = new Histogram({
       name: 'kwp_stage_decision_seconds',
       help: `Time one stage takes for one decision, sampled one decision in ${this.sampleEvery}.`,

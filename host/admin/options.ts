@@ -4,6 +4,7 @@ import type { ModuleStore } from '../control/module-store.js';
 import type { PipelineController } from '../control/pipeline-controller.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import type { AdminMetrics } from './metrics.js';
+import type { FlowRecorder } from '../flow-records/flow-recorder.js';
 import type { Access } from './auth.js';
 import type { RouteErrorConfig } from './error-handler.js';
 
@@ -44,6 +45,8 @@ export interface AdminApiOptions {
    * endpoint it was rewritten to. Absent: every endpoint is explained.
    */
   dialledEndpoints?: (query: { family: 4 | 6; protocol: number; src: string; dst: string; dstPort: number }) => Promise<Array<{ address: string; port: number }>>;
+  /** The flow recorder behind GET /v1/flows (docs/flows.md); absent: the route answers KWP_ERR_FLOWS_OFF. */
+  flows?: () => FlowRecorder | undefined;
   /** Serve the web console at /ui/ (docs/console.md). Default true. */
   console?: boolean;
 }

@@ -41,7 +41,7 @@ describe('module routes', () => {
     const h = await harness();
     const first = await upload(h, scripted(), 'scripted');
     expect(first.statusCode).toBe(201);
-    expect(first.json()).toMatchObject({ created: true, module: { name: 'scripted', version: '1.0.0', abi: '1.2', size: scripted().length } });
+    expect(first.json()).toMatchObject({ created: true, module: { name: 'scripted', version: '1.0.0', abi: '1.3', size: scripted().length } });
     const again = await upload(h, scripted(), 'scripted');
     expect(again.statusCode).toBe(200);
     expect(again.json().created).toBe(false);
@@ -344,7 +344,7 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(doc.openapi).toBe('3.0.3');
     const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops as object).map((m) => `${m.toUpperCase()} ${path}`)).sort();
     expect(routes).toEqual([
-      'DELETE /v1/modules/{name}', 'GET /healthz', 'GET /metrics', 'GET /readyz', 'GET /v1/cluster/namespaces', 'GET /v1/cluster/pods',
+      'DELETE /v1/modules/{name}', 'GET /healthz', 'GET /metrics', 'GET /readyz', 'GET /v1/cluster/namespaces', 'GET /v1/cluster/pods', 'GET /v1/flows',
       'GET /v1/modules', 'GET /v1/modules/{name}', 'GET /v1/pipeline', 'GET /v1/pipeline/history', 'GET /v1/pipeline/status',
       'POST /v1/explain', 'POST /v1/matrix', 'POST /v1/modules', 'POST /v1/pipeline/rollback', 'PUT /v1/pipeline',
     ]);

@@ -17,6 +17,7 @@ import { explainRoutes } from './routes/explain.js';
 import { healthRoutes } from './routes/health.js';
 import { pipelineStatusRoutes } from './routes/pipeline-status.js';
 import { clusterRoutes } from './routes/cluster.js';
+import { flowRoutes } from './routes/flows.js';
 import { matrixRoutes } from './routes/matrix.js';
 import { consoleRoutes } from './routes/console.js';
 import type { AdminApiOptions, AdminRouteConfig } from './options.js';
@@ -56,6 +57,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   pipelineStatusRoutes(app, options.engine, options.controller);
   explainRoutes(app, options.engine, options.dialledEndpoints);
   clusterRoutes(app, options.engine.state);
+  flowRoutes(app, options.flows);
   matrixRoutes(app, options.engine);
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;

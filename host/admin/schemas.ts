@@ -88,6 +88,11 @@ export const traceSchema = {
     mode: { type: 'string', enum: ['enforce', 'audit'] },
     reason: { type: 'string' },
     failure: { type: 'string', enum: ['trap', 'fuel', 'unavailable'] },
+    attribution: {
+      type: 'object', required: ['policy', 'rule'],
+      description: 'which policy and rule decided (ABI 1.3; the reason text as the policy for older modules)',
+      properties: { policy: { type: 'string' }, rule: { type: 'string' }, peer: { type: 'string' }, port: { type: 'string' } },
+    },
   },
 } as const;
 

@@ -61,7 +61,7 @@ describe('the admin API over a real socket', () => {
   it('the CLI pushes a module, reorders the pipeline, explains a flow and rolls back', async () => {
     const { url, dir, tokenFile } = await listening({ validation: 'worker' });
     const common = ['--server', url, '--token-file', tokenFile];
-    expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.2\)\n$/);
+    expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.3\)\n$/);
     const ls = await cli(runModule, ['ls', ...common]);
     expect(ls, JSON.stringify(ls)).toMatch(/^NAME +VERSION +SHA256 +SIZE +ABI +USED BY\nscripted +1\.0\.0 +[0-9a-f]{12} +\d+ +1\.2 +allow,deny\n$/);
     const file = join(dir, 'pipeline.yaml');

@@ -42,6 +42,10 @@ export const agentFlags: AgentFlag[] = [
   { name: 'fleet-namespace', type: 'string', default: 'kube-system', description: 'With --fleet: namespace of the ConfigMaps small modules are stored in (the agents may read ConfigMaps and Secrets there).' },
   { name: 'fleet-pipeline', type: 'string', default: 'default', description: 'With --fleet: name of the Pipeline object the admin API writes.' },
   { name: 'fleet-status-interval', type: 'number', range: [1, 3600], default: 10, description: "Seconds between refreshes of this node's NodePipelineStatus when only its counters changed." },
+  { name: 'flow-ring', type: 'number', range: [0, 1_000_000], default: 10000, description: 'Aggregated flow records kept in memory for GET /v1/flows and kwp flows (docs/flows.md); 0 turns flow recording off.' },
+  { name: 'flow-interval', type: 'number', range: [1, 3600], default: 10, description: 'Seconds over which decided connections are aggregated into one flow record per workload pair, port, protocol, verdict and deciding rule.' },
+  { name: 'flow-log', type: 'string', description: 'Also write every flow record as a JSON line to this file (rotated by size) or to stdout (-).' },
+  { name: 'flow-log-max-bytes', type: 'number', range: [1024, 1_099_511_627_776], default: 10485760, description: 'Rotate the --flow-log file when it would grow past this many bytes (FILE.1 .. FILE.3 are kept).' },
   { name: 'v', type: 'number', default: 0, description: 'Log verbosity: 0 info, 1 debug, 2 trace.' },
   { name: 'log-format', type: 'string', default: 'json', description: 'Log lines as json (for log collectors) or text (for people; coloured only on a TTY without NO_COLOR).' },
 ];

@@ -128,6 +128,12 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
     limits,
+    flows: (flags['flow-ring'] as number) === 0 ? undefined : {
+      ringSize: flags['flow-ring'] as number,
+      intervalMs: (flags['flow-interval'] as number) * 1000,
+      log: flags['flow-log'] as string | undefined,
+      logMaxBytes: flags['flow-log-max-bytes'] as number,
+    },
     fleet: {
       mode: flags.fleet ? 'cluster' : flags['fleet-node'] ? 'node' : 'off',
       registry: flags.registry as string | undefined,

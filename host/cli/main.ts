@@ -23,6 +23,7 @@ const commands: Record<string, Command> = {
   pipeline: { summary: "get, set, roll back and list the history of a running agent's pipeline", subcommands: ['get', 'set', 'rollback', 'history'], load: async () => (await import('./pipeline.js')).runPipeline },
   fleet: { summary: 'what every node of the cluster runs: kwp fleet status', subcommands: ['status'], load: async () => (await import('./fleet.js')).runFleet },
   explain: { summary: 'ask a running agent why it allows or denies one flow', load: async () => (await import('./explain.js')).runExplain },
+  flows: { summary: 'the connections a running agent decided, with the policy and rule of each (like hubble observe)', load: async () => (await import('./flows.js')).runFlows },
   keygen: { summary: 'write an ed25519 key pair for signed module uploads', load: async () => (await import('./keys.js')).runKeygen },
   sign: { summary: 'sign a module for an upload under a name and version', load: async () => (await import('./keys.js')).runSign },
   sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', subcommands: ['new'], load: async () => (await import('./sdk.js')).runSdk },

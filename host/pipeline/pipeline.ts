@@ -337,12 +337,13 @@ export class Pipeline {
       const step: StageTrace = { stage: stage.name, label: stage.label, verdict: verdictName(v), mode: stage.mode };
       if (stage.lastFailure) step.failure = stage.lastFailure;
       else {
-        if (v !== Verdict.Next) {
-          const { reason, rule } = stage.lastCodes();
-          const attribution = stage.attribution(reason, rule);
-          if (attribution) step.attribution = attribution;
-        }
         const reason = stage.lastExplanation();
+        if (v !== Verdict.Next) {
+          const codes = stage.lastCodes();
+          const attribution = stage.attribution(codes.reason, codes.rule);
+          // A module without attribution of its own (before ABI 1.3) only repeats its reason text: the trace has that already.
+          if (attribution && (attribution.rule !== '' || attribution.policy !== reason)) step.attribution = attribution;
+        }
         if (reason) {
           // One explanation's reasons share maxExplainBytes (counted in UTF-16 units, at most the bytes they take).
           if (reason.length <= budget.left) {

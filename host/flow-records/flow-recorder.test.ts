@@ -1,0 +1,174 @@
+// Flow recording through the real WASM pipeline: every connection the packet
+// path decides becomes part of one aggregated record per key, with the stage,
+// policy and rule of each direction; the ring, the buffer and the filters
+// hold their bounds.
+import { describe, it, expect, afterEach } from 'vitest';
+import { ClusterState } from '../state/cluster-state.js';
+import { PolicyEngine } from '../pipeline/engine.js';
+import { BuiltinModules } from '../pipeline/modules.js';
+import { Kinds, type KubeObject, type Packet } from '../contract.js';
+import { FlowRecorder } from './flow-recorder.js';
+import { parseFlowFilter } from './flow-filter.js';
+import { KwpError } from '../errors.js';
+
+const ns = (name: string, labels: Record<string, string>): KubeObject => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+function pod(namespace: string, name: string, ip: string, labels: Record<string, string>, owner?: string): KubeObject {
+  return {
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { namespace, name, labels: owner ? { ...labels, 'pod-template-hash': '5c4b' } : labels, ...(owner ? { ownerReferences: [{ kind: 'ReplicaSet', name: `${owner}-5c4b`, controller: true }] } : {}) },
+    spec: { nodeName: 'node-1', containers: [{ name: 'c', ports: [{ name: 'http', containerPort: 80 }, { containerPort: 81 }] }] },
+    status: { phase: 'Running', podIP: ip },
+  };
+}
+const np = (namespace: string, name: string, spec: unknown): KubeObject => ({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace, name }, spec });
+
+const IP = { xa: '10.244.1.10', xa2: '10.244.1.12', xb: '10.244.1.11', ya: '10.244.2.10', yb: '10.244.2.11' };
+const packet = (src: string, dst: string, dstPort: number, srcPort = 40000): Packet => ({
+  family: 4, protocol: 6, src: new Uint8Array(src.split('.').map(Number)), dst: new Uint8Array(dst.split('.').map(Number)), srcPort, dstPort, icmpType: 0, icmpCode: 0,
+});
+
+let recorders: FlowRecorder[] = [];
+afterEach(() => { for (const r of recorders) r.stop(); recorders = []; });
+
+function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' as const }]) {
+  const state = new ClusterState();
+  state.replace(Kinds.Namespace, [ns('x', { team: 'frontend' }), ns('y', { team: 'backend' })]);
+  state.replace(Kinds.Pod, [
+    pod('x', 'web-1', IP.xa, { app: 'web' }, 'web'), pod('x', 'web-2', IP.xa2, { app: 'web' }, 'web'), pod('x', 'batch', IP.xb, { app: 'batch' }),
+    pod('y', 'db', IP.ya, { app: 'db' }), pod('y', 'cache', IP.yb, { app: 'cache' }),
+  ]);
+  state.replace(Kinds.NetworkPolicy, [
+    np('y', 'deny-all', { podSelector: {}, policyTypes: ['Ingress'] }),
+    np('y', 'allow-web', { podSelector: { matchLabels: { app: 'db' } }, ingress: [
+      { from: [{ podSelector: { matchLabels: { app: 'cache' } } }], ports: [{ port: 81 }] },
+      { from: [{ namespaceSelector: { matchLabels: { team: 'frontend' } }, podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 'http' }] },
+    ] }),
+  ]);
+  const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+  engine.activate(engine.build({ stages }));
+  const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, drainMs: 60_000, ...options });
+  recorder.start(engine);
+  recorders.push(recorder);
+  return { state, engine, recorder };
+}
+
+describe('flow records from the packet path', () => {
+  it('aggregates connections of two replicas into one record naming the policy, rule, peer and port that allowed them', () => {
+    const { engine, recorder } = setUp();
+    expect(engine.allows(packet(IP.xa, IP.ya, 80, 40001))).toBe(true);
+    expect(engine.allows(packet(IP.xa2, IP.ya, 80, 40002))).toBe(true);
+    expect(engine.allows(packet(IP.xa, IP.ya, 80, 40003))).toBe(true);
+    const [r, ...rest] = recorder.flush();
+    expect(rest).toEqual([]);
+    expect(r).toMatchObject({
+      src: 'x/web-1', dst: 'y/db', port: 80, protocol: 'TCP', family: 4, srcPort: 40001,
+      srcWorkload: 'x/Deployment/web', dstWorkload: 'y/Pod/db', srcLabels: { app: 'web', 'pod-template-hash': '5c4b' }, dstLabels: { app: 'db' },
+      srcNamespaceLabels: { team: 'frontend' }, dstPortName: 'http', verdict: 'allow', count: 3, revision: engine.active.revision, node: 'node-a',
+      egress: { stage: '', policy: '', rule: '', action: 'Default' },
+      ingress: { stage: 'np', policy: 'y/allow-web', rule: 'ingress rule 1', peer: 'namespaceSelector team=frontend + podSelector app=web', rulePort: 'http', action: 'Accept' },
+    });
+    expect(r.firstSeen <= r.lastSeen).toBe(true);
+    // The audit stage would have accepted too, by the same rule.
+    expect(r.audit).toEqual([{ stage: 'np-audit', direction: 'ingress', policy: 'y/allow-web', rule: 'ingress rule 1', action: 'Accept' }]);
+  });
+
+  it('keeps a deny apart from an allow, attributes the default deny to the isolating policy, and names the other rule for another peer', () => {
+    const { engine, recorder } = setUp();
+    expect(engine.allows(packet(IP.xb, IP.ya, 80))).toBe(false);
+    expect(engine.allows(packet(IP.yb, IP.ya, 81))).toBe(true);
+    const flows = recorder.flush();
+    expect(flows.map((f) => [f.src, f.verdict, f.ingress.policy, f.ingress.rule, f.ingress.action])).toEqual([
+      ['x/batch', 'deny', 'y/deny-all', 'default deny', 'Deny'],
+      ['y/cache', 'allow', 'y/allow-web', 'ingress rule 0', 'Accept'],
+    ]);
+    expect(recorder.verdictCounts.entries().map((e) => e.labels)).toContainEqual({ stage: 'np', policy: 'y/deny-all', rule: 'default deny', direction: 'ingress', verdict: 'deny' });
+  });
+
+  it('records nothing once stopped, and the pipeline decides the same either way', () => {
+    const { engine, recorder } = setUp();
+    expect(engine.allows(packet(IP.xb, IP.ya, 80))).toBe(false);
+    recorder.stop();
+    expect(engine.allows(packet(IP.xb, IP.ya, 80))).toBe(false);
+    expect(engine.allows(packet(IP.xa, IP.ya, 80))).toBe(true);
+    expect(recorder.stats().connections).toBe(1);
+  });
+
+  it('keeps recording across a pipeline swap, with the new revision in its own record', () => {
+    const { engine, recorder } = setUp();
+    engine.allows(packet(IP.xa, IP.ya, 80));
+    const next = engine.build({ stages: [{ name: 'np2', module: 'network-policy' }] });
+    engine.activate(next);
+    engine.allows(packet(IP.xa, IP.ya, 80));
+    const flows = recorder.flush();
+    expect(flows.map((f) => [f.revision, f.ingress.stage])).toEqual([[flows[0].revision, 'np'], [next.revision, 'np2']]);
+  });
+
+  it('drops connections past the buffer capacity instead of waiting, and counts them', () => {
+    const { engine, recorder } = setUp({ bufferCapacity: 4 });
+    for (let i = 0; i < 10; i++) expect(engine.allows(packet(IP.xb, IP.ya, 80, 41000 + i))).toBe(false);
+    expect(recorder.stats()).toMatchObject({ dropped: 6, pending: 4 });
+    expect(recorder.flush()[0].count).toBe(4);
+    engine.allows(packet(IP.xb, IP.ya, 80));
+    expect(recorder.stats().pending).toBe(1);
+  });
+
+  it('keeps at most ringSize records, the newest', () => {
+    const { engine, recorder } = setUp({ ringSize: 3 });
+    for (let port = 1000; port < 1005; port++) { engine.allows(packet(IP.xa, IP.yb, port)); recorder.flush(); }
+    expect(recorder.query().map((r) => r.port)).toEqual([1002, 1003, 1004]);
+    expect(recorder.query({ limit: 2 }).map((r) => r.port)).toEqual([1003, 1004]);
+  });
+
+  it('filters by namespace, pod, verdict, policy and since', () => {
+    const { engine, recorder } = setUp();
+    engine.allows(packet(IP.xa, IP.ya, 80));
+    engine.allows(packet(IP.xb, IP.ya, 80));
+    engine.allows(packet(IP.xb, IP.xa, 80));
+    recorder.flush();
+    const pairs = (f: Parameters<FlowRecorder['query']>[0]) => recorder.query(f).map((r) => `${r.src}>${r.dst}`);
+    expect(pairs({ verdict: 'deny' })).toEqual(['x/batch>y/db']);
+    expect(pairs({ namespace: 'y' })).toEqual(['x/web-1>y/db', 'x/batch>y/db']);
+    expect(pairs({ pod: 'web-1' })).toEqual(['x/web-1>y/db', 'x/batch>x/web-1']);
+    expect(pairs({ pod: 'y/web-1' })).toEqual([]);
+    expect(pairs({ policy: 'y/allow-web' })).toEqual(['x/web-1>y/db']);
+    expect(pairs({ since: Date.now() + 60_000 })).toEqual([]);
+    expect(pairs({ since: Date.now() - 60_000 })).toHaveLength(3);
+  });
+
+  it('tells followers about every record as its interval ends, and stops when they unsubscribe', () => {
+    const { engine, recorder } = setUp();
+    const seen: string[] = [];
+    const unsubscribe = recorder.follow((r) => seen.push(`${r.src}:${r.count}`));
+    engine.allows(packet(IP.xa, IP.ya, 80));
+    engine.allows(packet(IP.xa, IP.ya, 80));
+    expect(seen).toEqual([]);
+    recorder.flush();
+    expect(seen).toEqual(['x/web-1:2']);
+    unsubscribe();
+    engine.allows(packet(IP.xa, IP.ya, 80));
+    recorder.flush();
+    expect(seen).toEqual(['x/web-1:2']);
+  });
+});
+
+describe('flow filters from query parameters and flags', () => {
+  const where = (n: string) => `query "${n}"`;
+  it('parses durations, times, verdicts and limits', () => {
+    expect(parseFlowFilter({ since: '5m', verdict: 'DENY', limit: '10' }, where, 1_000_000)).toEqual({ since: 1_000_000 - 300_000, verdict: 'deny', limit: 10 });
+    expect(parseFlowFilter({ since: '2026-12-01T13:40:00Z' }, where).since).toBe(Date.parse('2026-12-01T13:40:00Z'));
+  });
+
+  it.each([
+    [{ verdict: 'drop' }, 'query "verdict" "drop" is not allow or deny'],
+    [{ since: 'yesterday' }, 'query "since": "yesterday" is neither a duration'],
+    [{ limit: '0' }, 'query "limit" "0" must be a whole number from 1 to 100000'],
+    [{ pods: 'x' }, 'query "pods" is not a flow filter'],
+    [{ namespace: '' }, 'query "namespace" is empty'],
+  ])('refuses %j naming the parameter', (params, message) => {
+    let err: unknown;
+    try { parseFlowFilter(params as Record<string, string>, where); } catch (e) { err = e; }
+    expect(err).toBeInstanceOf(KwpError);
+    expect((err as KwpError).code).toBe('KWP_ERR_FLOW_FILTER');
+    expect((err as KwpError).message).toContain(message);
+  });
+});
