@@ -10,6 +10,9 @@ import {
   type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   endpointAddressesOf,
 } from './index.js';
+import { ManifestRefusal } from './sources/manifest-files.js';
+import { registerSourceMetrics } from './admin/input-metrics.js';
+import type { SourceRefusal } from './contract.js';
 
 export interface AgentConfig {
   /** Manifest files or directories, watched for edits. */
@@ -111,7 +114,7 @@ export class Agent {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
         onWarning: (m) => this.log.warn({ source: 'manifests' }, m),
-        onError: (e) => this.log.error({ source: 'manifests', code: e.code }, `${e.message}; keeping the last good state`),
+        onError: (e) => this.log.error({ source: 'manifests', code: e.code, ...(e instanceof ManifestRefusal ? { files: e.files } : {}) }, `${e.message}; keeping the last good state`),
         onReload: () => this.log.info({ source: 'manifests' }, 'manifests reloaded'),
       }));
     }
@@ -119,6 +122,11 @@ export class Agent {
       this.sources.push(new KubernetesSource({ kubeconfig: config.kubeconfig, nodeName: config.nodeName, logger: this.log.child({ source: 'kubernetes' }) }));
     }
     this.sources.push(...(config.extraSources ?? []));
+  }
+
+  /** The sources refusing their current input (they keep the last good state). */
+  refusals(): SourceRefusal[] {
+    return this.sources.flatMap((s) => s.refusal?.() ?? []);
   }
 
   /** True once every source has delivered its first full snapshot. */
@@ -156,6 +164,7 @@ export class Agent {
     this.controller = controller;
     this.store?.setUsage(() => controller.moduleUsage());
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane: () => this.dataplane });
+    registerSourceMetrics(metrics.registry, () => this.sources);
     controller.start();
     if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
     for (const s of this.sources) await s.start(this.state);
@@ -165,7 +174,7 @@ export class Agent {
       this.admin = await createAdminServer({
         store: this.store, controller, engine: this.engine, metrics,
         token, readsOpen: this.config.adminReadsOpen ?? false,
-        ready: () => this.ready(), host, port,
+        ready: () => this.ready(), refusals: () => this.refusals(), host, port,
         // Warnings and errors only (every 5xx, with its request id): request lines would drown the agent's log.
         logger: this.log.child({ part: 'admin-api' }, { level: 'warn' }),
         dialledEndpoints: async (query) => (this.dataplane ? this.dataplane.dialledEndpoints(query) : []),
