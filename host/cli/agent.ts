@@ -4,6 +4,7 @@
 import { KwpError, createLogger, parseLimitSettings, resolveLimits, parseEtcdEndpoints } from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
 import { runUntilSignal } from './signals.js';
+import { declareFlags, flagSuggestion } from './args.js';
 import { Agent, type AgentConfig } from '../agent.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
@@ -43,6 +44,7 @@ function convert(flag: AgentFlag, raw: string | undefined): string | number | bo
  * install manifests' test can prove every DaemonSet argument is accepted.
  */
 export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: boolean } {
+  declareFlags('agent', [...agentFlags.map((f) => flagSpelling(f.name)), '--help', '-h']);
   const out: AgentFlagValues & { help?: boolean } = {};
   for (const f of agentFlags) if (f.default !== undefined) out[f.name] = f.default;
   for (let i = 0; i < argv.length; i++) {
@@ -52,7 +54,8 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
     if (!m) throw new KwpError('KWP_ERR_USAGE', `kwp agent: unexpected argument "${arg}"; see "kwp agent --help"`);
     const flag = agentFlags.find((f) => f.name === m[1]);
     if (!flag || (arg.startsWith('--') ? flag.name.length === 1 : flag.name.length !== 1)) {
-      throw new KwpError('KWP_ERR_USAGE', `kwp agent: unknown flag "${arg.split('=')[0]}"; see "kwp agent --help"`);
+      const typed = arg.split('=')[0];
+      throw new KwpError('KWP_ERR_USAGE', `kwp agent: unknown flag "${typed}"${flagSuggestion(typed, agentFlags.map((f) => flagSpelling(f.name)))}; see "kwp agent --help"`);
     }
     let raw = m[2];
     if (raw === undefined && flag.type !== 'boolean') raw = argv[++i];
