@@ -21,10 +21,10 @@ export interface AdminMetricsOptions {
   nfqueueStatsFile?: string;
   /** Node's process metrics (CPU, memory, event loop lag); default true. */
   processMetrics?: boolean;
-  /** The running dataplane, when there is one: its counters and packet-process times are exported. */
-  dataplane?: () => Pick<Dataplane, 'counters' | 'decisionMicros'> | undefined;
+  /** The agent's dataplane, when it has one: its counters and packet-process times are exported (read at scrape time, so it may start later). */
+  dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'>;
   /** The flow recorder, when recording: per-policy verdict counts (kwp_policy_verdicts_total). */
-  flows?: () => FlowRecorder | undefined;
+  flows?: FlowRecorder;
 }
 
 type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable'> & { byDirection: Float64Array };
@@ -65,7 +65,7 @@ export class AdminMetrics {
       help: 'Connections decided, by the stage, policy and rule that decided each direction (from flow recording; label sets past the cap count as policy="other").',
       labelNames: ['stage', 'policy', 'rule', 'direction', 'verdict'], registers,
       collect() {
-        const recorder = flows?.();
+        const recorder = flows;
         if (!recorder) return;
         this.reset();
         for (const { labels, count } of recorder.verdictCounts.entries()) this.inc(labels, count);
@@ -75,13 +75,13 @@ export class AdminMetrics {
       name: 'kwp_policy_verdict_label_sets_dropped_total',
       help: 'Distinct stage/policy/rule/direction/verdict label sets counted into the policy="other" series because kwp_policy_verdicts_total reached its cap.',
       registers,
-      collect() { this.reset(); this.inc(flows?.()?.verdictCounts.droppedLabelSets ?? 0); },
+      collect() { this.reset(); this.inc(flows?.verdictCounts.droppedLabelSets ?? 0); },
     });
     new Counter({
       name: 'kwp_flow_records_dropped_total',
       help: 'Decided connections not recorded because the packet path filled the flow buffer before the recorder drained it.',
       registers,
-      collect() { this.reset(); this.inc(flows?.()?.buffer.dropped ?? 0); },
+      collect() { this.reset(); this.inc(flows?.buffer.dropped ?? 0); },
     });
     this.decisionSeconds = new Histogram({
       name: 'kwp_stage_decision_seconds',
@@ -176,7 +176,7 @@ export class AdminMetrics {
   }
 
   /** Dataplane counters as monotonic counters, and its packet-process times as a histogram, all read at scrape time. */
-  private dataplaneMetrics(source: NonNullable<AdminMetricsOptions['dataplane']>, registers: Registry[]): void {
+  private dataplaneMetrics(dp: NonNullable<AdminMetricsOptions['dataplane']>, registers: Registry[]): void {
     const counters: Array<[keyof DataplaneCounters, string]> = [
       ['packets', 'Packets the policy queue delivered to the agent.'],
       ['accepted', 'Queued packets the pipeline accepted.'],
@@ -190,7 +190,7 @@ export class AdminMetrics {
       new Counter({
         name, help, registers,
         collect() {
-          const now = Number(source()?.counters[field] ?? last);
+          const now = Number(dp.counters[field]);
           if (now > last) this.inc(now - last);
           last = now;
         },
@@ -200,8 +200,6 @@ export class AdminMetrics {
       name: 'kwp_packet_process_micros', help: 'Time from a queued packet to its verdict, percentiles over the agent\'s life, in microseconds.',
       labelNames: ['quantile'], registers,
       collect() {
-        const dp = source();
-        if (!dp) return;
         this.set({ quantile: '0.5' }, dp.decisionMicros.p50());
         this.set({ quantile: '0.99' }, dp.decisionMicros.p99());
       },

@@ -7,6 +7,7 @@ import type { AdminMetrics } from './metrics.js';
 import type { FlowRecorder } from '../flow-records/flow-recorder.js';
 import type { Access } from './auth.js';
 import type { RouteErrorConfig } from './error-handler.js';
+import type { SourceRefusal } from '../contract.js';
 
 export interface AdminApiOptions {
   store: ModuleStore;
@@ -19,6 +20,8 @@ export interface AdminApiOptions {
   readsOpen?: boolean;
   /** True once every source finished its first sync; /readyz answers 503 until then. Default: always ready. */
   ready?: () => boolean;
+  /** Sources refusing their current input (SourceRefusal); /readyz answers 503 KWP_ERR_SOURCE_REFUSED while there are any. */
+  refusals?: () => SourceRefusal[];
   /** Metrics to serve on /metrics; the plugin builds its own when absent. */
   metrics?: AdminMetrics;
   /**
@@ -46,7 +49,7 @@ export interface AdminApiOptions {
    */
   dialledEndpoints?: (query: { family: 4 | 6; protocol: number; src: string; dst: string; dstPort: number }) => Promise<Array<{ address: string; port: number }>>;
   /** The flow recorder behind GET /v1/flows (docs/flows.md); absent: the route answers KWP_ERR_FLOWS_OFF. */
-  flows?: () => FlowRecorder | undefined;
+  flows?: FlowRecorder;
   /** Serve the web console at /ui/ (docs/console.md). Default true. */
   console?: boolean;
 }

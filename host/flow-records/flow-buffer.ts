@@ -41,8 +41,16 @@ export class FlowBuffer {
   readonly protocol: Uint8Array;
   readonly srcPort: Uint16Array;
   readonly dstPort: Uint16Array;
-  readonly srcAddr: Uint8Array;
-  readonly dstAddr: Uint8Array;
+  /** 16 bytes per slot as four little-endian words; an IPv4 address is the first word. */
+  readonly srcAddr: Uint32Array;
+  readonly dstAddr: Uint32Array;
+  /**
+   * The time claims stamp: Date.now() costs as much as the rest of a claim,
+   * so it is read once per CLOCK_EVERY claims and at every drain
+   * (`tick`), which bounds a record's time error by the drain period.
+   */
+  private clock = Date.now();
+  private sinceTick = 0;
   readonly srcPod: Uint32Array;
   readonly dstPod: Uint32Array;
   readonly allowed: Uint8Array;
@@ -56,8 +64,13 @@ export class FlowBuffer {
   readonly auditVerdict: Uint8Array;
   readonly auditReason: Uint32Array;
   readonly auditRule: Uint32Array;
-  /** The pipeline object of each slot, so the drain names its stages and asks their modules for attribution. */
-  readonly pipeline: unknown[];
+  /**
+   * The pipeline of each revision with slots pending, so the drain names the
+   * stages and asks their modules for attribution. Kept by revision rather
+   * than per slot: storing an object per claim costs a write barrier.
+   */
+  private readonly pipelines = new Map<number, unknown>();
+  private lastPipeline: unknown;
 
   constructor(capacity = 16384) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`flow buffer capacity must be a positive integer, got ${capacity}`);
@@ -67,8 +80,8 @@ export class FlowBuffer {
     this.protocol = new Uint8Array(capacity);
     this.srcPort = new Uint16Array(capacity);
     this.dstPort = new Uint16Array(capacity);
-    this.srcAddr = new Uint8Array(capacity * 16);
-    this.dstAddr = new Uint8Array(capacity * 16);
+    this.srcAddr = new Uint32Array(capacity * 4);
+    this.dstAddr = new Uint32Array(capacity * 4);
     this.srcPod = new Uint32Array(capacity);
     this.dstPod = new Uint32Array(capacity);
     this.allowed = new Uint8Array(capacity);
@@ -80,7 +93,6 @@ export class FlowBuffer {
     this.auditVerdict = new Uint8Array(capacity * 2 * MAX_AUDIT_STAGES);
     this.auditReason = new Uint32Array(capacity * 2 * MAX_AUDIT_STAGES);
     this.auditRule = new Uint32Array(capacity * 2 * MAX_AUDIT_STAGES);
-    this.pipeline = new Array(capacity).fill(undefined);
   }
 
   /** Records waiting for the drain. */
@@ -100,20 +112,42 @@ export class FlowBuffer {
     if (slot >= this.capacity) slot -= this.capacity;
     this.count++;
     this.appended++;
-    this.time[slot] = Date.now();
+    if (++this.sinceTick >= CLOCK_EVERY) this.tick();
+    this.time[slot] = this.clock;
     this.family[slot] = packet.family;
     this.protocol[slot] = packet.protocol;
     this.srcPort[slot] = packet.srcPort;
     this.dstPort[slot] = packet.dstPort;
-    copyAddress(this.srcAddr, slot * 16, packet.src);
-    copyAddress(this.dstAddr, slot * 16, packet.dst);
+    copyAddress(this.srcAddr, slot * 4, packet.src);
+    copyAddress(this.dstAddr, slot * 4, packet.dst);
     this.srcPod[slot] = srcPod;
     this.dstPod[slot] = dstPod;
     this.revision[slot] = revision;
-    this.pipeline[slot] = pipeline;
+    if (pipeline !== this.lastPipeline) {
+      this.lastPipeline = pipeline;
+      this.pipelines.set(revision, pipeline);
+    }
+    return slot;
+  }
+
+  /** Clears the slot's audit verdicts: only pipelines with audit stages call it, before their setAudit calls. */
+  clearAudits(slot: number): void {
     const a = slot * 2 * MAX_AUDIT_STAGES;
     this.auditVerdict.fill(0, a, a + 2 * MAX_AUDIT_STAGES);
-    return slot;
+  }
+
+  /** Reads the clock for the claims that follow. */
+  tick(): void {
+    this.clock = Date.now();
+    this.sinceTick = 0;
+  }
+
+  /** The slot's address as bytes (4 for IPv4, 16 for IPv6). */
+  address(which: 'src' | 'dst', slot: number): Uint8Array {
+    const words = which === 'src' ? this.srcAddr : this.dstAddr;
+    const out = new Uint8Array(16);
+    new Uint32Array(out.buffer).set(words.subarray(slot * 4, slot * 4 + 4));
+    return this.family[slot] === 6 ? out : out.subarray(0, 4);
   }
 
   setDirection(slot: number, dir: number, outcome: number, stage: number, reason: number, rule: number): void {
@@ -135,6 +169,11 @@ export class FlowBuffer {
     this.auditRule[i] = rule;
   }
 
+  /** The pipeline that decided the slot's connection (by its revision), while the slot is pending. */
+  pipelineOf(slot: number): unknown {
+    return this.pipelines.get(this.revision[slot]);
+  }
+
   direction(slot: number, dir: number): StoredDirection {
     const i = slot * 2 + dir;
     return { outcome: this.outcome[i], stage: this.stage[i], reason: this.reason[i], rule: this.rule[i] };
@@ -142,22 +181,35 @@ export class FlowBuffer {
 
   /** Hands every pending slot to `visit`, oldest first, and frees them. */
   drain(visit: (slot: number) => void): number {
+    this.tick();
     const n = this.count;
     for (let k = 0; k < n; k++) {
       let slot = this.head + k;
       if (slot >= this.capacity) slot -= this.capacity;
       visit(slot);
-      this.pipeline[slot] = undefined;
     }
     this.head = (this.head + n) % this.capacity;
     this.count -= n;
+    // Only the pipeline claims still use may be needed by the next drain.
+    for (const revision of [...this.pipelines.keys()]) if (this.pipelines.get(revision) !== this.lastPipeline) this.pipelines.delete(revision);
     return n;
   }
 }
 
-function copyAddress(out: Uint8Array, p: number, a: Uint8Array): void {
-  const n = a.length < 16 ? a.length : 16;
-  let i = 0;
-  for (; i < n; i++) out[p + i] = a[i];
-  for (; i < 16; i++) out[p + i] = 0;
+/** Claims between two reads of the clock. */
+const CLOCK_EVERY = 64;
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** Four words at `w`, in the platform's order (read back the same way by `address`). */
+function copyAddress(out: Uint32Array, w: number, a: Uint8Array): void {
+  if (a.length === 4 && LITTLE_ENDIAN) {
+    out[w] = a[0] | (a[1] << 8) | (a[2] << 16) | (a[3] << 24);
+    out[w + 1] = 0;
+    out[w + 2] = 0;
+    out[w + 3] = 0;
+    return;
+  }
+  const bytes = new Uint8Array(out.buffer, out.byteOffset + w * 4, 16);
+  for (let i = 0; i < 16; i++) bytes[i] = i < a.length ? a[i] : 0;
 }

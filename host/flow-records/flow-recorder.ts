@@ -46,6 +46,8 @@ const ACTIONS: Record<number, FlowAction> = {
   [Outcome.Skipped]: 'Skipped', [Outcome.Failure]: 'Failure', [Outcome.Remote]: 'Remote',
 };
 
+interface OpenRecord { record: FlowRecord; count: number; first: number; last: number }
+
 interface End { name: string; workload: string; labels: Record<string, string>; namespaceLabels: Record<string, string>; pod?: PodInfo }
 
 const NO_LABELS: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -59,7 +61,11 @@ export class FlowRecorder {
   private readonly node: string;
   private readonly drainMs: number;
   private readonly now: () => number;
-  private readonly open = new Map<string, FlowRecord>();
+  /** The interval's records by attribution key, and by the codes that led to them. */
+  private readonly open = new Map<string, OpenRecord>();
+  private readonly byCodes = new Map<string, OpenRecord>();
+  /** Pods as this interval first saw them. */
+  private readonly ends = new Map<number, End>();
   private readonly ring: FlowRecord[] = [];
   /** Index in `ring` of the oldest record once it is full. */
   private ringStart = 0;
@@ -111,8 +117,21 @@ export class FlowRecorder {
   /** Ends the interval: drains, then emits every open record to the ring, the log and followers. */
   flush(): FlowRecord[] {
     this.drain();
-    const out = [...this.open.values()];
+    const out: FlowRecord[] = [];
+    for (const { record, count, first, last } of this.open.values()) {
+      record.count = count;
+      record.firstSeen = new Date(first).toISOString();
+      record.lastSeen = new Date(last).toISOString();
+      out.push(record);
+      for (const [direction, d] of [['egress', record.egress], ['ingress', record.ingress]] as const) {
+        if (d.action === 'Accept' || d.action === 'Deny' || d.action === 'Failure') {
+          this.verdictCounts.add({ stage: d.stage, policy: d.policy, rule: d.rule, direction, verdict: d.action.toLowerCase() }, count);
+        }
+      }
+    }
     this.open.clear();
+    this.byCodes.clear();
+    this.ends.clear();
     this.attributions.clear();
     for (const r of out) this.keep(r);
     this.emitted += out.length;
@@ -147,62 +166,82 @@ export class FlowRecorder {
 
   private aggregate(slot: number): void {
     const b = this.buffer;
-    const pipeline = b.pipeline[slot] as Pipeline | undefined;
-    const src = this.end(b.srcPod[slot], b.srcAddr, slot, b.family[slot]);
-    const dst = this.end(b.dstPod[slot], b.dstAddr, slot, b.family[slot]);
-    const egress = this.direction(pipeline, b.revision[slot], slot, 0, 'egress');
-    const ingress = this.direction(pipeline, b.revision[slot], slot, 1, 'ingress');
-    const verdict = b.allowed[slot] === 1 ? 'allow' : 'deny';
+    const pipeline = b.pipelineOf(slot) as Pipeline | undefined;
+    const src = this.end('src', b.srcPod[slot], slot);
+    const dst = this.end('dst', b.dstPod[slot], slot);
+    const revision = b.revision[slot];
+    const e = slot * 2;
+    // The codes identify the deciding rule as the modules wrote them; several
+    // codes can name one policy and rule (a NetworkPolicy deny names its
+    // subject pod), so a code key leads to the record of its attribution,
+    // worked out once per interval.
+    let codeKey = `${src.workload}\u0000${dst.workload}\u0000${b.dstPort[slot]}\u0000${b.protocol[slot]}\u0000${b.allowed[slot]}\u0000${revision}`
+      + `\u0000${b.outcome[e]},${b.stage[e]},${b.reason[e]},${b.rule[e]}\u0000${b.outcome[e + 1]},${b.stage[e + 1]},${b.reason[e + 1]},${b.rule[e + 1]}`;
+    const audited = pipeline !== undefined && pipeline.auditing.length > 0;
+    if (audited) {
+      for (let i = e * MAX_AUDIT_STAGES, n = i + 2 * MAX_AUDIT_STAGES; i < n; i++) {
+        if (b.auditVerdict[i] > 1) codeKey += `\u0000${i % (2 * MAX_AUDIT_STAGES)},${b.auditVerdict[i]},${b.auditReason[i]},${b.auditRule[i]}`;
+      }
+    }
+    const t = b.time[slot];
+    this.connections++;
+    let entry = this.byCodes.get(codeKey);
+    if (entry === undefined) {
+      entry = this.entryFor(pipeline, slot, src, dst, audited);
+      this.byCodes.set(codeKey, entry);
+    }
+    entry.count++;
+    if (t < entry.first) entry.first = t;
+    if (t > entry.last) entry.last = t;
+  }
+
+  /** The open record a connection with new codes belongs to: an existing one with the same attribution, or a new one. */
+  private entryFor(pipeline: Pipeline | undefined, slot: number, src: End, dst: End, audited: boolean): OpenRecord {
+    const b = this.buffer;
+    const revision = b.revision[slot];
+    const egress = this.direction(pipeline, revision, slot, 0);
+    const ingress = this.direction(pipeline, revision, slot, 1);
+    const audit = audited ? this.audits(pipeline!, revision, slot) : [];
+    const verdict: 'allow' | 'deny' = b.allowed[slot] === 1 ? 'allow' : 'deny';
     const port = b.dstPort[slot];
     const protocol = protocolName(b.protocol[slot]);
-    const key = [src.workload, dst.workload, port, protocol, verdict, egress.stage, egress.policy, egress.rule, egress.action,
-      ingress.stage, ingress.policy, ingress.rule, ingress.action, b.revision[slot]].join('\u0000');
-    const at = new Date(b.time[slot]).toISOString();
-    this.connections++;
+    const key = JSON.stringify([src.workload, dst.workload, port, protocol, verdict, revision, egress.stage, egress.policy, egress.rule, egress.action,
+      ingress.stage, ingress.policy, ingress.rule, ingress.action, audit]);
     const known = this.open.get(key);
-    if (known) {
-      known.count++;
-      if (at > known.lastSeen) known.lastSeen = at;
-      this.mergeAudit(known.audit, this.audits(pipeline, b.revision[slot], slot));
-      return;
-    }
+    if (known) return known;
     const record: FlowRecord = {
       src: src.name, dst: dst.name, port, protocol, family: b.family[slot] === 6 ? 6 : 4, srcPort: b.srcPort[slot],
       srcWorkload: src.workload, dstWorkload: dst.workload, srcLabels: src.labels, dstLabels: dst.labels,
       srcNamespaceLabels: src.namespaceLabels, dstNamespaceLabels: dst.namespaceLabels,
       dstPortName: dst.pod?.containerPorts.find((p) => p.port === port && p.protocol === b.protocol[slot])?.name ?? '',
-      verdict, egress, ingress, audit: this.audits(pipeline, b.revision[slot], slot),
-      count: 1, firstSeen: at, lastSeen: at, revision: b.revision[slot], node: this.node,
+      verdict, egress, ingress, audit, count: 0, firstSeen: '', lastSeen: '', revision, node: this.node,
     };
-    this.open.set(key, record);
-    for (const [dir, d] of [['egress', egress], ['ingress', ingress]] as const) {
-      if (d.action === 'Accept' || d.action === 'Deny' || d.action === 'Failure') {
-        this.verdictCounts.add({ stage: d.stage, policy: d.policy, rule: d.rule, direction: dir, verdict: d.action.toLowerCase() });
+    const entry: OpenRecord = { record, count: 0, first: Infinity, last: -Infinity };
+    this.open.set(key, entry);
+    return entry;
+  }
+
+  /** One end of a connection: the pod as it is now (cached for the interval), or the address. */
+  private end(which: 'src' | 'dst', podId: number, slot: number): End {
+    if (podId !== 0) {
+      const cached = this.ends.get(podId);
+      if (cached) return cached;
+      const pod = this.state.podById(podId);
+      if (pod) {
+        const obj = this.state.object(Kinds.Pod, `${pod.namespace}/${pod.name}`);
+        const end: End = {
+          name: `${pod.namespace}/${pod.name}`, workload: obj ? workloadOf(obj) : `${pod.namespace}/Pod/${pod.name}`,
+          labels: { ...pod.podLabels }, namespaceLabels: { ...pod.namespaceLabels }, pod,
+        };
+        this.ends.set(podId, end);
+        return end;
       }
     }
+    const ip = formatIP(this.buffer.address(which, slot));
+    return { name: ip, workload: ip, labels: NO_LABELS, namespaceLabels: NO_LABELS };
   }
 
-  /** Counts after the first connection of a key are added to the existing series, not looked up again. */
-  private mergeAudit(into: FlowAudit[], more: FlowAudit[]): void {
-    for (const a of more) {
-      if (!into.some((x) => x.stage === a.stage && x.direction === a.direction && x.policy === a.policy && x.rule === a.rule && x.action === a.action)) into.push(a);
-    }
-  }
-
-  private end(podId: number, addrs: Uint8Array, slot: number, family: number): End {
-    const pod = podId !== 0 ? this.state.podById(podId) : undefined;
-    if (!pod) {
-      const ip = formatIP(addrs.subarray(slot * 16, slot * 16 + (family === 6 ? 16 : 4)));
-      return { name: ip, workload: ip, labels: NO_LABELS, namespaceLabels: NO_LABELS };
-    }
-    const obj = this.state.object(Kinds.Pod, `${pod.namespace}/${pod.name}`);
-    return {
-      name: `${pod.namespace}/${pod.name}`, workload: obj ? workloadOf(obj) : `${pod.namespace}/Pod/${pod.name}`,
-      labels: { ...pod.podLabels }, namespaceLabels: { ...pod.namespaceLabels }, pod,
-    };
-  }
-
-  private direction(pipeline: Pipeline | undefined, revision: number, slot: number, dir: 0 | 1, name: 'egress' | 'ingress'): FlowDirection {
+  private direction(pipeline: Pipeline | undefined, revision: number, slot: number, dir: 0 | 1): FlowDirection {
     const d = this.buffer.direction(slot, dir);
     const action = ACTIONS[d.outcome] ?? 'Default';
     const stage = pipeline && d.stage >= 0 ? pipeline.stages[d.stage] : undefined;
@@ -215,13 +254,11 @@ export class FlowRecorder {
       if (a.peer) out.peer = a.peer;
       if (a.port) out.rulePort = a.port;
     }
-    void name;
     return out;
   }
 
-  private audits(pipeline: Pipeline | undefined, revision: number, slot: number): FlowAudit[] {
+  private audits(pipeline: Pipeline, revision: number, slot: number): FlowAudit[] {
     const out: FlowAudit[] = [];
-    if (!pipeline) return out;
     const b = this.buffer;
     for (let dir = 0; dir < 2; dir++) {
       for (let k = 0; k < MAX_AUDIT_STAGES && k < pipeline.auditing.length; k++) {

@@ -95,7 +95,8 @@ export class Pipeline {
     const dstId = dst ? dst.id : 0;
     const audits = this.auditing;
     if (audits.length) {
-      for (const dir of [EGRESS, INGRESS]) {
+      flows.clearAudits(slot);
+      for (let dir = EGRESS; dir <= INGRESS; dir++) {
         rec[OFF_DIRECTION] = dir;
         for (let k = 0; k < audits.length; k++) {
           const s = audits[k];

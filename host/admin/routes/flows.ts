@@ -44,7 +44,7 @@ export const flowRecordSchema = {
 
 interface FlowsQuery { namespace?: string; pod?: string; verdict?: string; policy?: string; since?: string; limit?: string; follow?: string }
 
-export function flowRoutes(app: FastifyInstance, flows: (() => FlowRecorder | undefined) | undefined): void {
+export function flowRoutes(app: FastifyInstance, recorder: FlowRecorder | undefined): void {
   app.get<{ Querystring: FlowsQuery }>('/v1/flows', {
     config: { access: 'read' } satisfies AdminRouteConfig,
     schema: {
@@ -75,7 +75,6 @@ export function flowRoutes(app: FastifyInstance, flows: (() => FlowRecorder | un
       },
     },
   }, async (request, reply) => {
-    const recorder = flows?.();
     if (!recorder) throw new KwpError('KWP_ERR_FLOWS_OFF', 'GET /v1/flows: this agent does not record flows (started with --flow-ring 0); restart it with a ring');
     const { follow, ...params } = request.query;
     const filter = parseFlowFilter(params, (name) => `GET /v1/flows: query "${name}"`);
