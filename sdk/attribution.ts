@@ -25,6 +25,23 @@ export class Attribution {
   }
 }
 
+/**
+ * Where the last matching rule matched, by the index of its peer and port
+ * entries (-1: the rule has no such list): set by a rule's `matches`, read
+ * right after it, so deciding allocates nothing.
+ */
+export class MatchedAt {
+  peer: i32 = -1;
+  port: i32 = -1;
+  /** Records a match; returns true so `matches` can `return matchedAt.set(i, port)`. */
+  set(peer: i32, port: i32): bool {
+    this.peer = peer;
+    this.port = port;
+    return true;
+  }
+}
+export const matchedAt = new MatchedAt();
+
 /** A JSON string literal. */
 export function quote(s: string): string {
   let out = "\"";

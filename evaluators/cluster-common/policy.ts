@@ -7,7 +7,8 @@ import { PodInfo, Verdict } from "../../sdk/index";
 import { LabelSelector } from "../../sdk/selector";
 import { CIDR } from "../../sdk/cidr";
 import { PortMatcher } from "../../sdk/ports";
-import { describeSelector, describePort } from "../../sdk/attribution";
+import { describeSelector, describePort, matchedAt } from "../../sdk/attribution";
+export { matchedAt } from "../../sdk/attribution";
 import { AddressSet, EMPTY_ADDRESS_SET } from "./address-set";
 import { DomainPattern } from "./domain-name";
 
@@ -67,17 +68,6 @@ export class Peer {
   }
 }
 
-/** Where the last matching rule matched: set by Rule.matches, read right after it (no allocation). */
-export class MatchedAt {
-  peer: i32 = -1;
-  port: i32 = -1;
-  set(peer: i32, port: i32): bool {
-    this.peer = peer;
-    this.port = port;
-    return true;
-  }
-}
-export const matchedAt = new MatchedAt();
 
 export enum Action { Accept = 0, Deny = 1, Pass = 2 }
 

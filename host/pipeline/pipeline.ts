@@ -108,36 +108,15 @@ export class Pipeline {
     rec[OFF_DIRECTION] = EGRESS;
     let allowed = true;
     if (this.isRemote(src)) flows.setDirection(slot, EGRESS, Outcome.Remote, -1, 0, 0);
-    else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, EGRESS);
+    else allowed = this.walk(rec, srcId, dstId, flows, slot, EGRESS);
     if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
     else {
       rec[OFF_DIRECTION] = INGRESS;
       if (this.isRemote(dst)) flows.setDirection(slot, INGRESS, Outcome.Remote, -1, 0, 0);
-      else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, INGRESS);
+      else allowed = this.walk(rec, srcId, dstId, flows, slot, INGRESS);
     }
     flows.setAllowed(slot, allowed);
     return allowed;
-  }
-
-  /** `walk`, writing which stage decided (its index in `stages`) and why. */
-  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number): boolean {
-    const stages = this.enforcing;
-    for (let i = 0; i < stages.length; i++) {
-      const stage = stages[i];
-      const subjects = stage.subjectFilter();
-      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
-        stage.countSkipped(1);
-        continue;
-      }
-      const v = stage.decide(rec);
-      if (v === Verdict.Accept || v === Verdict.Deny) {
-        const outcome = stage.lastFailure ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-        flows.setDirection(slot, dir, outcome, this.enforcingIndex[i], stage.lastReasonCode(), stage.lastRuleCode());
-        return v === Verdict.Accept;
-      }
-    }
-    flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
-    return true;
   }
 
   /**
@@ -291,7 +270,12 @@ export class Pipeline {
     }
   }
 
-  private walk(rec: Uint8Array, srcId: number, dstId: number): boolean {
+  /**
+   * One direction's walk through the enforcing stages. With `flows`, the
+   * outcome (which stage decided, its reason and rule codes) goes to the
+   * flow buffer's `slot` as direction `dir`.
+   */
+  private walk(rec: Uint8Array, srcId: number, dstId: number, flows?: FlowBuffer, slot = 0, dir = 0): boolean {
     const stages = this.enforcing;
     for (let i = 0; i < stages.length; i++) {
       const stage = stages[i];
@@ -301,9 +285,14 @@ export class Pipeline {
         continue;
       }
       const v = stage.decide(rec);
-      if (v === Verdict.Accept) return true;
-      if (v === Verdict.Deny) return false;
+      if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
+      if (flows !== undefined) {
+        const outcome = stage.lastFailure ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+        flows.setDirection(slot, dir, outcome, this.enforcingIndex[i], stage.lastReasonCode(), stage.lastRuleCode());
+      }
+      return v === Verdict.Accept;
     }
+    flows?.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
     return true;
   }
 

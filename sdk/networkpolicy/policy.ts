@@ -8,6 +8,8 @@ import {
   JValue, JKind, LabelSelector, IPBlock, cidrError, PortMatcher, portError, PodInfo, log,
   describeSelector, describePort,
 } from "../index";
+import { matchedAt } from "../attribution";
+export { matchedAt } from "../attribution";
 import { intern } from "../intern";
 
 // Shared empty lists and the `{}` selector: a field initializer that
@@ -65,17 +67,6 @@ export class Peer {
   }
 }
 
-/** Where the last matching rule matched: set by Rule.matches, read right after it (no allocation). */
-export class MatchedAt {
-  peer: i32 = -1;
-  port: i32 = -1;
-  set(peer: i32, port: i32): bool {
-    this.peer = peer;
-    this.port = port;
-    return true;
-  }
-}
-export const matchedAt = new MatchedAt();
 
 export class Rule {
   /** Empty: every peer. */
