@@ -2,7 +2,7 @@
 // `hubble observe`: filtered, as a table or JSON lines, and with --follow a
 // stream of every new record until interrupted.
 import { KwpError } from '../errors.js';
-import { parseFlags } from './args.js';
+import { outputFormat, parseFlags } from './args.js';
 import { adminClient, adminFlagSpec, print, table } from './admin-flags.js';
 import { DEFAULT_SERVER, type FlowQuery } from '../admin/client.js';
 import { parseFlowFilter } from '../flow-records/flow-filter.js';
@@ -41,13 +41,14 @@ function row(r: FlowRecord): string[] {
 const HEAD = ['LAST SEEN', 'SOURCE', 'DESTINATION', 'PORT', 'VERDICT', 'COUNT', 'EGRESS', 'INGRESS'];
 
 export async function runFlows(argv: string[]): Promise<number> {
-  const { values } = parseFlags('flows', argv, {
+  // Positionals are let through the parser and refused here, so a mistyped flag before one is named as the flag it is.
+  const { values, positionals } = parseFlags('flows', argv, {
     ...adminFlagSpec, follow: { type: 'boolean', short: 'f' }, verdict: { type: 'string' }, namespace: { type: 'string' },
     pod: { type: 'string' }, policy: { type: 'string' }, since: { type: 'string' }, limit: { type: 'string' },
-  });
+  }, true);
   if (values.help) { print(HELP); return 0; }
-  const output = values.output ?? 'table';
-  if (output !== 'table' && output !== 'json') throw new KwpError('KWP_ERR_USAGE', `kwp flows: -o takes table or json, got "${output}"`);
+  if (positionals.length) throw new KwpError('KWP_ERR_USAGE', `kwp flows: takes no arguments, got "${positionals[0]}"; filters are flags (--namespace, --pod, ...); see "kwp flows --help"`);
+  const output = outputFormat('flows', values.output, ['table', 'json'] as const, 'table');
   const query: FlowQuery = { namespace: values.namespace, pod: values.pod, verdict: values.verdict, policy: values.policy, since: values.since, limit: values.limit };
   // Checked here too, so a mistake is a usage error before any request.
   try {

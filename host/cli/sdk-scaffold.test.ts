@@ -78,7 +78,7 @@ describe('a project from kwp sdk new', () => {
     await npm(['install', '--no-audit', '--no-fund', '--prefer-offline'], project);
     expect(await npm(['test'], project)).toMatch(/Tests\s+3 passed \(3\)/);
     const starter = loadModule(readFileSync(wasm));
-    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 2 } });
+    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 3 } });
     const allowAll = {
       apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'open', namespace: 'prod' },
       spec: { podSelector: {}, ingress: [{}], policyTypes: ['Ingress'] },
@@ -140,7 +140,7 @@ describe('a project from kwp sdk new', () => {
       return (await run(process.execPath, [kwp, ...args, '--server', url], { cwd: project, env })).stdout;
     };
     try {
-      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.2\)\n$/);
+      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.3\)\n$/);
       await cli('pipeline', 'set', 'pipeline.yaml');
       const blocks = guideBlocks();
       expect(await cli('explain', '--src', 'shop/web', '--dst', 'shop/db', '--port', '23')).toBe(blocks.get('walkthrough:audit'));

@@ -278,8 +278,20 @@ describe('the web console in headless Chromium, against a running kwp agent', ()
     await shot(page, 'reachability');
   });
 
-  it('says which capability the Flows and Fleet views wait for instead of showing made-up data', async () => {
-    for (const [view, missing] of [['flows', 'GET /v1/flows'], ['fleet', 'GET /v1/fleet']]) {
+  it('the Flows view lists the flow ring the agent serves, with how it aggregates', async () => {
+    await page.click('a[href="#/flows"]');
+    const note = page.locator('#flows-list .hint');
+    await note.waitFor();
+    // This agent runs without a dataplane: no connection is decided, and the view says so rather than inventing rows.
+    expect(await note.innerText()).toBe('0 records, aggregated every 10 s; the agent keeps the newest 10000.');
+    expect(await page.locator('#flows-list').innerText()).toContain('No connection decided yet.');
+    expect(await (await call(agent, '/v1/flows')).status).toBe(200);
+    await shot(page, 'flows');
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('says which capability the Fleet view waits for instead of showing made-up data', async () => {
+    for (const [view, missing] of [['fleet', 'GET /v1/fleet']]) {
       await page.click(`a[href="#/${view}"]`);
       const note = page.locator('.placeholder');
       await note.waitFor();
