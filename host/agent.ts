@@ -7,7 +7,7 @@ import {
   AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue,
-  type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AdminServer, type AutoRollbackOptions, type SandboxLimits, type StageIsolation, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   endpointAddressesOf,
 } from './index.js';
 
@@ -43,6 +43,13 @@ export interface AgentConfig {
   autoRollback?: AutoRollbackOptions;
   /** The sandbox limits (docs/sandbox.md); defaults for any not given. */
   limits?: Partial<SandboxLimits>;
+  /**
+   * Where stages run their module instances: `worker` (default), each in a
+   * thread of its own that is stopped when a call overruns its deadline
+   * (docs/sandbox.md, "The wall-clock backstop"); `thread`, in the main
+   * thread, bounded by fuel alone.
+   */
+  isolation?: StageIsolation;
   logger?: Logger;
   /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
@@ -106,7 +113,7 @@ export class Agent {
       this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
     const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), builtins];
-    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits });
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits, isolation: config.isolation ?? 'worker' });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,

@@ -425,7 +425,7 @@ export class PipelineController {
     if (this.autoRollbackPending) return;
     this.autoRollbackPending = true;
     const { failures, windowMs } = this.options.autoRollback!;
-    const reason = `stage ${stage.name} (module ${stage.compiled.meta.name}@${stage.compiled.meta.version}) failed ${w.count} times within ${windowMs} ms (threshold ${failures}; ${w.traps} traps and ${w.fuel} fuel exhaustions so far)`;
+    const reason = `stage ${stage.name} (module ${stage.compiled.meta.name}@${stage.compiled.meta.version}) failed ${w.count} times within ${windowMs} ms (threshold ${failures}; ${w.traps} traps, ${w.fuel} fuel exhaustions and ${w.deadlines} deadline overruns so far)`;
     // Off the packet path: the failing decision has already got its failure verdict.
     setImmediate(() => {
       this.autoRollbackPending = false;
