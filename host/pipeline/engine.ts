@@ -169,6 +169,11 @@ export class PolicyEngine {
     return this.active.allows(packet);
   }
 
+  /** The batched packet path (PacketJudge.allowsBatch). */
+  allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
+    this.active.allowsBatch(packets, out);
+  }
+
   evaluate(packet: Packet, srcPod?: PodInfo, dstPod?: PodInfo): Decision {
     return this.active.evaluate(packet, srcPod, dstPod);
   }
