@@ -123,13 +123,13 @@ describe('Dataplane', () => {
 
   it('answers the packets of one read wakeup with one allowsBatch call when the judge has it, each as allows would', async () => {
     const { dataplane, queues } = setup({}, '', true);
-    const judge = Object.assign(new DenySourceJudge('10.244.0.3'), {
-      batches: [] as number[],
+    const judge = new (class extends DenySourceJudge {
+      batches: number[] = [];
       allowsBatch(packets: readonly Packet[], out: Uint8Array) {
         this.batches.push(packets.length);
         packets.forEach((p, i) => { out[i] = this.allows(p) ? 1 : 0; });
-      },
-    });
+      }
+    })('10.244.0.3');
     await dataplane.start(judge);
     queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'), DEFAULT_MARKS.queue | 0x1);
     queues.deliver(10, 2, tcpSyn('10.244.0.3', '10.244.0.2'));
