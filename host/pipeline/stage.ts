@@ -7,8 +7,9 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger, type ModuleInstance } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger, type ModuleInstance, type RejectedObject } from '../runtime/instance.js';
 import { IsolatedInstance } from '../runtime/isolated-instance.js';
+import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
@@ -139,8 +140,20 @@ export class Stage implements StateListener {
   /** The failure-policy error lines: a module failing on every packet would otherwise write one per packet. */
   private readonly failureLines: LineRate;
 
+  /** Objects the module refused when it took them (kwp_objects_rejected). */
+  readonly rejectedObjects = new RejectedObjects();
+  /** The instances' logger: the stage's, with each rejection recorded and its line naming the stage. */
+  private readonly instanceLogger: InstanceLogger;
+
   constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: InstanceLogger, readonly isolation: StageIsolation = 'thread') {
     this.quarantine = new RetryBackoff(compiled.limits.deadlineQuarantineMs, QUARANTINE_RESET_MS);
+    this.instanceLogger = {
+      log: (level, message, fields) => {
+        const rejected = fields?.rejected as RejectedObject | undefined;
+        if (rejected) this.rejectedObjects.add(rejected);
+        this.logger?.log(level, message, rejected ? { ...fields, stage: this.name } : fields);
+      },
+    };
     this.failureLines = new LineRate(compiled.limits.failureLinesPerSecond);
     this.spec = spec;
     this.name = spec.name;
@@ -281,15 +294,15 @@ export class Stage implements StateListener {
   /** An instance capped at `cap` pages, once the memory budget has room for a cap above what the stage reserved. */
   private newInstance(cap: number): ModuleInstance {
     this.reserveCap(cap);
-    if (this.isolation === 'worker') return IsolatedInstance.start(this.compiled, this.logger, { memoryPages: cap });
-    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+    if (this.isolation === 'worker') return IsolatedInstance.start(this.compiled, this.instanceLogger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
   }
 
   /** `newInstance`, without blocking the event loop while an instance thread starts. */
   private async newInstanceAsync(cap: number): Promise<ModuleInstance> {
     this.reserveCap(cap);
-    if (this.isolation === 'worker') return IsolatedInstance.startAsync(this.compiled, this.logger, { memoryPages: cap });
-    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+    if (this.isolation === 'worker') return IsolatedInstance.startAsync(this.compiled, this.instanceLogger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
   }
 
   private reserveCap(cap: number): void {
@@ -683,6 +696,7 @@ export class Stage implements StateListener {
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forgetKind(kind.slice(kind.lastIndexOf('/') + 1));
     this.deliver((i) => {
       i.object(index, ObjectOp.Reset);
       for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
@@ -692,6 +706,7 @@ export class Stage implements StateListener {
   objectApplied(kind: KindKey, event: ObjectEvent): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forget(event.object);
     this.deliver(
       (i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)),
       (h) => h.apply(index, event),
