@@ -9,10 +9,8 @@ import { LOG_LEVELS } from '../abi/imports.js';
 import { OFF_VERDICT, RECORD_SIZE, readReason } from '../abi/record.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
+import type { HostLogger } from '../logger.js';
 
-export interface InstanceLogger {
-  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
-}
 
 const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
@@ -54,7 +52,7 @@ export class EvaluatorInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
@@ -142,7 +140,7 @@ export class EvaluatorInstance {
     const max = this.compiled.limits.maxLogLineBytes;
     const cut = len > max ? `… (${len - max} more bytes cut)` : '';
     const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
-    this.logger?.log(LOG_LEVELS[level] ?? 'info', message, { module: this.name });
+    this.logger?.[LOG_LEVELS[level] ?? 'info']({ module: this.name }, message);
   }
 
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
@@ -186,7 +184,7 @@ export class EvaluatorInstance {
     if (json) { ptr = this.pass(json, 'kwp_object'); len = json.length; }
     const status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
     if (status !== 0) {
-      this.logger?.log('warn', `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}`);
+      this.logger?.warn({}, `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}`);
     }
   }
 
