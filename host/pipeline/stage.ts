@@ -7,7 +7,8 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type RejectedObject } from '../runtime/instance.js';
+import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
@@ -17,7 +18,7 @@ import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
 import { RetryBackoff } from './retry-backoff.js';
-import type { HostLogger } from '../logger.js';
+import { loggerOf, type HostLogger } from '../logger.js';
 
 /**
  * Why a stage answers with another state than the cluster's:
@@ -122,7 +123,17 @@ export class Stage implements StateListener {
   /** The failure-policy error lines: a module failing on every packet would otherwise write one per packet. */
   private readonly failureLines: LineRate;
 
+  /** Objects the module refused when it took them (kwp_objects_rejected). */
+  readonly rejectedObjects = new RejectedObjects();
+  /** The instances' logger: the stage's, with each rejection recorded and its line naming the stage. */
+  private readonly instanceLogger: HostLogger;
+
   constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: HostLogger) {
+    this.instanceLogger = loggerOf((level, message, fields) => {
+      const rejected = (fields as { rejected?: RejectedObject }).rejected;
+      if (rejected) this.rejectedObjects.add(rejected);
+      this.logger?.[level](rejected ? { ...fields, stage: this.name } : fields, message);
+    });
     this.failureLines = new LineRate(compiled.limits.failureLinesPerSecond);
     this.spec = spec;
     this.name = spec.name;
@@ -259,7 +270,7 @@ export class Stage implements StateListener {
       }
       this.reservedPages = cap;
     }
-    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
   }
 
   private buildSync(source: HeldState): EvaluatorInstance {
@@ -621,6 +632,7 @@ export class Stage implements StateListener {
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forgetKind(kind.slice(kind.lastIndexOf('/') + 1));
     this.deliver((i) => {
       i.object(index, ObjectOp.Reset);
       for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
@@ -630,6 +642,7 @@ export class Stage implements StateListener {
   objectApplied(kind: KindKey, event: ObjectEvent): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forget(event.object);
     this.deliver(
       (i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)),
       (h) => h.apply(index, event),
