@@ -11,6 +11,8 @@ type Command = { summary: string; load: () => Promise<(argv: string[]) => Promis
 const commands: Record<string, Command> = {
   eval: { summary: 'evaluate flows against manifests or a cluster with the WASM pipeline', load: async () => (await import('./eval.js')).runEval },
   matrix: { summary: 'print the pod-to-pod reachability matrix for manifests', load: async () => (await import('./eval.js')).runMatrix },
+  diff: { summary: 'list the recorded flows whose verdict a proposed change of manifests or pipeline flips', load: async () => (await import('./diff.js')).runDiff },
+  recommend: { summary: 'write the NetworkPolicies (or ClusterNetworkPolicies) that allow exactly the recorded flows', load: async () => (await import('./recommend.js')).runRecommend },
   agent: { summary: 'run the node agent (sources, pipeline, dataplane, admin API)', load: async () => (await import('./agent.js')).runAgent },
   manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./install-yaml-command.js')).runManifestsCommand },
   'ip-tracker': { summary: 'multicluster: publish the pod IPs of every cluster in a kubeconfig directory into etcd', load: async () => (await import('./ip-tracker.js')).runIpTracker },
