@@ -11,6 +11,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { loadManifests } from '../sources/manifest-files.js';
 import { OfflineEvaluator, stateFromObjects, type FlowInput } from '../eval.js';
 import type { KubeObject } from '../contract.js';
+import type { FlowProtocol } from '../flows.js';
 import { recordedFlowsFromValues } from './recorded-flows.js';
 import { recommendPolicies, type RecommendOptions } from './recommend.js';
 import { checkRecommendation } from './recommend-check.js';
@@ -84,7 +85,7 @@ describe.each([
   beforeAll(async () => { written = await roundTrip(recommend(options).objects, dir, file); });
 
   it('pass strict validation and allow every observed flow', () => {
-    expect(verdicts([...CLUSTER, ...written], OBSERVED).every((v) => v.endsWith(' allow'))).toBe(true);
+    expect(verdicts([...CLUSTER, ...written], OBSERVED.map(({ src, dst, port, protocol }) => ({ src, dst, port, protocol: protocol as FlowProtocol }))).every((v) => v.endsWith(' allow'))).toBe(true);
   });
 
   it('deny unobserved flows between known pods and from unobserved addresses, which were allowed before', () => {
