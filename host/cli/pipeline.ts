@@ -59,7 +59,7 @@ function placeInFile(diff: DiffAnswer, file: string, lines: number[]): DiffAnswe
 }
 
 export async function runPipeline(argv: string[]): Promise<number> {
-  const { sub, rest } = subcommand('pipeline', argv, ['get', 'set', 'rollback', 'history']);
+  const { sub, rest } = subcommand('pipeline', argv);
   const { values, positionals } = parseFlags(sub ? `pipeline ${sub}` : 'pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, flows: { type: 'string' } }, true);
   if (values.help || !sub) { print(HELP); return argv.length ? 0 : 2; }
   const client = adminClient(values);
