@@ -36,7 +36,7 @@ now that the recommendation would deny.
   --priority N         the first Admin-tier priority (default 100; each policy takes the next)
   --pipeline FILE      the pipeline to check with (default: the default pipeline)
   --module FILE        a plugin .wasm the pipeline names (repeatable)
-  -o, --output FORMAT  yaml (default: documents for kubectl apply -f -) or json (a v1 List)
+  -o, --output FORMAT  yaml (default: documents to pipe into kubectl apply) or json (a v1 List)
 
 Example:
   kwp flows -o json > flows.jsonl
