@@ -2,12 +2,12 @@
 // among recorded flows. Exit 1 when any flow changes verdict, 0 when none,
 // 2 for bad input (as for every usage error), so CI can gate a change on it.
 import { readFileSync } from 'node:fs';
-import { isKwpError, KwpError } from '../errors.js';
+import { KwpError } from '../errors.js';
 import { OfflineEvaluator } from '../eval.js';
 import { readPipelineFile } from '../pipeline/spec.js';
 import { parseRecordedFlows, type RecordedFlowRead } from '../impact/recorded-flows.js';
 import { diffSummary, diffVerdicts, formatChanges, type VerdictDiff } from '../impact/verdict-diff.js';
-import { outputFormat, parseFlags, requireFlag } from './args.js';
+import { inputErrorsExit2, outputFormat, parseFlags, requireFlag } from './args.js';
 import { loadObjects, pluginModules } from './eval.js';
 
 const HELP = `usage: kwp diff --manifests CURRENT [--manifests ...] (--proposed PROPOSED [--proposed ...] | --proposed-pipeline FILE)
@@ -101,13 +101,4 @@ async function compare(argv: string[]): Promise<number> {
   return diff.changes.length > 0 ? 1 : 0;
 }
 
-export async function runDiff(argv: string[]): Promise<number> {
-  try {
-    return await compare(argv);
-  } catch (err) {
-    // Exit 1 means "the change flips flows": an input problem must not read as one.
-    if (!isKwpError(err)) throw err;
-    process.stderr.write(`${err.code}: ${err.message}\n`);
-    return 2;
-  }
-}
+export const runDiff = inputErrorsExit2(compare);

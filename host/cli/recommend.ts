@@ -4,12 +4,12 @@
 // pipeline: observed flows it would not allow, and other connections between
 // known pods it would deny.
 import { stringify } from 'yaml';
-import { isKwpError, KwpError } from '../errors.js';
+import { KwpError } from '../errors.js';
 import { stateFromObjects } from '../eval.js';
 import { readPipelineFile } from '../pipeline/spec.js';
 import { recommendPolicies } from '../impact/recommend.js';
 import { checkRecommendation, type MatrixFlow } from '../impact/recommend-check.js';
-import { outputFormat, parseFlags, requireFlag } from './args.js';
+import { inputErrorsExit2, outputFormat, parseFlags, requireFlag } from './args.js';
 import { loadObjects, pluginModules } from './eval.js';
 import { readRecordedFlowsFile } from './diff.js';
 
@@ -106,13 +106,4 @@ async function recommend(argv: string[]): Promise<number> {
   return check.notAllowed.length ? 1 : 0;
 }
 
-export async function runRecommend(argv: string[]): Promise<number> {
-  try {
-    return await recommend(argv);
-  } catch (err) {
-    // Exit 1 means "an observed flow stays denied": an input problem is a usage error.
-    if (!isKwpError(err) || err.code === 'KWP_ERR_INTERNAL') throw err;
-    process.stderr.write(`${err.code}: ${err.message}\n`);
-    return 2;
-  }
-}
+export const runRecommend = inputErrorsExit2(recommend);

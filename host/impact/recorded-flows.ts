@@ -5,7 +5,7 @@
 // records grow fields over time; the four it needs are checked as strictly
 // as `kwp eval` checks them, naming the file, line and field.
 import { KwpError } from '../errors.js';
-import { toFlowSpec, type FlowSpec } from '../flows.js';
+import { describe, locate as where, toFlowSpec, type FlowSpec } from '../flows.js';
 
 export interface RecordedFlow {
   /** The flow to decide again, with where it was read from. */
@@ -24,17 +24,6 @@ export interface RecordedFlowRead {
 
 /** Protocols a flow can be decided for; records of others (ICMP, numbers) are skipped with a note. */
 const DECIDABLE = new Set(['TCP', 'UDP', 'SCTP']);
-
-function where(file: string, index: number, line?: number): string {
-  return line === undefined ? `${file}: flow ${index}` : `${file}: flow ${index} (line ${line})`;
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'string') return JSON.stringify(value);
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
-}
 
 /** The key two lines of one flow share: their counts add up, and the flow is decided once. */
 export function flowKey(f: Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 'port'>): string {

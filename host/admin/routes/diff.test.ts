@@ -2,44 +2,33 @@
 // (compiled CLI, own state directory and token, dataplane off): the proposal
 // is decided beside the live pipeline, and nothing is applied.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { randomBytes } from 'node:crypto';
 import { parseAllDocuments } from 'yaml';
+import { startAgentProcess, type AgentProcess } from '../../../test/fixtures/agent-process.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const EXAMPLE = join(root, 'examples', 'flows');
-const token = randomBytes(32).toString('hex');
 const FLOWS = readFileSync(join(EXAMPLE, 'recorded.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 const LOCKDOWN = parseAllDocuments(readFileSync(join(EXAMPLE, 'proposed', 'shop-lockdown.yaml'), 'utf8')).map((d) => d.toJSON());
 
-let dir: string;
-let agent: ChildProcess;
+let agent: AgentProcess;
 let server: string;
+let token: string;
+let dir: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kwp-diff-route-'));
-  writeFileSync(join(dir, 'token'), `${token}\n`);
   // The agent runs the shop with its lockdown applied.
-  agent = spawn(process.execPath, ['bin/kwp.js', 'agent', '--manifests', join(EXAMPLE, 'manifests'), '--manifests', join(EXAMPLE, 'proposed'), '--dataplane=off',
-    '--state-dir', join(dir, 'kwp'), '--admin-token-file', join(dir, 'token'), '--admin-address', '127.0.0.1:0'], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  server = await new Promise<string>((resolve, reject) => {
-    let seen = '';
-    agent.stderr!.on('data', (d) => {
-      seen += d;
-      const m = /"url":"(http:\/\/[^"]+)","msg":"admin API listening"/.exec(seen);
-      if (m) resolve(m[1]);
-    });
-    agent.on('exit', (code) => reject(new Error(`kwp agent exited with ${code}:\n${seen}`)));
-  });
+  agent = await startAgentProcess(['--manifests', join(EXAMPLE, 'manifests'), '--manifests', join(EXAMPLE, 'proposed')]);
+  ({ url: server, token } = agent);
+  dir = mkdtempSync(join(tmpdir(), 'kwp-diff-route-'));
 }, 120_000);
 
 afterAll(async () => {
-  agent?.kill('SIGTERM');
-  await new Promise((r) => agent?.once('exit', r));
+  await agent?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
