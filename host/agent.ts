@@ -17,7 +17,7 @@ import {
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
   type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
-  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, type SourceRefusal,
+  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal,
 } from './index.js';
 
 export interface AgentConfig {
@@ -203,6 +203,7 @@ export class Agent {
     // Before the controller starts, so the startup swap is counted.
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane });
     registerSourceMetrics(metrics.registry, () => this.sources);
+    registerObjectRejectionMetrics(metrics.registry, () => controller.livePipelines()[0]?.stages ?? []);
 
     return [
       this.pipelinePart(controller),

@@ -7,7 +7,8 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger, type RejectedObject } from '../runtime/instance.js';
+import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
@@ -121,7 +122,19 @@ export class Stage implements StateListener {
   /** The failure-policy error lines: a module failing on every packet would otherwise write one per packet. */
   private readonly failureLines: LineRate;
 
+  /** Objects the module refused when it took them (kwp_objects_rejected). */
+  readonly rejectedObjects = new RejectedObjects();
+  /** The instances' logger: the stage's, with each rejection recorded and its line naming the stage. */
+  private readonly instanceLogger: InstanceLogger;
+
   constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: InstanceLogger) {
+    this.instanceLogger = {
+      log: (level, message, fields) => {
+        const rejected = fields?.rejected as RejectedObject | undefined;
+        if (rejected) this.rejectedObjects.add(rejected);
+        this.logger?.log(level, message, rejected ? { ...fields, stage: this.name } : fields);
+      },
+    };
     this.failureLines = new LineRate(compiled.limits.failureLinesPerSecond);
     this.spec = spec;
     this.name = spec.name;
@@ -258,7 +271,7 @@ export class Stage implements StateListener {
       }
       this.reservedPages = cap;
     }
-    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
   }
 
   private buildSync(source: HeldState): EvaluatorInstance {
@@ -620,6 +633,7 @@ export class Stage implements StateListener {
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forgetKind(kind.slice(kind.lastIndexOf('/') + 1));
     this.deliver((i) => {
       i.object(index, ObjectOp.Reset);
       for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
@@ -629,6 +643,7 @@ export class Stage implements StateListener {
   objectApplied(kind: KindKey, event: ObjectEvent): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forget(event.object);
     this.deliver(
       (i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)),
       (h) => h.apply(index, event),
