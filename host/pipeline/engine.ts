@@ -174,6 +174,16 @@ export class PolicyEngine {
     return previous;
   }
 
+  /**
+   * An engine with this one's modules and sandbox limits over `state` (this
+   * engine's by default), for dry runs such as POST /v1/diff: what it builds
+   * is never activated here, takes no revision number of this engine's, and
+   * reserves memory from a budget of its own.
+   */
+  trialEngine(state: ClusterState = this.state): PolicyEngine {
+    return new PolicyEngine({ ...this.options, state, onStageFailure: undefined });
+  }
+
   get active(): Pipeline {
     if (!this.current) throw new Error('no pipeline is active yet');
     return this.current;
