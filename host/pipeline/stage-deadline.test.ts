@@ -9,6 +9,7 @@ import { Kinds, type KubeObject } from '../contract.js';
 import { stateFromObjects } from '../eval.js';
 import { resolveFlow } from '../flows.js';
 import { PolicyEngine } from './engine.js';
+import { loggerOf } from '../logger.js';
 import type { Pipeline } from './pipeline.js';
 import type { SandboxLimits } from '../runtime/limits.js';
 import { isolationCounters } from '../runtime/isolated-instance.js';
@@ -42,7 +43,7 @@ async function setup(hostile: Parameters<typeof unmeteredEvaluator>[0], failureP
   const limits = { ...LIMITS, ...overrides };
   const state = stateFromObjects([...CLUSTER, policy('small', 1)]);
   const logs: string[] = [];
-  const logger = { log: (_level: string, message: string) => { logs.push(message); } };
+  const logger = loggerOf((_level, message) => { logs.push(message); });
   const modules = resolverOf(
     unmeteredEvaluator({ ...hostile, meta: { ...DEFAULT_META, name: 'hangs', kinds: [Kinds.NetworkPolicy], failurePolicy } }, limits),
     unmeteredEvaluator({ decideBody: decideUnlessPort(-1, '', 1), meta: { ...DEFAULT_META, name: 'accepts' } }, limits),

@@ -7,7 +7,7 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger, type ModuleInstance, type RejectedObject } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type RejectedObject } from '../runtime/instance.js';
 import { IsolatedInstance } from '../runtime/isolated-instance.js';
 import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
@@ -19,6 +19,7 @@ import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
 import { RetryBackoff } from './retry-backoff.js';
+import { loggerOf, type HostLogger } from '../logger.js';
 
 /**
  * Why a stage answers with another state than the cluster's:
@@ -143,17 +144,15 @@ export class Stage implements StateListener {
   /** Objects the module refused when it took them (kwp_objects_rejected). */
   readonly rejectedObjects = new RejectedObjects();
   /** The instances' logger: the stage's, with each rejection recorded and its line naming the stage. */
-  private readonly instanceLogger: InstanceLogger;
+  private readonly instanceLogger: HostLogger;
 
-  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: InstanceLogger, readonly isolation: StageIsolation = 'thread') {
+  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: HostLogger, readonly isolation: StageIsolation = 'thread') {
     this.quarantine = new RetryBackoff(compiled.limits.deadlineQuarantineMs, QUARANTINE_RESET_MS);
-    this.instanceLogger = {
-      log: (level, message, fields) => {
-        const rejected = fields?.rejected as RejectedObject | undefined;
-        if (rejected) this.rejectedObjects.add(rejected);
-        this.logger?.log(level, message, rejected ? { ...fields, stage: this.name } : fields);
-      },
-    };
+    this.instanceLogger = loggerOf((level, message, fields) => {
+      const rejected = (fields as { rejected?: RejectedObject }).rejected;
+      if (rejected) this.rejectedObjects.add(rejected);
+      this.logger?.[level](rejected ? { ...fields, stage: this.name } : fields, message);
+    });
     this.failureLines = new LineRate(compiled.limits.failureLinesPerSecond);
     this.spec = spec;
     this.name = spec.name;
@@ -418,7 +417,7 @@ export class Stage implements StateListener {
       : `answering ${this.failurePolicy}: it never held a state`;
     const message = `${kerr.message}; ${keeping}; trying again when the state changes, not before ${Math.round(this.retry.nextDelayMs / 1000)} s`;
     this.stateProblem = { kind: 'rejected', message, since: Date.now() };
-    this.logger?.log('error', message, { stage: this.name, code: kerr.code, memoryCapPages: this.limits.maxStageMemoryPages });
+    this.logger?.error({ stage: this.name, code: kerr.code, memoryCapPages: this.limits.maxStageMemoryPages }, message);
     if (this.instance || !held) return;
     // The instance broke on a delivery: the last good state goes into a new one.
     try {
@@ -431,7 +430,7 @@ export class Stage implements StateListener {
       this.subjectsState = 'never';
       this.counters.rebuilds++;
     } catch (again) {
-      this.logger?.log('error', `stage ${this.name}: rebuilding from the last state it held failed too (${(again as Error).message}); answering ${this.failurePolicy}`, { stage: this.name });
+      this.logger?.error({ stage: this.name }, `stage ${this.name}: rebuilding from the last state it held failed too (${(again as Error).message}); answering ${this.failurePolicy}`);
     }
   }
 
@@ -472,7 +471,7 @@ export class Stage implements StateListener {
   private logFailure(message: string, code?: string): void {
     const note = this.failureLines.take();
     if (note === undefined) return;
-    this.logger?.log('error', message + note, code ? { stage: this.name, code } : { stage: this.name });
+    this.logger?.error(code ? { stage: this.name, code } : { stage: this.name }, message + note);
   }
 
   /** Failure-policy error lines dropped by the rate limit (failureLinesPerSecond). */
@@ -497,7 +496,7 @@ export class Stage implements StateListener {
     const inst = this.instance!;
     const target = this.capFor(bytes * 1.5, floor);
     this.stateCounters.grown++;
-    this.logger?.log('info', `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${inst.memoryCapPages} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`, { stage: this.name });
+    this.logger?.info({ stage: this.name }, `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${inst.memoryCapPages} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`);
     void this.replaceInstance({ kind: 'growing', message: `stage ${this.name}: growing its memory cap from ${inst.memoryCapPages} to ${target} pages for the new state (${mib(bytes)} delivered); answering with the state it held until then`, since: Date.now() }, target);
   }
 

@@ -7,6 +7,7 @@
 // host's thread; this file only carries arguments and results.
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { KwpError } from '../errors.js';
+import { loggerOf } from '../logger.js';
 import type { CompiledEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
 import {
@@ -23,11 +24,9 @@ const port = setup.port;
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
 
-const logger = {
-  log(level: LogMessage['log']['level'], message: string, fields?: Record<string, unknown>) {
-    parentPort?.postMessage({ log: { level, message, fields } } satisfies LogMessage);
-  },
-};
+const logger = loggerOf((level, message, fields) => {
+  parentPort?.postMessage({ log: { level, message, fields: fields as Record<string, unknown> } } satisfies LogMessage);
+});
 
 function fail(err: unknown): void {
   const code = err instanceof KwpError ? err.code : 'KWP_ERR_TRAP';

@@ -9,11 +9,9 @@ import { LOG_LEVELS } from '../abi/imports.js';
 import { OFF_VERDICT, RECORD_SIZE, readReason } from '../abi/record.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
+import type { HostLogger } from '../logger.js';
 import { ObjectOp } from '../abi/objects.js';
 
-export interface InstanceLogger {
-  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
-}
 
 /**
  * An object a module refused or warned about while taking it: the log line's
@@ -107,7 +105,7 @@ export class EvaluatorInstance implements ModuleInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
@@ -205,8 +203,8 @@ export class EvaluatorInstance implements ModuleInstance {
     const cut = len > max ? `… (${len - max} more bytes cut)` : '';
     const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
     const rejected = rejection && rejectedObject(rejection);
-    if (rejected) this.logger?.log(name, `module ${this.name} cannot use ${describeRejected(rejected)}: ${message}`, { module: this.name, rejected });
-    else this.logger?.log(name, message, { module: this.name });
+    if (rejected) this.logger?.[name]({ module: this.name, rejected }, `module ${this.name} cannot use ${describeRejected(rejected)}: ${message}`);
+    else this.logger?.[name]({ module: this.name }, message);
   }
 
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
@@ -258,7 +256,7 @@ export class EvaluatorInstance implements ModuleInstance {
     if (status !== 0) {
       const rejected = json && op === ObjectOp.Upsert ? rejectedObject(json) : undefined;
       const what = rejected ? describeRejected(rejected) : `an object of kind ${this.compiled.meta.kinds[kind]}`;
-      this.logger?.log('warn', `module ${this.name} could not take ${what}: ${this.resultText(status)}`, rejected ? { module: this.name, rejected } : { module: this.name });
+      this.logger?.warn(rejected ? { module: this.name, rejected } : { module: this.name }, `module ${this.name} could not take ${what}: ${this.resultText(status)}`);
     }
   }
 

@@ -17,7 +17,8 @@ import { KwpError } from '../errors.js';
 import { startPackageWorker } from '../package-worker.js';
 import { RECORD_SIZE } from '../abi/record.js';
 import type { CompiledEvaluator } from './loader.js';
-import type { DecisionCacheStats, InstanceLogger, ModuleInstance } from './instance.js';
+import type { DecisionCacheStats, ModuleInstance } from './instance.js';
+import type { HostLogger } from '../logger.js';
 import {
   BOOT_SEQ, CLOCK_SLOT, CTL_BYTES, Ctl, INITIAL_PAYLOAD_BYTES, MAX_BATCH, Op, PAYLOAD_OFFSET, VERDICTS_OFFSET,
   monotonicMs, type LogMessage, type PortMessage, type WorkerSetup,
@@ -56,7 +57,7 @@ export class IsolatedInstance implements ModuleInstance {
   memoryCapPages = 0;
   broken: KwpError | undefined;
 
-  private constructor(private readonly compiled: CompiledEvaluator, logger: InstanceLogger | undefined, memoryPages: number | undefined) {
+  private constructor(private readonly compiled: CompiledEvaluator, logger: HostLogger | undefined, memoryPages: number | undefined) {
     this.name = compiled.meta.name;
     this.decisionDeadlineMs = compiled.limits.decisionDeadlineMs;
     this.callDeadlineMs = compiled.limits.callDeadlineMs;
@@ -75,14 +76,14 @@ export class IsolatedInstance implements ModuleInstance {
     this.worker.unref();
     this.port.unref();
     this.worker.on('message', (m: LogMessage) => {
-      if (m && typeof m === 'object' && 'log' in m) logger?.log(m.log.level, m.log.message, m.log.fields);
+      if (m && typeof m === 'object' && 'log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
     });
     this.worker.on('error', () => { this.exited = true; });
     this.worker.on('exit', () => { this.exited = true; });
   }
 
   /** Starts the thread and waits (blocking) until the module is instantiated. Throws KWP_ERR_INSTANTIATE or KWP_ERR_DEADLINE_EXCEEDED. */
-  static start(compiled: CompiledEvaluator, logger?: InstanceLogger, options: { memoryPages?: number } = {}): IsolatedInstance {
+  static start(compiled: CompiledEvaluator, logger?: HostLogger, options: { memoryPages?: number } = {}): IsolatedInstance {
     const inst = new IsolatedInstance(compiled, logger, options.memoryPages);
     const started = monotonicMs();
     for (;;) {
@@ -92,7 +93,7 @@ export class IsolatedInstance implements ModuleInstance {
   }
 
   /** `start`, waiting without blocking the calling thread's event loop (thread start-up takes tens of ms). */
-  static async startAsync(compiled: CompiledEvaluator, logger?: InstanceLogger, options: { memoryPages?: number } = {}): Promise<IsolatedInstance> {
+  static async startAsync(compiled: CompiledEvaluator, logger?: HostLogger, options: { memoryPages?: number } = {}): Promise<IsolatedInstance> {
     const inst = new IsolatedInstance(compiled, logger, options.memoryPages);
     const started = monotonicMs();
     for (;;) {
