@@ -157,8 +157,15 @@ export class EvaluatorInstance {
     return this.bytes().slice(ptr, ptr + len);
   }
 
+  /**
+   * A refusal's text (kwp_configure, kwp_object): the status is its length and
+   * the module's to choose, so only the first maxReasonBytes are copied, like
+   * an explanation's reason; it ends up in an error answer or a log line.
+   */
   private resultText(len: number): string {
-    return textDecoder.decode(this.resultBytes(len));
+    const max = this.compiled.limits.maxReasonBytes;
+    if (len <= max) return textDecoder.decode(this.resultBytes(len));
+    return `${textDecoder.decode(this.resultBytes(max))}… (${len - max} more bytes cut)`;
   }
 
   configure(config: unknown): void {
@@ -186,7 +193,10 @@ export class EvaluatorInstance {
     if (json) { ptr = this.pass(json, 'kwp_object'); len = json.length; }
     const status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
     if (status !== 0) {
-      this.logger?.log('warn', `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}`);
+      // One line per refused object would be one per delivery: these lines share the module's log rate.
+      const note = this.logRate.take();
+      if (note === undefined) return;
+      this.logger?.log('warn', `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}${note}`);
     }
   }
 
@@ -238,9 +248,7 @@ export class EvaluatorInstance {
     if (reason === 0) return '';
     const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
     // Only the first maxReasonBytes are copied out of the module.
-    const max = this.compiled.limits.maxReasonBytes;
-    if (len <= max) return this.resultText(len);
-    return `${this.resultText(max)}… (${len - max} more bytes cut)`;
+    return this.resultText(len);
   }
 
   /**
@@ -259,10 +267,16 @@ export class EvaluatorInstance {
     return { hits: Number(view.getBigUint64(0, true)), misses: Number(view.getBigUint64(8, true)) };
   }
 
-  /** 'all', or the pod ids the module needs to see traffic for. */
-  subjects(): 'all' | number[] {
+  /**
+   * 'all', or the pod ids the module needs to see traffic for. `maxIds` is
+   * how many pods the host gave the module: the count is the module's to
+   * choose, and a longer list cannot be a selection of them, so it means all
+   * traffic (the host would otherwise build an array of up to a quarter of
+   * the module's memory, outside every budget).
+   */
+  subjects(maxIds = Infinity): 'all' | number[] {
     const n = this.guarded(() => this.exports.kwp_subjects(), this.callFuel, 'kwp_subjects');
-    if (n < 0) return 'all';
+    if (n < 0 || n > maxIds || n * 4 > this.bytes().length) return 'all';
     const bytes = this.resultBytes(n * 4);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const ids: number[] = [];

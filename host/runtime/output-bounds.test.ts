@@ -2,6 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
 import { LineRate } from './line-rate.js';
+import { ObjectOp } from '../abi/objects.js';
 import type { SandboxLimits } from './limits.js';
 import { KwpError } from '../errors.js';
 import { Stage } from '../pipeline/stage.js';
@@ -76,6 +77,32 @@ describe('what a module writes is bounded', () => {
     expect(reasons[2]).toMatch(/reason left out: this explanation's reasons are over 300 bytes, sandbox limit maxExplainBytes/);
     expect(reasons.join('').length).toBeLessThan(300 + 200);
     p.dispose();
+  });
+});
+
+describe("a refusal's text is bounded like a reason", () => {
+  // kwp_configure's and kwp_object's status is the length of their refusal text: 0x7fffffff names all of a 64 MiB memory.
+  const refusing = () => load(sandboxModule({
+    memory: '(memory (export "memory") 1024 1024)', configureBody: '(i32.const 0x7fffffff)', objectBody: '(i32.const 0x7fffffff)',
+    meta: { ...DEFAULT_META, kinds: ['v1/ConfigMap'] },
+  }), { logLinesPerSecond: 2 });
+
+  it('a configuration refusal claiming 2 GiB of text is copied only up to maxReasonBytes, saying how much was cut', () => {
+    const inst = new EvaluatorInstance(refusing());
+    let err: KwpError | undefined;
+    try { inst.configure({}); } catch (e) { err = e as KwpError; }
+    expect(err?.code).toBe('KWP_ERR_CONFIG_REJECTED');
+    expect(err!.message.length).toBeLessThan(1024 + 200);
+    expect(err!.message).toMatch(new RegExp(`… \\(${0x7fffffff - 1024} more bytes cut\\)$`));
+  });
+
+  it('object refusals are cut the same way and share the module log rate, so refusing every object is not a line of megabytes per delivery', () => {
+    const out: string[] = [];
+    const inst = new EvaluatorInstance(refusing(), { log: (_l, m) => out.push(m) });
+    for (let i = 0; i < 50; i++) inst.object(0, ObjectOp.Upsert, new Uint8Array(8));
+    expect(out).toHaveLength(2);
+    expect(out.every((line) => line.length < 1024 + 200)).toBe(true);
+    expect(inst.droppedLogLines).toBe(48);
   });
 });
 
