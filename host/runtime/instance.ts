@@ -18,6 +18,18 @@ const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
 const textDecoderUtf16 = new TextDecoder('utf-16le');
 
+/**
+ * Text a module wrote, as the host passes it on (log lines, reasons, refusals,
+ * abort messages): control characters, line separators and what was not valid
+ * UTF-8 (or UTF-16) become '?'. A newline would forge a line of the text log,
+ * and a NUL takes 6 bytes in a JSON one; this way a text is never more bytes
+ * than the module's bytes it came from (JSON escapes only quotes and
+ * backslashes, at 2 bytes each), so the size limits bound what is written.
+ */
+function visible(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f\u2028\u2029\ufffd]/g, '?');
+}
+
 /** Thrown by env.abort so a module's own abort is told apart from a trap. */
 class ModuleAbort extends Error {}
 
@@ -129,7 +141,7 @@ export class EvaluatorInstance {
     if (ptr + len > mem.length) return '?';
     const max = this.compiled.limits.maxAbortMessageChars;
     const units = Math.min(len >>> 1, max);
-    const text = textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2));
+    const text = visible(textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2)));
     return units < len >>> 1 ? `${text}… (${(len >>> 1) - units} more characters cut)` : text;
   }
 
@@ -141,7 +153,7 @@ export class EvaluatorInstance {
     // Only the first maxLogLineBytes are decoded: one call could name all of memory.
     const max = this.compiled.limits.maxLogLineBytes;
     const cut = len > max ? `… (${len - max} more bytes cut)` : '';
-    const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
+    const message = visible(textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max)))) + cut + note;
     this.logger?.log(LOG_LEVELS[level] ?? 'info', message, { module: this.name });
   }
 
@@ -164,8 +176,8 @@ export class EvaluatorInstance {
    */
   private resultText(len: number): string {
     const max = this.compiled.limits.maxReasonBytes;
-    if (len <= max) return textDecoder.decode(this.resultBytes(len));
-    return `${textDecoder.decode(this.resultBytes(max))}… (${len - max} more bytes cut)`;
+    if (len <= max) return visible(textDecoder.decode(this.resultBytes(len)));
+    return `${visible(textDecoder.decode(this.resultBytes(max)))}… (${len - max} more bytes cut)`;
   }
 
   configure(config: unknown): void {

@@ -30,6 +30,17 @@ describe('what a module writes is bounded', () => {
     expect(out[0]).toMatch(new RegExp(`… \\(${MiB16 - 4096} more bytes cut\\)$`));
   });
 
+  it('what a module writes reaches the log without control characters, so a line cannot forge another or grow sixfold when escaped', () => {
+    // Memory holds "a\nb", a NUL, "\u2028" (3 bytes) and an invalid byte.
+    const { inst, out } = lines(sandboxModule({
+      imports: [LOG], memory: '(memory (export "memory") 1 16) (data (i32.const 0) "a\\0ab\\00\\e2\\80\\a8\\ff")',
+      decideBody: '(call $log (i32.const 1) (i32.const 0) (i32.const 8)) (i32.const 0)',
+    }));
+    inst.decideOne(new Uint8Array(64));
+    expect(out).toEqual(['a?b???']);
+    expect(new TextEncoder().encode(out[0]).length).toBeLessThanOrEqual(8);
+  });
+
   it('log lines past logLinesPerSecond are dropped and counted, and the next line let through says how many', () => {
     let now = 0;
     const rate = new LineRate(3, () => now);
@@ -67,13 +78,13 @@ describe('what a module writes is bounded', () => {
     const compiled = load(bytes, { maxReasonBytes: 100, maxExplainBytes: 300 });
     const inst = new EvaluatorInstance(compiled);
     const reason = inst.explain(1);
-    expect(reason).toMatch(new RegExp(`^\\u0000{100}… \\(${33554432 - 100} more bytes cut\\)$`));
+    expect(reason).toMatch(new RegExp(`^\\?{100}… \\(${33554432 - 100} more bytes cut\\)$`));
     const state = new ClusterState();
     const stages = ['a', 'b'].map((name) => { const s = new Stage({ name, module: 'x' }, compiled, state); s.start(); return s; });
     const p = new Pipeline({ stages: stages.map((s) => s.spec) }, stages, 1, state);
     const d = p.evaluate({ family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 1, dstPort: 2, icmpType: 0, icmpCode: 0 });
     const reasons = [...d.egress.trace, ...d.ingress.trace].map((t) => t.reason ?? '');
-    expect(reasons.slice(0, 2).every((r) => r.startsWith('\u0000'.repeat(100)))).toBe(true);
+    expect(reasons.slice(0, 2).every((r) => r.startsWith('?'.repeat(100)))).toBe(true);
     expect(reasons[2]).toMatch(/reason left out: this explanation's reasons are over 300 bytes, sandbox limit maxExplainBytes/);
     expect(reasons.join('').length).toBeLessThan(300 + 200);
     p.dispose();

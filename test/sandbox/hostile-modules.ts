@@ -70,40 +70,41 @@ const ABORT = '(import "env" "abort" (func $abort (param i32 i32 i32 i32)))';
 
 /**
  * Everything a module can make the host write, at once, on every decision:
- * 50 log lines each naming 16 MiB of memory, an explanation reason of
- * 32 MiB. Decides Next, so every stage of a pipeline of these is asked.
- * With `config` other than `{}` (so the self-test passes), kwp_configure
- * refuses with a text of 2 GiB.
+ * 50 log lines each naming all 16 MiB of its memory, an explanation reason
+ * claiming 32 MiB. Decides Next, so every stage of a pipeline of these is
+ * asked. Configured with anything but `{}` (the self-test's configuration),
+ * kwp_configure refuses with a text claiming 2 GiB.
  */
 export function loud(name: string): Uint8Array {
+  const MiB16 = 16 * 1024 * 1024;
   return sandboxModule({
     imports: [LOG],
-    memory: BIG_MEMORY,
+    memory: '(memory (export "memory") 256 256)',
     meta: meta(name, { failurePolicy: 'fail-open' }),
     configureBody: '(if (i32.gt_u (local.get $len) (i32.const 2)) (then (return (i32.const 0x7fffffff)))) (i32.const 0)',
     decideBody: `(local $i i32)
-      (loop $l (call $log (i32.const 3) (i32.const 0) (i32.const ${16 * 1024 * 1024}))
+      (loop $l (call $log (i32.const 3) (i32.const 0) (i32.const ${MiB16}))
         (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if $l (i32.lt_u (local.get $i) (i32.const 50))))
       (i32.store (i32.const ${REASON}) (i32.const 1)) (i32.const 0)`,
     explainBody: `(i32.const ${32 * 1024 * 1024})`,
   });
 }
 
-/** Answers a verdict the ABI does not define (9) for every flow but the self-test's port 80: its stage's failure line, on every packet. */
-export function undefinedVerdict(name: string): Uint8Array {
+/** Answers a verdict the ABI does not define (9) for flows to `port`: its stage's failure line, on every packet. */
+export function undefinedVerdict(name: string, port: number): Uint8Array {
   return sandboxModule({
     meta: meta(name, { failurePolicy: 'fail-open' }),
-    decideBody: `(if (i32.ne (i32.load16_u (i32.const ${DST_PORT})) (i32.const 80)) (then (i32.store8 (i32.const ${VERDICT}) (i32.const 9)))) (i32.const 0)`,
+    decideBody: `(if (i32.eq (i32.load16_u (i32.const ${DST_PORT})) (i32.const ${port})) (then (i32.store8 (i32.const ${VERDICT}) (i32.const 9)))) (i32.const 0)`,
   });
 }
 
-/** Aborts with a message whose header claims 63 MiB, for every flow but port 80. */
-export function abortsLoudly(name: string): Uint8Array {
+/** For flows to `port`, aborts with a message whose header claims 63 MiB (all of it in memory). */
+export function abortsLoudly(name: string, port: number): Uint8Array {
   return sandboxModule({
     imports: [ABORT],
     memory: `${BIG_MEMORY} (data (i32.const 4) "\\00\\00\\f0\\03")`,
     meta: meta(name, { failurePolicy: 'fail-open' }),
-    decideBody: `(if (i32.ne (i32.load16_u (i32.const ${DST_PORT})) (i32.const 80)) (then (call $abort (i32.const 8) (i32.const 8) (i32.const 1) (i32.const 2)))) (i32.const 0)`,
+    decideBody: `(if (i32.eq (i32.load16_u (i32.const ${DST_PORT})) (i32.const ${port})) (then (call $abort (i32.const 8) (i32.const 8) (i32.const 1) (i32.const 2)))) (i32.const 0)`,
   });
 }
 
