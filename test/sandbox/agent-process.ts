@@ -128,7 +128,7 @@ export class AgentProcess {
    * from (any of 127.0.0.0/8), which is the client address the agent's
    * per-address upload buckets see.
    */
-  request(method: string, path: string, body?: Uint8Array | object, from?: string): Promise<{ status: number; json: any; ms: number; bytes: number; headers: Record<string, string | string[] | undefined> }> {
+  request(method: string, path: string, body?: Uint8Array | object, from?: string): Promise<{ status: number; json: any; text: string; ms: number; bytes: number; headers: Record<string, string | string[] | undefined> }> {
     const t = Date.now();
     const binary = body instanceof Uint8Array;
     const payload = body === undefined ? undefined : binary ? Buffer.from(body) : Buffer.from(JSON.stringify(body));
@@ -142,7 +142,7 @@ export class AgentProcess {
           const text = Buffer.concat(chunks).toString('utf8');
           let json: any;
           try { json = text ? JSON.parse(text) : undefined; } catch { json = { unparsed: text.slice(0, 200) }; }
-          resolve({ status: res.statusCode!, json, ms: Date.now() - t, bytes: text.length, headers: res.headers });
+          resolve({ status: res.statusCode!, json, text, ms: Date.now() - t, bytes: text.length, headers: res.headers });
         });
         res.on('error', reject);
       });
