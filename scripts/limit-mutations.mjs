@@ -9,7 +9,7 @@
 // minutes on a shared 2-core machine). Needs a built tree (`npm run build`).
 //
 //   node scripts/limit-mutations.mjs                 every entry
-//   node scripts/limit-mutations.mjs maxTables ...   these entries
+//   node scripts/limit-mutations.mjs maxTables ...   these entries (proof:time for a real-agent proof)
 //   node scripts/limit-mutations.mjs --record        also rewrite the result table in docs/sandbox.md
 import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
@@ -24,9 +24,9 @@ const only = args.filter((a) => !a.startsWith('--'));
 const TIMEOUT_MS = Number(process.env.KWP_MUTATION_TIMEOUT_MS ?? 300_000);
 
 const catalogue = JSON.parse(readFileSync(join(root, 'test/sandbox/limit-guards.json'), 'utf8'));
-const entries = [...Object.entries(catalogue.limits), ...Object.entries(catalogue.bounds)]
+const entries = [...Object.entries(catalogue.limits), ...Object.entries(catalogue.bounds), ...Object.entries(catalogue.proofs).map(([cls, e]) => [`proof:${cls}`, { ...e, mutation: (catalogue.limits[e.removes] ?? catalogue.bounds[e.removes]).mutation }])]
   .filter(([name]) => only.length === 0 || only.includes(name));
-const unknown = only.filter((n) => !(n in catalogue.limits) && !(n in catalogue.bounds));
+const unknown = only.filter((n) => !(n in catalogue.limits) && !(n in catalogue.bounds) && !(n.startsWith('proof:') && n.slice(6) in catalogue.proofs));
 if (unknown.length) {
   console.error(`unknown entries: ${unknown.join(', ')}`);
   process.exit(2);

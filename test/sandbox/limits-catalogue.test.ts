@@ -13,6 +13,7 @@ import guards from './limit-guards.json' with { type: 'json' };
 interface Entry { guard: { file: string; test: string }; mutation: Array<{ file: string; find: string; replace: string }>; build?: boolean }
 const limits = guards.limits as Record<string, Entry>;
 const bounds = guards.bounds as Record<string, Entry>;
+const proofs = guards.proofs as Record<string, { guard: Entry['guard']; removes: string; build: boolean }>;
 const doc = readFileSync('docs/sandbox.md', 'utf8');
 
 /** The rows of the markdown table under `heading`: cells, without the header and separator. */
@@ -68,6 +69,25 @@ describe('every other bound the docs list has its row and its guarding test', ()
     for (const [name, entry] of Object.entries(bounds)) {
       const row = rows.find((r) => firstCode(r[0]) === name)!;
       expect(row.at(-1), `${name}'s "guarded by" cell`).toContain(`\`${entry.guard.file}\``);
+    }
+  });
+});
+
+describe('every class of issue 14 has a real-agent proof that fails with a limit removed', () => {
+  const rows = tableUnder('Real-agent proofs');
+
+  it('time, memory, output, imports, uploads and state each have one, in the catalogue and the docs', () => {
+    expect(Object.keys(proofs).sort()).toEqual(['imports', 'memory', 'output', 'state', 'time', 'uploads']);
+    expect(rows.map((r) => firstCode(r[0])).sort()).toEqual(Object.keys(proofs).sort());
+    for (const [cls, proof] of Object.entries(proofs)) {
+      const row = rows.find((r) => firstCode(r[0]) === cls)!;
+      expect(row[1]).toBe(`\`${proof.guard.file}\``);
+      expect(row.at(-1)).toBe(`\`${proof.removes}\``);
+      expect(proof.removes in limits || proof.removes in bounds, `${cls} removes a catalogued limit`).toBe(true);
+      expect(proof.build).toBe(true);
+      expect(hasTest(readFileSync(proof.guard.file, 'utf8'), proof.guard.test), `${proof.guard.file} has a test "${proof.guard.test}"`).toBe(true);
+      // A proof drives the agent process, not the host in-process.
+      expect(readFileSync(proof.guard.file, 'utf8')).toMatch(/AgentProcess\.start/);
     }
   });
 });
