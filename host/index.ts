@@ -27,7 +27,7 @@ export type { InstanceLogger } from './runtime/instance.js';
 
 // The pipeline and its builder.
 export { PolicyEngine } from './pipeline/engine.js';
-export type { PolicyEngineOptions } from './pipeline/engine.js';
+export type { PolicyEngineOptions, EngineListener } from './pipeline/engine.js';
 export { Pipeline } from './pipeline/pipeline.js';
 export { Stage } from './pipeline/stage.js';
 export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
@@ -49,6 +49,8 @@ export { Dataplane } from './dataplane/dataplane.js';
 export type { DataplaneOptions, DataplaneCounters } from './dataplane/dataplane.js';
 export type { PacketJudge } from './dataplane/judge.js';
 export { marksAt } from './dataplane/rules.js';
+export { refreshOnChange } from './dataplane/refresh-on-change.js';
+export type { RefreshOnChangeOptions } from './dataplane/refresh-on-change.js';
 export { parsePacket } from './dataplane/packet-parser.js';
 
 // Control plane and the admin API (a Fastify plugin, or a ready server).
