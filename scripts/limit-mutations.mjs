@@ -64,7 +64,8 @@ async function runGuard(tree, guard) {
   const json = JSON.parse(readFileSync(report, 'utf8'));
   const results = json.testResults.flatMap((f) => f.assertionResults);
   const passed = results.filter((t) => t.status === 'passed').length;
-  const failed = results.filter((t) => t.status === 'failed').length + json.testResults.filter((f) => f.status === 'failed' && f.assertionResults.length === 0).length;
+  // A file that failed outside its tests (a hook, a crash) counts as a failure too.
+  const failed = results.filter((t) => t.status === 'failed').length + json.testResults.filter((f) => f.status === 'failed' && !f.assertionResults.some((t) => t.status === 'failed')).length;
   return { outcome: failed > 0 ? 'failed' : passed > 0 ? 'passed' : 'none', passed, failed, out: r.out };
 }
 

@@ -53,15 +53,15 @@ export function neverStarts(name: string, where: 'start' | 'configure', how: 'fi
 }
 
 /**
- * A module that takes all the memory it may: its memory is 64 MiB at start
+ * A module that takes all the memory it may: its memory is `pages` at start
  * and, configured with anything but `{}` (the self-test's configuration),
- * it writes every page, so each stage of it really costs 64 MiB of RSS.
+ * it writes every page, so each stage of it really costs that much RSS.
  * Decides Next.
  */
-export function fat(name: string): Uint8Array {
+export function fat(name: string, pages: number): Uint8Array {
   return sandboxModule({
-    memory: BIG_MEMORY, meta: meta(name, { failurePolicy: 'fail-open' }),
-    configureBody: `(if (i32.gt_u (local.get $len) (i32.const 2)) (then (memory.fill (i32.const 0) (i32.const 1) (i32.const ${64 * 1024 * 1024})))) (i32.const 0)`,
+    memory: `(memory (export "memory") ${pages} ${pages})`, meta: meta(name, { failurePolicy: 'fail-open' }),
+    configureBody: `(if (i32.gt_u (local.get $len) (i32.const 2)) (then (memory.fill (i32.const 0) (i32.const 1) (i32.const ${pages * 65536})))) (i32.const 0)`,
   });
 }
 

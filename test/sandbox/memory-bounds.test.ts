@@ -42,32 +42,36 @@ describe('the agent stays bounded against uploads that declare a lot in a few by
 });
 
 describe('the agent stays bounded against pipelines of many stages, each at the per-stage cap', () => {
-  // Each `fat` stage writes all of its 64 MiB when configured. With a budget of
-  // 1024 MiB, and the default pipeline's five stages kept warm for rollback
-  // (reserving about 330 MiB), sixteen such stages cannot fit; eight can.
-  const BUDGET_MIB = 1024;
+  // The per-stage cap is 256 pages (16 MiB) here, and each `fat` stage writes
+  // all of it when configured; the default pipeline's five stages, kept warm
+  // for rollback, reserve about 80 MiB of the 384 MiB budget. So 24 such
+  // stages cannot fit, 12 can, 12 more beside them cannot. (Sixteen MiB a
+  // stage rather than 64 keeps each stage's work on the agent's main thread
+  // short, so /healthz stays answered on a loaded machine.)
+  const PAGES = 256;
+  const BUDGET_MIB = 384;
 
-  it('a pipeline of 16 such stages is refused by the memory budget (memoryBudgetMiB), 8 run, 33 are refused by maxStages, and the RSS stays below the budget plus the base throughout', async () => {
-    agent = await AgentProcess.start(['--sandbox-limit', `memoryBudgetMiB=${BUDGET_MIB}`]);
-    const up = await agent.uploadPatiently(fat('fat'), 'fat', '0.0.1');
+  it('a pipeline of 24 such stages is refused by the memory budget (memoryBudgetMiB), 12 run, 33 are refused by maxStages, and the RSS stays below the budget plus the base throughout', async () => {
+    agent = await AgentProcess.start(['--sandbox-limit', `maxMemoryPages=${PAGES}`, '--sandbox-limit', `memoryBudgetMiB=${BUDGET_MIB}`]);
+    const up = await agent.uploadPatiently(fat('fat', PAGES), 'fat', '0.0.1');
     expect(up.status, JSON.stringify(up.json)).toBe(201);
-    const stages = (n: number) => ({ stages: Array.from({ length: n }, (_, i) => ({ name: `fat-${i}`, module: 'fat', config: { touch: 'every page' } })) });
+    const stages = (n: number, prefix = 'fat') => ({ stages: Array.from({ length: n }, (_, i) => ({ name: `${prefix}-${i}`, module: 'fat', config: { touch: 'every page' } })) });
     const { result, health } = await agent.during(async () => ({
-      sixteen: await agent!.request('PUT', '/v1/pipeline', stages(16)),
-      eight: await agent!.request('PUT', '/v1/pipeline', stages(8)),
-      // Building another eight on top of the active eight and the rollback pipeline does not fit either.
-      eightMore: await agent!.request('PUT', '/v1/pipeline', { stages: stages(8).stages.map((s) => ({ ...s, name: `more-${s.name}` })) }),
+      many: await agent!.request('PUT', '/v1/pipeline', stages(24)),
+      fitting: await agent!.request('PUT', '/v1/pipeline', stages(12)),
+      // Building another twelve beside the active twelve and the rollback pipeline does not fit.
+      more: await agent!.request('PUT', '/v1/pipeline', stages(12, 'more')),
       tooMany: await agent!.request('PUT', '/v1/pipeline', stages(33)),
     }));
-    expect(result.sixteen.status).toBe(422);
-    expect(result.sixteen.json.code).toBe('KWP_ERR_MEMORY_BUDGET');
-    expect(result.sixteen.json.message).toContain(`memory budget of ${BUDGET_MIB} MiB (sandbox limit memoryBudgetMiB)`);
-    expect(result.eight.status, JSON.stringify(result.eight.json)).toBe(200);
-    expect(result.eightMore.json.code).toBe('KWP_ERR_MEMORY_BUDGET');
+    expect(result.many.status).toBe(422);
+    expect(result.many.json.code).toBe('KWP_ERR_MEMORY_BUDGET');
+    expect(result.many.json.message).toContain(`memory budget of ${BUDGET_MIB} MiB (sandbox limit memoryBudgetMiB)`);
+    expect(result.fitting.status, JSON.stringify(result.fitting.json)).toBe(200);
+    expect(result.more.json.code).toBe('KWP_ERR_MEMORY_BUDGET');
     expect(result.tooMany.json.code).toBe('KWP_ERR_PIPELINE_TOO_LARGE');
     expectBounded(agent, health, rssBoundMiB(BUDGET_MIB));
-    // The eight stages are there, and their memory is real.
-    expect(agent.rssMiB()).toBeGreaterThan(8 * 64);
-    expect((await agent.request('GET', '/v1/pipeline')).json.stages).toHaveLength(8);
+    // The twelve stages are there, and their memory is real.
+    expect(agent.rssMiB()).toBeGreaterThan(12 * PAGES / 16);
+    expect((await agent.request('GET', '/v1/pipeline')).json.stages).toHaveLength(12);
   }, 180_000);
 });
