@@ -17,7 +17,7 @@ import {
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
   type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
-  endpointAddressesOf,
+  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, type SourceRefusal,
 } from './index.js';
 
 export interface AgentConfig {
@@ -135,7 +135,7 @@ export class Agent {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
         onWarning: (m) => this.log.warn({ source: 'manifests' }, m),
-        onError: (e) => this.log.error({ source: 'manifests', code: e.code }, `${e.message}; keeping the last good state`),
+        onError: (e) => this.log.error({ source: 'manifests', code: e.code, ...(e instanceof ManifestRefusal ? { files: e.files } : {}) }, `${e.message}; keeping the last good state`),
         onReload: () => this.log.info({ source: 'manifests' }, 'manifests reloaded'),
       }));
     }
@@ -144,6 +144,11 @@ export class Agent {
     }
     this.sources.push(...(config.extraSources ?? []));
     this.parts = [this.storePart(), ...this.sources.map((s) => this.sourcePart(s))];
+  }
+
+  /** The sources refusing their current input (they keep the last good state). */
+  refusals(): SourceRefusal[] {
+    return this.sources.flatMap((s) => s.refusal?.() ?? []);
   }
 
   /** True once every source has delivered its first full snapshot. */
@@ -197,6 +202,7 @@ export class Agent {
     }) : undefined;
     // Before the controller starts, so the startup swap is counted.
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane });
+    registerSourceMetrics(metrics.registry, () => this.sources);
 
     return [
       this.pipelinePart(controller),
@@ -206,7 +212,7 @@ export class Agent {
       ...(admin && this.store ? [this.adminPart(admin, {
         store: this.store, controller, engine: this.engine, metrics,
         token, readsOpen: config.adminReadsOpen ?? false,
-        ready: () => this.ready(),
+        ready: () => this.ready(), refusals: () => this.refusals(),
         dialledEndpoints: async (query) => (dataplane ? dataplane.dialledEndpoints(query) : []),
       })] : []),
       // Stopped before the admin API closes: a pipeline build in progress
