@@ -321,7 +321,7 @@ export async function loadManifests(paths: string[], options: LoadOptions = {}):
         throw new KwpError('KWP_ERR_MANIFEST', `${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
       }
       if (extname(file).toLowerCase() === '.json') parseJsonFile(text, file, located, warnings);
-      else parseYamlFile(text, file, located);
+      else await parseYamlFile(text, file, located);
     } catch (err) {
       throw refusing(err, [file]);
     }
