@@ -85,7 +85,11 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     }
     for (const a of agents.slice(1)) expect(a.controller!.get().stages[0].module).toBe('deny-ports@1.0.0');
     // The rollout controller (in the cluster-level agent) records that every node runs it.
-    await pollUntil(() => (api.get(PIPELINE.kind, 'default') as any).status?.rollout?.phase === 'Complete', 'the rollout to complete', 30_000);
+    // The rollout of this generation: an earlier one's Complete would pass before this one is judged.
+    await pollUntil(() => {
+      const rollout = (api.get(PIPELINE.kind, 'default') as any).status?.rollout;
+      return rollout?.generation === generation && rollout.phase === 'Complete';
+    }, `the rollout of generation ${generation} to complete`, 30_000);
     expect((api.get(PIPELINE.kind, 'default') as any).status.stable.generation).toBe(generation);
   });
 

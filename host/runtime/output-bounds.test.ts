@@ -1,3 +1,4 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
@@ -17,7 +18,7 @@ const load = (bytes: Uint8Array, limits: Partial<SandboxLimits> = {}) => compile
 
 function lines(bytes: Uint8Array, limits: Partial<SandboxLimits> = {}) {
   const out: string[] = [];
-  const inst = new EvaluatorInstance(load(bytes, limits), { log: (_l, m) => out.push(m) });
+  const inst = new EvaluatorInstance(load(bytes, limits), loggerOf((_l, m) => out.push(m)));
   return { inst, out };
 }
 
@@ -109,7 +110,7 @@ describe("a refusal's text is bounded like a reason", () => {
 
   it('object refusals are cut the same way and share the module log rate, so refusing every object is not a line of megabytes per delivery', () => {
     const out: string[] = [];
-    const inst = new EvaluatorInstance(refusing(), { log: (_l, m) => out.push(m) });
+    const inst = new EvaluatorInstance(refusing(), loggerOf((_l, m) => out.push(m)));
     for (let i = 0; i < 50; i++) inst.object(0, ObjectOp.Upsert, new Uint8Array(8));
     expect(out).toHaveLength(2);
     expect(out.every((line) => line.length < 1024 + 200)).toBe(true);
@@ -143,7 +144,7 @@ describe("a stage's failure-policy error line is rate-limited like module logs",
   it('a module answering an undefined verdict on every packet logs failureLinesPerSecond lines, not one per packet', () => {
     const logged: string[] = [];
     const compiled = load(sandboxModule({ decideBody: '(i32.store8 (i32.const 4148) (i32.const 9)) (i32.const 0)' }));
-    const stage = new Stage({ name: 'bad', module: 'x' }, compiled, new ClusterState(), { log: (_l, m) => logged.push(m) });
+    const stage = new Stage({ name: 'bad', module: 'x' }, compiled, new ClusterState(), loggerOf((_l, m) => logged.push(m)));
     stage.start();
     for (let i = 0; i < 1000; i++) stage.decide(new Uint8Array(64));
     expect(logged).toHaveLength(1);

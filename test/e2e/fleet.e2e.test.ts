@@ -91,6 +91,11 @@ function report(node: string): NodeReport | undefined {
 }
 
 const generation = () => Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
+/** The rollout of generation `g` completed (an earlier generation's Complete does not count). */
+const rolloutComplete = (g: number) => {
+  const rollout = (api.get(PIPELINE.kind, 'default') as any).status?.rollout;
+  return rollout?.generation === g && rollout.phase === 'Complete';
+};
 
 async function converged(nodes: string[], g: number, what: string): Promise<NodeReport[]> {
   return Promise.all(nodes.map((n) => nodeReportWhen(api, n, (r) => r.appliedGeneration === g && r.observedGeneration === g, `to run generation ${g} (${what})`)));
@@ -233,7 +238,7 @@ describe('the fleet: one push reaches every node', () => {
     // Back to a good pipeline first: it completes its rollout and becomes the one a rollback returns to.
     await pipelineSet({ stages: stages([denyPortsStage([81])]) });
     await converged(NODES, before + 1, 'the good pipeline again');
-    await pollUntil(() => (api.get(PIPELINE.kind, 'default') as any).status?.rollout?.phase === 'Complete', 'the good pipeline to complete its rollout', 30_000, 100);
+    await pollUntil(() => rolloutComplete(before + 1), 'the good pipeline to complete its rollout', 30_000, 100);
     const trapping = { name: 'scripted', module: 'scripted', config: { egress: 'Next', ingress: 'Next', trapPort: 80 } };
     await pipelineSet({ stages: stages([trapping, denyPortsStage([81])]), rollout: { strategy: 'Steps', step: 1, pauseSeconds: 120, maxFailures: 3 } });
     const bad = generation();
@@ -267,7 +272,7 @@ describe('the fleet: one push reaches every node', () => {
     expect(report(NODES[2])!.appliedGeneration).toBeLessThan(g);
     await api.restart();
     await converged(NODES, g, 'after the restart');
-    await pollUntil(() => (api.get(PIPELINE.kind, 'default') as any).status?.rollout?.phase === 'Complete', 'the rollout to complete', 60_000, 100);
+    await pollUntil(() => rolloutComplete(g), `the rollout of generation ${g} to complete`, 60_000, 100);
   });
 
   it('the registry stopped: nodes that have the bytes keep running, a new node reports the fetch error', async () => {
