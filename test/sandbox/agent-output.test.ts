@@ -1,6 +1,6 @@
 // Issue 14, output: everything a module can make the agent write — log
 // lines, explanation reasons, abort messages, failure lines, refusal texts,
-// metadata — from 32 stages at once, on a real `kwp agent --dataplane=off`
+// metadata — from 18 stages at once, on a real `kwp agent --dataplane=off`
 // over HTTP. The agent's log grows by at most what the rates and sizes
 // allow, every answer stays small, /healthz answers within 1 s throughout,
 // the agent lives and stays within its memory bound.
@@ -10,9 +10,9 @@ import { sandboxModule } from '../fixtures/sandbox-modules.js';
 import { AgentProcess, expectBounded } from './agent-process.js';
 import { loud, abortsLoudly, undefinedVerdict, hostileMeta } from './hostile-modules.js';
 
-/** Raised from 1024 so that 30 stages' reasons (both directions) are more than maxExplainBytes. */
-const REASON_BYTES = 4096;
-const LOUD_STAGES = 30;
+/** Raised from 1024 so that 16 stages' reasons (both directions) are more than maxExplainBytes. */
+const REASON_BYTES = 8192;
+const LOUD_STAGES = 16;
 const ABORT_PORT = 7001;
 const BAD_VERDICT_PORT = 7002;
 /**
@@ -38,7 +38,7 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(() => agent?.stop());
 
-describe('what 32 hostile stages make the agent write is bounded', () => {
+describe('what 18 hostile stages make the agent write is bounded', () => {
   it('explaining flows for 3 s: the log grows by at most the line rate times the line size of each stage, each answer stays under twice maxExplainBytes', async () => {
     const before = agent.outputBytes;
     const started = Date.now();
@@ -56,7 +56,7 @@ describe('what 32 hostile stages make the agent write is bounded', () => {
     await new Promise((r) => setTimeout(r, 500));
     const seconds = (Date.now() - started) / 1000;
     const written = agent.outputBytes - before;
-    // 30 instances at logLinesPerSecond, each line at most LINE_BYTES; the rate's first second is a full burst.
+    // LOUD_STAGES instances at logLinesPerSecond, each line at most LINE_BYTES; the rate's first second is a full burst.
     const bound = LOUD_STAGES * DEFAULT_LIMITS.logLinesPerSecond * (Math.ceil(seconds) + 1) * LINE_BYTES + 2 * 64 * 1024;
     expect(result.n).toBeGreaterThan(3);
     expect(written).toBeGreaterThan(0);
