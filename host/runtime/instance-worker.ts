@@ -121,7 +121,7 @@ function run(op: number, verdicts: Uint8Array): number {
     case Op.EXPLAIN:
       return reply(textEncoder.encode(inst.explain(ctl[Ctl.A0])));
     case Op.SUBJECTS: {
-      const subjects = inst.subjects();
+      const subjects = inst.subjects(ctl[Ctl.A0] < 0 ? Infinity : ctl[Ctl.A0]);
       if (subjects === 'all') return -1;
       reply(new Uint8Array(Uint32Array.from(subjects).buffer));
       return subjects.length;

@@ -85,7 +85,8 @@ export interface ModuleInstance {
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void;
   explain(reason: number): string;
   decisionCacheStats(): DecisionCacheStats | undefined;
-  subjects(): 'all' | number[];
+  /** 'all', or the pod ids the module selects; a count above `maxIds` (the pods delivered) means all. */
+  subjects(maxIds?: number): 'all' | number[];
   /** Frees what the instance holds beyond its memory (an isolated one's thread). Idempotent. */
   close(): void;
 }

@@ -260,7 +260,8 @@ export class IsolatedInstance implements ModuleInstance {
     return { hits: view.getFloat64(0, true), misses: view.getFloat64(8, true) };
   }
 
-  subjects(): 'all' | number[] {
+  subjects(maxIds = Infinity): 'all' | number[] {
+    this.ctl[Ctl.A0] = Number.isFinite(maxIds) ? Math.min(maxIds, 0x7fffffff) : -1;
     const n = this.call(Op.SUBJECTS, this.callDeadlineMs, 'kwp_subjects', 'callDeadlineMs');
     if (n < 0) return 'all';
     const bytes = this.replyBytes(n * 4);
