@@ -18,6 +18,7 @@ import { FleetPublisher } from './publisher.js';
 import { PublishingModuleStore, PublishingPipelineController } from './publishing-services.js';
 import { RolloutController } from './rollout-controller.js';
 import { ControllerRuntime } from './runtime.js';
+import type { NodeReport } from './objects.js';
 
 export interface FleetConfig {
   /** `node`: follow the cluster's Pipeline and EvaluatorModules; `cluster`: the cluster-level admin API and rollout controller; `off`. */
@@ -102,6 +103,11 @@ export class FleetWiring {
     }
     this.node = new FleetNode({ kubeConfig: this.kubeConfig, nodeName: parts.nodeName, runtime, fetcher, metrics, logger: parts.logger, statusIntervalMs: this.config.statusIntervalMs });
     await this.node.start();
+  }
+
+  /** What this agent's fleet part runs and has seen (the cluster-level agent writes no status object of its own). */
+  report(): NodeReport | undefined {
+    return this.node?.report();
   }
 
   async stop(): Promise<void> {

@@ -118,4 +118,19 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     expect(r.localOverride).toBe(false);
     expect(r.stages.map((s) => s.name)).toEqual(['cnp-admin', 'anp', 'np', 'banp', 'cnp-baseline']);
   });
+
+  it('the cluster-level agent follows a Pipeline written around it (kubectl, an automatic rollback) without writing it back', async () => {
+    const p = api.get(PIPELINE.kind, 'default') as any;
+    const rollout = { strategy: 'Steps', step: 1, pauseSeconds: 0, maxFailures: 3 };
+    const target = { nodeSelector: { matchLabels: {} } };
+    api.update({ ...p, metadata: { ...p.metadata, annotations: { 'kwp.io/rollback-of': '1' } }, stages: p.stages.filter((s: any) => s.name !== 'anp'), rollout, target });
+    const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
+    // At or past it: an agent that wrote the object back would have made a newer generation, and the assertions below say so.
+    await pollUntil(() => (cluster.fleet!.report()?.appliedGeneration ?? 0) >= generation, `the cluster-level agent to run generation ${generation}`, 150_000);
+    expect(cluster.fleet!.report()!.appliedGeneration).toBe(generation);
+    expect(cluster.controller!.get().stages.map((s) => s.name)).toEqual(['cnp-admin', 'np', 'banp', 'cnp-baseline']);
+    const now = api.get(PIPELINE.kind, 'default') as any;
+    expect(Number(now.metadata.generation)).toBe(generation);
+    expect(now).toMatchObject({ rollout, target, metadata: { annotations: { 'kwp.io/rollback-of': '1' } } });
+  });
 });

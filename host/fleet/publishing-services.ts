@@ -50,6 +50,17 @@ export class PublishingPipelineController extends PipelineController {
     return view;
   }
 
+  /**
+   * Runs what the Pipeline object already says (this agent follows it, like a
+   * node): built and swapped here, not written back. Writing it back would
+   * replace the object with one that lacks its target, rollout and rollback
+   * mark, as a new generation, each time this agent follows a change that did
+   * not come through its own API (an automatic rollback, kubectl apply).
+   */
+  async applyFromCluster(spec: unknown, where: string): Promise<PipelineView> {
+    return super.set(spec, undefined, where);
+  }
+
   /** A change the cluster did not take is undone here too, so this API never shows what the nodes were not told. */
   private async publishOrUndo(publish: () => Promise<unknown>): Promise<void> {
     try {
