@@ -133,4 +133,22 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     expect(Number(now.metadata.generation)).toBe(generation);
     expect(now).toMatchObject({ rollout, target, metadata: { annotations: { 'kwp.io/rollback-of': '1' } } });
   });
+
+  it('DELETE /v1/modules on the cluster-level admin API is refused while a Pipeline names the module, and then deletes its EvaluatorModules', async () => {
+    // A Pipeline this agent does not follow (it targets no node), so only the cluster-wide check can see the module is needed.
+    api.create({ apiVersion: 'kwp.io/v1alpha1', kind: 'Pipeline', metadata: { name: 'edge' }, target: { nodeSelector: { matchLabels: { 'kwp.io/pool': 'none' } } },
+      stages: [{ name: 'deny-ports', module: 'deny-ports@1.0.0', config: { ports: [81] } }] } as never);
+    const refused = await client.removeModule('deny-ports').catch((err) => err);
+    expect(refused.code).toBe('KWP_ERR_MODULE_IN_USE');
+    expect(refused.message).toMatch(/stage deny-ports \(deny-ports@1\.0\.0\) of Pipeline edge/);
+    expect(api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.0')).toBeDefined();
+    expect((await client.listModules()).map((m) => m.name)).toContain('deny-ports');
+
+    api.remove(PIPELINE.kind, 'edge');
+    const removed = await client.removeModule('deny-ports');
+    expect(removed.map((m) => m.version).sort()).toEqual(['1.0.0', '1.0.1']);
+    expect(api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.0')).toBeUndefined();
+    expect(api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.1')).toBeUndefined();
+    expect((await client.listModules()).map((m) => m.name)).not.toContain('deny-ports');
+  });
 });
