@@ -3,12 +3,21 @@
 // cluster state, the state feeds every stage of the policy engine, the
 // dataplane asks the engine about each new connection, and the admin API
 // changes the engine's pipeline through the controller.
+//
+// The running agent is a plain ordered list of parts (`wire`), the way
+// kube-network-policies' main.go lists its controllers: each part gets what
+// it needs in its constructor or subscribes to the events it reacts to
+// (ClusterState.subscribe, PolicyEngine.subscribe), so no part reaches into
+// another's callbacks. Parts start in list order and stop in reverse order.
+// Adding a part (a recorder of flows, say) is one entry in that list.
 import {
   AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
-  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue,
-  type AdminServer, type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
-  endpointAddressesOf,
+  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
+  kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
+  type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AdminServer, type MulticlusterAgentConfig,
+  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, type SourceRefusal,
 } from './index.js';
 
 export interface AgentConfig {
@@ -46,8 +55,15 @@ export interface AgentConfig {
   logger?: Logger;
   /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
-  /** More sources (e.g. the multicluster IP tracker), started after the built-in ones. */
+  /** More sources, started after the built-in ones (and before the multicluster one). */
   extraSources?: ObjectSource[];
+  /**
+   * Multicluster mode (docs/multicluster.md): remote pods from the IP
+   * tracker's etcd, and the multicluster NetworkPolicy stage in the pipeline.
+   * Without a clusterId the agent derives it from the API server (the uid of
+   * kube-system), as the IP tracker does.
+   */
+  multicluster?: Omit<MulticlusterAgentConfig, 'clusterId'> & { clusterId?: string };
   /** The fleet (docs/fleet.md): a node by default when there is an API server and a node name. */
   fleet?: FleetConfig;
 }
@@ -76,6 +92,14 @@ function splitAddress(address: string): { host: string; port: number } {
   return { host: m[1] || '127.0.0.1', port };
 }
 
+/** One part of the running agent: started in the order of the list, stopped in reverse. */
+interface AgentPart {
+  readonly name: string;
+  start?(): Promise<void> | void;
+  /** Safe to call when start() never ran or failed: a failed start stops every part. */
+  stop?(): Promise<void> | void;
+}
+
 export class Agent {
   readonly log: Logger;
   readonly state: ClusterState;
@@ -85,11 +109,11 @@ export class Agent {
   controller: PipelineController | undefined;
   admin: AdminServer | undefined;
   adminUrl: string | undefined;
+  /** Set once the dataplane has started. */
   dataplane: Dataplane | undefined;
   readonly fleet: FleetWiring | undefined;
-  private refreshTimer: NodeJS.Timeout | undefined;
-  private stopDnsExpiry: (() => void) | undefined;
-  private unsubscribeState: (() => void) | undefined;
+  /** What stop() stops: the parts the constructor made until start() wires the rest. */
+  private parts: AgentPart[];
   private stopping = false;
 
   constructor(readonly config: AgentConfig) {
@@ -111,7 +135,7 @@ export class Agent {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
         onWarning: (m) => this.log.warn({ source: 'manifests' }, m),
-        onError: (e) => this.log.error({ source: 'manifests', code: e.code }, `${e.message}; keeping the last good state`),
+        onError: (e) => this.log.error({ source: 'manifests', code: e.code, ...(e instanceof ManifestRefusal ? { files: e.files } : {}) }, `${e.message}; keeping the last good state`),
         onReload: () => this.log.info({ source: 'manifests' }, 'manifests reloaded'),
       }));
     }
@@ -119,6 +143,12 @@ export class Agent {
       this.sources.push(new KubernetesSource({ kubeconfig: config.kubeconfig, nodeName: config.nodeName, logger: this.log.child({ source: 'kubernetes' }) }));
     }
     this.sources.push(...(config.extraSources ?? []));
+    this.parts = [this.storePart(), ...this.sources.map((s) => this.sourcePart(s))];
+  }
+
+  /** The sources refusing their current input (they keep the last good state). */
+  refusals(): SourceRefusal[] {
+    return this.sources.flatMap((s) => s.refusal?.() ?? []);
   }
 
   /** True once every source has delivered its first full snapshot. */
@@ -133,94 +163,150 @@ export class Agent {
    */
   async start(pipeline?: PipelineSpec): Promise<void> {
     try {
-      await this.startParts(pipeline);
+      this.parts = await this.wire(pipeline);
+      for (const part of this.parts) await part.start?.();
     } catch (err) {
       await this.stop().catch((stopErr) => this.log.error({ err: stopErr }, 'stopping after a failed start failed'));
       throw err;
     }
-  }
-
-  private async startParts(pipeline?: PipelineSpec): Promise<void> {
-    if (this.sources.length === 0) {
-      throw new KwpError('KWP_ERR_USAGE', 'kwp agent: no source of objects; pass --manifests DIR, --kubeconfig FILE, or run in a cluster');
-    }
-    // What can be checked before anything starts is checked first.
-    if (this.config.adminAddress && !this.store) throw new KwpError('KWP_ERR_USAGE', 'kwp agent: the admin API needs --state-dir for uploaded modules and the pipeline it changes');
-    const token = this.config.adminAddress ? loadAdminToken({ file: this.config.adminTokenFile }) : undefined;
-    if (this.config.dataplane) loadNfqueue();
-    const fallback = pipeline ?? loadPipelineFile(this.config.pipelineFile, (this.config.verbosity ?? 0) > 0);
-    const controllerOptions = {
-      engine: this.engine, fallback, stateDir: this.config.stateDir, logger: instanceLogger(this.log), autoRollback: this.config.autoRollback,
-    };
-    const controller = this.fleet ? this.fleet.createController(controllerOptions) : new PipelineController(controllerOptions);
-    this.controller = controller;
-    this.store?.setUsage(() => controller.moduleUsage());
-    const metrics = new AdminMetrics({ controller, store: this.store, dataplane: () => this.dataplane });
-    controller.start();
-    if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
-    for (const s of this.sources) await s.start(this.state);
-    if (this.config.dataplane) await this.startDataplane();
-    if (this.config.adminAddress && this.store) {
-      const { host, port } = splitAddress(this.config.adminAddress);
-      this.admin = await createAdminServer({
-        store: this.store, controller, engine: this.engine, metrics,
-        token, readsOpen: this.config.adminReadsOpen ?? false,
-        ready: () => this.ready(), host, port,
-        // Warnings and errors only (every 5xx, with its request id): request lines would drown the agent's log.
-        logger: this.log.child({ part: 'admin-api' }, { level: 'warn' }),
-        dialledEndpoints: async (query) => (this.dataplane ? this.dataplane.dialledEndpoints(query) : []),
-      });
-      this.adminUrl = await this.admin.listen();
-      this.log.info({ url: this.adminUrl }, 'admin API listening');
-    }
-    await this.fleet?.start({
-      controller, engine: this.engine, store: this.store, registry: metrics.registry, ready: () => this.ready(), nodeName: this.config.nodeName, logger: this.log.child({ part: 'fleet' }),
-    });
     this.log.info({ revision: this.engine.active.revision, stages: this.engine.active.spec.stages.map((s) => s.name), ready: this.ready() }, 'agent started');
   }
 
-  private async startDataplane(): Promise<void> {
-    const dp = new Dataplane({
-      ...dataplaneSettings(this.config),
-      logger: this.log.child({ part: 'dataplane' }),
-      onDnsAnswer: (name, address, ttl) => {
-        this.state.recordResolvedName(name, address, ttl);
-        // A Service name answers with its ClusterIP; policies see its endpoints.
-        for (const endpoint of endpointAddressesOf(this.state, address)) this.state.recordResolvedName(name, endpoint, ttl);
-      },
-    });
-    await dp.start(this.engine);
-    this.dataplane = dp;
-    // Policy or pod changes move what must be queued and, in strict mode, which
-    // established connections must be cut: coalesce bursts into one refresh.
-    const schedule = () => {
-      if (this.refreshTimer || this.stopping) return;
-      this.refreshTimer = setTimeout(() => {
-        this.refreshTimer = undefined;
-        dp.refresh().catch((err) => this.log.error({ err }, 'dataplane refresh failed'));
-      }, 50);
+  /**
+   * Checks what can be checked before anything starts, makes every part, and
+   * returns them in start order. Nothing is started here.
+   */
+  private async wire(pipeline: PipelineSpec | undefined): Promise<AgentPart[]> {
+    const config = this.config;
+    if (this.sources.length === 0 && !config.multicluster) {
+      throw new KwpError('KWP_ERR_USAGE', 'kwp agent: no source of objects; pass --manifests DIR, --kubeconfig FILE, or run in a cluster');
+    }
+    if (config.adminAddress && !this.store) throw new KwpError('KWP_ERR_USAGE', 'kwp agent: the admin API needs --state-dir for uploaded modules and the pipeline it changes');
+    const token = config.adminAddress ? loadAdminToken({ file: config.adminTokenFile }) : undefined;
+    const admin = config.adminAddress ? splitAddress(config.adminAddress) : undefined;
+    if (config.dataplane) loadNfqueue();
+    let fallback = pipeline ?? loadPipelineFile(config.pipelineFile, (config.verbosity ?? 0) > 0);
+    if (config.multicluster) {
+      const mc = { ...config.multicluster, clusterId: config.multicluster.clusterId ?? await kubeSystemUid(loadKubeConfig(config.kubeconfig), 'kwp agent') };
+      this.sources.push(multiclusterSource(mc, this.log.child({ source: 'ip-tracker' })));
+      fallback = multiclusterPipeline(fallback, mc, pipeline === undefined && config.pipelineFile === undefined);
+    }
+
+    const controllerOptions = {
+      engine: this.engine, fallback, stateDir: config.stateDir, logger: instanceLogger(this.log), autoRollback: config.autoRollback, store: this.store,
     };
-    this.unsubscribeState = this.state.subscribe({ podUpserted: schedule, podDeleted: schedule, objectsReplaced: schedule, objectApplied: schedule });
-    this.engine.onActivate = schedule;
-    this.stopDnsExpiry = expireResolvedNamesPeriodically(this.state, 1000);
+    const controller = this.fleet ? this.fleet.createController(controllerOptions) : new PipelineController(controllerOptions);
+    this.controller = controller;
+    const dataplane = config.dataplane ? new Dataplane({
+      ...dataplaneSettings(config), logger: this.log.child({ part: 'dataplane' }), onDnsAnswer: (name, address, ttl) => this.recordDnsAnswer(name, address, ttl),
+    }) : undefined;
+    // Before the controller starts, so the startup swap is counted.
+    const metrics = new AdminMetrics({ controller, store: this.store, dataplane });
+    registerSourceMetrics(metrics.registry, () => this.sources);
+
+    return [
+      this.pipelinePart(controller),
+      this.storePart(),
+      ...this.sources.map((s) => this.sourcePart(s)),
+      ...(dataplane ? this.dataplaneParts(dataplane) : []),
+      ...(admin && this.store ? [this.adminPart(admin, {
+        store: this.store, controller, engine: this.engine, metrics,
+        token, readsOpen: config.adminReadsOpen ?? false,
+        ready: () => this.ready(), refusals: () => this.refusals(),
+        dialledEndpoints: async (query) => (dataplane ? dataplane.dialledEndpoints(query) : []),
+      })] : []),
+      // Stopped before the admin API closes: a pipeline build in progress
+      // would otherwise hold admin.close() until it activated, only for the
+      // controller to dispose it moments later.
+      { name: 'pipeline changes', stop: () => controller.stopChanges() },
+      ...(this.fleet ? [this.fleetPart(this.fleet, controller, metrics)] : []),
+    ];
   }
 
-  /** Admin API first (in-flight requests finish), then the dataplane in its configured fail mode, then the sources. */
+  // ---- the parts ----
+
+  private pipelinePart(controller: PipelineController): AgentPart {
+    return {
+      name: 'pipeline',
+      start: () => {
+        controller.start();
+        if (controller.startupProblem) this.log.error({ code: controller.startupProblem.code }, controller.startupProblem.message);
+      },
+      // After the dataplane stopped asking for decisions.
+      stop: () => controller.stop(),
+    };
+  }
+
+  private sourcePart(source: ObjectSource): AgentPart {
+    return { name: `source ${source.name}`, start: () => source.start(this.state), stop: () => source.stop() };
+  }
+
+  private storePart(): AgentPart {
+    return { name: 'module store', stop: () => this.store?.close() };
+  }
+
+  private dataplaneParts(dp: Dataplane): AgentPart[] {
+    let stopRefresh: (() => void) | undefined;
+    let stopExpiry: (() => void) | undefined;
+    return [
+      {
+        name: 'dataplane',
+        start: async () => { await dp.start(this.engine); this.dataplane = dp; },
+        // In its configured fail mode.
+        stop: () => dp.stop(),
+      },
+      { name: 'DNS name expiry', start: () => { stopExpiry = expireResolvedNamesPeriodically(this.state, 1000); }, stop: () => stopExpiry?.() },
+      {
+        name: 'dataplane refresh',
+        start: () => {
+          stopRefresh = refreshOnChange({
+            dataplane: dp, state: this.state, engine: this.engine, delayMs: 50,
+            onError: (err) => this.log.error({ err }, 'dataplane refresh failed'),
+          });
+        },
+        stop: () => stopRefresh?.(),
+      },
+    ];
+  }
+
+  private adminPart(address: { host: string; port: number }, options: Omit<Parameters<typeof createAdminServer>[0], 'host' | 'port' | 'logger'>): AgentPart {
+    return {
+      name: 'admin API',
+      start: async () => {
+        this.admin = await createAdminServer({
+          ...options, ...address,
+          // Warnings and errors only (every 5xx, with its request id): request lines would drown the agent's log.
+          logger: this.log.child({ part: 'admin-api' }, { level: 'warn' }),
+        });
+        this.adminUrl = await this.admin.listen();
+        this.log.info({ url: this.adminUrl }, 'admin API listening');
+      },
+      // In-flight requests finish.
+      stop: () => this.admin?.close(),
+    };
+  }
+
+  private fleetPart(fleet: FleetWiring, controller: PipelineController, metrics: AdminMetrics): AgentPart {
+    return {
+      name: 'fleet',
+      start: () => fleet.start({
+        controller, engine: this.engine, store: this.store, registry: metrics.registry, ready: () => this.ready(), nodeName: this.config.nodeName, logger: this.log.child({ part: 'fleet' }),
+      }),
+      stop: () => fleet.stop(),
+    };
+  }
+
+  /** A Service name answers with its ClusterIP; policies see its endpoints, so they are recorded under the name too. */
+  private recordDnsAnswer(name: string, address: string, ttl: number): void {
+    this.state.recordResolvedName(name, address, ttl);
+    for (const endpoint of endpointAddressesOf(this.state, address)) this.state.recordResolvedName(name, endpoint, ttl);
+  }
+
+  /** Every part in reverse order: the fleet, the admin API (in-flight requests finish), the dataplane in its configured fail mode, the sources, the pipelines. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    // A pipeline build in progress would otherwise hold admin.close() until it
-    // activated, only for stop() to dispose it moments later.
-    await this.fleet?.stop();
-    this.controller?.stopChanges();
-    await this.admin?.close();
-    clearTimeout(this.refreshTimer);
-    this.stopDnsExpiry?.();
-    this.unsubscribeState?.();
-    if (this.dataplane) await this.dataplane.stop();
-    for (const s of this.sources) await s.stop();
-    await this.store?.close();
-    this.controller?.stop();
+    for (const part of [...this.parts].reverse()) await part.stop?.();
     this.log.info({}, 'agent stopped');
   }
 }

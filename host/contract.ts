@@ -60,6 +60,22 @@ export interface ObjectSource {
   stop(): Promise<void>;
   /** True once the first full snapshot of every kind it serves has been delivered. */
   ready(): boolean;
+  /**
+   * Set while the source refuses its current input (a manifest file that
+   * does not validate) and keeps delivering the last good state; /readyz
+   * and the metrics report it.
+   */
+  refusal?(): SourceRefusal | undefined;
+  /** Inputs refused since the start, by error code. */
+  readonly refusedLoads?: ReadonlyMap<string, number>;
+}
+
+export interface SourceRefusal {
+  source: string;
+  code: string;
+  /** The files (or paths) the problems are in; empty when the source cannot tell. */
+  files: string[];
+  message: string;
 }
 
 export interface ContainerPort {

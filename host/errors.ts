@@ -48,6 +48,7 @@ export const ErrorCatalogue = {
   KWP_ERR_MEDIA_TYPE: { status: 415, summary: 'The request body has a content type the route does not accept.' },
   KWP_ERR_ROUTE_NOT_FOUND: { status: 404, summary: 'No admin API route matches the method and path.' },
   KWP_ERR_NOT_READY: { status: 503, summary: 'The agent has not finished the first sync of every source.' },
+  KWP_ERR_SOURCE_REFUSED: { status: 503, summary: 'A source refuses its current input (a manifest file that does not validate) and keeps delivering the last good state.' },
   KWP_ERR_STAGE_STATE_STALE: { status: 503, summary: "A stage answers with another state than the cluster's: it is growing its memory cap, rebuilding its module, or cannot hold the current state." },
   KWP_ERR_ADMIN_UNREACHABLE: { status: 502, summary: 'The CLI could not reach the admin API or got an answer it does not understand.' },
   KWP_ERR_INTERNAL: { status: 500, summary: 'An unexpected error inside the agent.' },

@@ -12,6 +12,7 @@
 export type {
   KubeObject, KindKey, ObjectEvent, ObjectSink, ObjectSource, PodInfo, ContainerPort, Packet,
   Direction, FailurePolicy, StageMode, StageTrace, DirectionResult, Decision, VerdictName,
+  SourceRefusal,
 } from './contract.js';
 export { Kinds, kindKeyOf, Verdict, verdictName, Protocol } from './contract.js';
 export { KwpError, ErrorCatalogue, isKwpError } from './errors.js';
@@ -27,7 +28,7 @@ export type { InstanceLogger } from './runtime/instance.js';
 
 // The pipeline and its builder.
 export { PolicyEngine } from './pipeline/engine.js';
-export type { PolicyEngineOptions } from './pipeline/engine.js';
+export type { PolicyEngineOptions, EngineListener } from './pipeline/engine.js';
 export { Pipeline } from './pipeline/pipeline.js';
 export { Stage } from './pipeline/stage.js';
 export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
@@ -39,7 +40,7 @@ export type { PipelineSpec, StageSpec } from './pipeline/spec.js';
 export { ClusterState } from './state/cluster-state.js';
 export type { StateListener, ClusterStateOptions } from './state/cluster-state.js';
 export { expireResolvedNamesPeriodically } from './state/resolved-name-expiry.js';
-export { ManifestSource, loadManifests } from './sources/manifest-files.js';
+export { ManifestSource, ManifestRefusal, loadManifests } from './sources/manifest-files.js';
 export type { ManifestSourceOptions } from './sources/manifest-files.js';
 export { KubernetesSource, loadKubeConfig, defaultWatchedKinds } from './sources/kubernetes.js';
 export type { KubernetesSourceOptions } from './sources/kubernetes.js';
@@ -49,6 +50,8 @@ export { Dataplane } from './dataplane/dataplane.js';
 export type { DataplaneOptions, DataplaneCounters } from './dataplane/dataplane.js';
 export type { PacketJudge } from './dataplane/judge.js';
 export { marksAt } from './dataplane/rules.js';
+export { refreshOnChange } from './dataplane/refresh-on-change.js';
+export type { RefreshOnChangeOptions } from './dataplane/refresh-on-change.js';
 export { parsePacket } from './dataplane/packet-parser.js';
 
 // Control plane and the admin API (a Fastify plugin, or a ready server).
@@ -64,6 +67,7 @@ export type { AdminApiOptions } from './admin/options.js';
 export { createAdminServer } from './admin/server.js';
 export type { AdminServer, AdminServerOptions } from './admin/server.js';
 export { AdminMetrics } from './admin/metrics.js';
+export { registerSourceMetrics } from './admin/input-metrics.js';
 export { loadAdminToken } from './admin/auth.js';
 
 // Multicluster (flat network): remote pods from the IP tracker's etcd, and the pipeline that uses them.

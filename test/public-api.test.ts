@@ -47,8 +47,8 @@ describe('the public API', () => {
       return [...text.matchAll(/(?:from |import\()'([^']+)'/g)].map((m) => m[1]).filter((s) => s.startsWith('.')).sort();
     };
     expect(relativeImports('host/agent.ts')).toEqual(['./index.js']);
-    // The command itself: flag parsing, the Agent, the public API, and running until a signal.
-    expect(relativeImports('host/cli/agent.ts')).toEqual(['../agent.js', '../index.js', './agent-flags.js', './signals.js']);
+    // The command itself: flag parsing (its flag table and the CLI's shared flag helpers), the Agent, the public API, and running until a signal.
+    expect(relativeImports('host/cli/agent.ts')).toEqual(['../agent.js', '../index.js', './agent-flags.js', './args.js', './signals.js']);
   });
 
   it('the embedding example imports kube-wasm-policies only through the package entry point', () => {

@@ -48,8 +48,8 @@ const pipeline: PipelineSpec = {
     { name: 'deny-ports', label: 'PORTS', module: custom.meta.name, config: { ports: values['deny-ports'].split(',').map(Number), protocols: ['TCP', 'UDP'] } },
   ],
 };
-const controller = new PipelineController({ engine, fallback: pipeline, stateDir: values['state-dir'], logger: instanceLogger(log) });
-store.setUsage(() => controller.moduleUsage());
+// Given the store, the controller tells it which modules its pipelines run, so none is removed under them.
+const controller = new PipelineController({ engine, fallback: pipeline, stateDir: values['state-dir'], logger: instanceLogger(log), store });
 controller.start();
 
 const source = new ManifestSource([values.manifests], { watch: true, onWarning: (m) => log.warn(m) });
@@ -60,7 +60,7 @@ if (values.dataplane === 'on') {
   // A table, queues and mark bits of its own, so it can run beside `kwp agent`.
   dataplane = new Dataplane({ tableName: 'embed-example', queueId: 200, dnsQueueId: 201, failOpen: true, strict: true, marks: marksAt(24), logger: log });
   await dataplane.start(engine);
-  engine.onActivate = () => { void dataplane?.refresh(); };
+  engine.subscribe({ activated: () => void dataplane?.refresh() });
   state.subscribe({ podUpserted: () => void dataplane?.refresh(), podDeleted: () => void dataplane?.refresh(), objectsReplaced: () => void dataplane?.refresh(), objectApplied: () => void dataplane?.refresh() });
 }
 

@@ -20,8 +20,8 @@ export interface AdminMetricsOptions {
   nfqueueStatsFile?: string;
   /** Node's process metrics (CPU, memory, event loop lag); default true. */
   processMetrics?: boolean;
-  /** The running dataplane, when there is one: its counters and packet-process times are exported. */
-  dataplane?: () => Pick<Dataplane, 'counters' | 'decisionMicros'> | undefined;
+  /** The agent's dataplane, when it has one: its counters and packet-process times are exported (read at scrape time, so it may start later). */
+  dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'>;
 }
 
 type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable'> & { byDirection: Float64Array };
@@ -147,7 +147,7 @@ export class AdminMetrics {
   }
 
   /** Dataplane counters as monotonic counters, and its packet-process times as a histogram, all read at scrape time. */
-  private dataplaneMetrics(source: NonNullable<AdminMetricsOptions['dataplane']>, registers: Registry[]): void {
+  private dataplaneMetrics(dp: NonNullable<AdminMetricsOptions['dataplane']>, registers: Registry[]): void {
     const counters: Array<[keyof DataplaneCounters, string]> = [
       ['packets', 'Packets the policy queue delivered to the agent.'],
       ['accepted', 'Queued packets the pipeline accepted.'],
@@ -161,7 +161,7 @@ export class AdminMetrics {
       new Counter({
         name, help, registers,
         collect() {
-          const now = Number(source()?.counters[field] ?? last);
+          const now = Number(dp.counters[field]);
           if (now > last) this.inc(now - last);
           last = now;
         },
@@ -171,8 +171,6 @@ export class AdminMetrics {
       name: 'kwp_packet_process_micros', help: 'Time from a queued packet to its verdict, percentiles over the agent\'s life, in microseconds.',
       labelNames: ['quantile'], registers,
       collect() {
-        const dp = source();
-        if (!dp) return;
         this.set({ quantile: '0.5' }, dp.decisionMicros.p50());
         this.set({ quantile: '0.99' }, dp.decisionMicros.p99());
       },

@@ -6,6 +6,7 @@ import type { PolicyEngine } from '../pipeline/engine.js';
 import type { AdminMetrics } from './metrics.js';
 import type { Access } from './auth.js';
 import type { RouteErrorConfig } from './error-handler.js';
+import type { SourceRefusal } from '../contract.js';
 
 export interface AdminApiOptions {
   store: ModuleStore;
@@ -18,6 +19,8 @@ export interface AdminApiOptions {
   readsOpen?: boolean;
   /** True once every source finished its first sync; /readyz answers 503 until then. Default: always ready. */
   ready?: () => boolean;
+  /** Sources refusing their current input (SourceRefusal); /readyz answers 503 KWP_ERR_SOURCE_REFUSED while there are any. */
+  refusals?: () => SourceRefusal[];
   /** Metrics to serve on /metrics; the plugin builds its own when absent. */
   metrics?: AdminMetrics;
   /**

@@ -281,7 +281,7 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
   it('metrics export the dataplane counters and packet-process percentiles when a dataplane runs', async () => {
     const h = await harness({});
     const fake = { counters: { packets: 0, accepted: 0, dropped: 0, parseErrors: 0, dnsAnswers: 0 }, decisionMicros: { p50: () => 7, p99: () => 42 } };
-    const metrics = new AdminMetrics({ controller: h.controller, processMetrics: false, dataplane: () => fake as never });
+    const metrics = new AdminMetrics({ controller: h.controller, processMetrics: false, dataplane: fake as never });
     fake.counters.packets = 10; fake.counters.accepted = 8; fake.counters.dropped = 2;
     let text = await metrics.text();
     expect(text).toContain('kwp_dataplane_packets_total 10');

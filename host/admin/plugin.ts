@@ -60,7 +60,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;
   const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));
-  healthRoutes(app, options.ready ?? (() => true), metrics, stateProblems);
+  healthRoutes(app, options.ready ?? (() => true), metrics, stateProblems, options.refusals);
 
   app.get('/openapi.json', {
     config: { access: 'read' } satisfies AdminRouteConfig,

@@ -27,9 +27,8 @@ describe('readiness and metrics of a stage that cannot hold the state', () => {
     const state = stateFromObjects([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } }]);
     const limits = { maxMemoryPages: 64, memoryPerStateByte: 4, maxStageMemoryPages: 80 };
     const engine = new PolicyEngine({ state, modules: new BuiltinModules(limits) });
-    const controller = new PipelineController({ engine, fallback: { stages: [{ name: 'np', module: 'network-policy' }] }, stateDir });
     const store = new ModuleStore({ stateDir, validation: 'inline' });
-    store.setUsage(() => controller.moduleUsage());
+    const controller = new PipelineController({ engine, fallback: { stages: [{ name: 'np', module: 'network-policy' }] }, stateDir, store });
     const metrics = new AdminMetrics({ controller, store, processMetrics: false });
     controller.start();
     server = await createAdminServer({ store, controller, engine, metrics, token: 'test-token-0123456789abcdef0123', port: 0 });

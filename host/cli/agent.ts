@@ -1,13 +1,11 @@
 // `kwp agent`: parse the flags listed in agent-flags.ts (the DaemonSet's
 // arguments are checked against the same list) and run the Agent until a
 // signal stops it.
-import {
-  KwpError, createLogger, kubeSystemUid, parseLimitSettings, resolveLimits, loadKubeConfig, multiclusterPipeline, multiclusterSource, parseEtcdEndpoints,
-  type MulticlusterAgentConfig, type ObjectSource, type PipelineSpec,
-} from '../index.js';
+import { KwpError, createLogger, parseLimitSettings, resolveLimits, parseEtcdEndpoints } from '../index.js';
 import { agentFlags, flagSpelling, type AgentFlag } from './agent-flags.js';
 import { runUntilSignal } from './signals.js';
-import { Agent, loadPipelineFile, type AgentConfig } from '../agent.js';
+import { declareFlags, flagSuggestion } from './args.js';
+import { Agent, type AgentConfig } from '../agent.js';
 
 export type AgentFlagValues = Record<string, string | number | boolean | undefined>;
 
@@ -46,6 +44,7 @@ function convert(flag: AgentFlag, raw: string | undefined): string | number | bo
  * install manifests' test can prove every DaemonSet argument is accepted.
  */
 export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: boolean } {
+  declareFlags('agent', [...agentFlags.map((f) => flagSpelling(f.name)), '--help', '-h']);
   const out: AgentFlagValues & { help?: boolean } = {};
   for (const f of agentFlags) if (f.default !== undefined) out[f.name] = f.default;
   for (let i = 0; i < argv.length; i++) {
@@ -55,7 +54,8 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
     if (!m) throw new KwpError('KWP_ERR_USAGE', `kwp agent: unexpected argument "${arg}"; see "kwp agent --help"`);
     const flag = agentFlags.find((f) => f.name === m[1]);
     if (!flag || (arg.startsWith('--') ? flag.name.length === 1 : flag.name.length !== 1)) {
-      throw new KwpError('KWP_ERR_USAGE', `kwp agent: unknown flag "${arg.split('=')[0]}"; see "kwp agent --help"`);
+      const typed = arg.split('=')[0];
+      throw new KwpError('KWP_ERR_USAGE', `kwp agent: unknown flag "${typed}"${flagSuggestion(typed, agentFlags.map((f) => flagSpelling(f.name)))}; see "kwp agent --help"`);
     }
     let raw = m[2];
     if (raw === undefined && flag.type !== 'boolean') raw = argv[++i];
@@ -73,21 +73,20 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
   return out;
 }
 
-/** `--ip-tracker-etcd` and the local cluster id, derived from the API server when `--cluster-id` is absent. */
-async function multiclusterConfig(flags: AgentFlagValues): Promise<MulticlusterAgentConfig | undefined> {
+/** `--ip-tracker-etcd`, `--ip-tracker-prefix` and `--cluster-id` (the agent derives the id from the API server when it is absent). */
+function multiclusterSettings(flags: AgentFlagValues): AgentConfig['multicluster'] {
   if (flags['ip-tracker-etcd'] === undefined) return undefined;
-  const ipTrackerEtcd = parseEtcdEndpoints(String(flags['ip-tracker-etcd']), 'kwp agent: --ip-tracker-etcd');
-  let clusterId = flags['cluster-id'] as string | undefined;
-  if (!clusterId) {
-    clusterId = await kubeSystemUid(loadKubeConfig(flags.kubeconfig as string | undefined), 'kwp agent');
-  }
-  return { ipTrackerEtcd, ipTrackerPrefix: flags['ip-tracker-prefix'] as string, clusterId };
+  return {
+    ipTrackerEtcd: parseEtcdEndpoints(String(flags['ip-tracker-etcd']), 'kwp agent: --ip-tracker-etcd'),
+    ipTrackerPrefix: flags['ip-tracker-prefix'] as string,
+    ...(flags['cluster-id'] ? { clusterId: String(flags['cluster-id']) } : {}),
+  };
 }
 
 /**
- * The Agent's settings from parsed flags; the logger and the extra sources
- * (multicluster) are the caller's. Exported so tests can follow a flag to the
- * dataplane options without starting anything.
+ * The Agent's settings from parsed flags; the logger is the caller's.
+ * Exported so tests can follow a flag to the dataplane options without
+ * starting anything.
  */
 export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
   let autoRollback: { failures: number; windowMs: number } | undefined;
@@ -125,6 +124,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
     limits,
+    multicluster: multiclusterSettings(flags),
     fleet: {
       mode: flags.fleet ? 'cluster' : flags['fleet-node'] ? 'node' : 'off',
       registry: flags.registry as string | undefined,
@@ -140,21 +140,10 @@ export async function runAgent(argv: string[]): Promise<number> {
   const flags = parseAgentFlags(argv);
   if (flags.help) { process.stdout.write(helpText()); return 0; }
   const config = agentConfigFromFlags(flags);
-  const multicluster = await multiclusterConfig(flags);
-  // Multicluster: the IP-tracker source (it puts the state into multicluster
-  // mode) and the pipeline with the multicluster NetworkPolicy stage.
   const format = String(flags['log-format']);
   if (format !== 'json' && format !== 'text') throw new KwpError('KWP_ERR_USAGE', `kwp agent: --log-format takes json or text, got "${format}"`);
-  const logger = createLogger(flags.v as number, process.stderr, format);
-  let pipeline: PipelineSpec | undefined;
-  const extraSources: ObjectSource[] = [];
-  if (multicluster) {
-    extraSources.push(multiclusterSource(multicluster, logger.child({ source: 'ip-tracker' })));
-    const verbose = (flags.v as number) > 0;
-    pipeline = multiclusterPipeline(loadPipelineFile(flags.pipeline as string | undefined, verbose), multicluster, flags.pipeline === undefined);
-  }
-  const agent = new Agent({ ...config, logger, extraSources });
+  const agent = new Agent({ ...config, logger: createLogger(flags.v as number, process.stderr, format) });
   // The process exits when this returns (bin/kwp.js): the nfqueue binding's
   // netlink socket cannot be closed, and everything else is torn down by then.
-  return runUntilSignal(agent.log, () => agent.start(pipeline), () => agent.stop());
+  return runUntilSignal(agent.log, () => agent.start(), () => agent.stop());
 }

@@ -5,17 +5,44 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { KwpError } from '../errors.js';
 import { didYouMean, suggestion } from '../suggest.js';
 
+import { subcommandsOf } from './main.js';
+
 type Options = NonNullable<ParseArgsConfig['options']>;
+
+const declared = new Map<string, string[]>();
+
+/**
+ * Records the flags a command's parser accepts, spelled as on the command
+ * line; `parseFlags` does it for every command, so a test can hold each
+ * command's --help to what it really parses.
+ */
+export function declareFlags(command: string, flags: string[]): void {
+  declared.set(command, flags);
+}
+
+/** The flags the last parse of `command` accepted (undefined: it parsed none). */
+export function declaredFlags(command: string): readonly string[] | undefined {
+  return declared.get(command);
+}
+
+function spellings(options: Options): string[] {
+  return Object.entries(options).flatMap(([name, o]) => [`--${name}`, ...(o.short ? [`-${o.short}`] : [])]);
+}
+
+/** The ` (did you mean "--X"?)` for a mistyped flag among the flags a command accepts. */
+export function flagSuggestion(flag: string, known: string[]): string {
+  return suggestion(flag, known.filter((k) => k.startsWith('--')));
+}
 
 function unknownFlagMessage(command: string, err: Error, options: Options): string | undefined {
   const m = /Unknown option '(-{1,2}[^']+)'/.exec(err.message);
   if (!m) return undefined;
   const flag = m[1];
-  const names = Object.keys(options).map((n) => `--${n}`);
-  return `kwp ${command}: unknown flag "${flag}"${suggestion(flag, names)}; see "kwp ${command} --help"`;
+  return `kwp ${command}: unknown flag "${flag}"${flagSuggestion(flag, spellings(options))}; see "kwp ${command} --help"`;
 }
 
 export function parseFlags<T extends Options>(command: string, argv: string[], options: T, allowPositionals = false): ReturnType<typeof parseArgs<{ options: T; allowPositionals: boolean; strict: true }>> {
+  declareFlags(command, spellings(options));
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (err) {
@@ -46,11 +73,13 @@ export function portFlag(command: string, flag: string, value: string): number {
 }
 
 /**
- * The subcommand of `kwp module push`-style commands: `undefined` asks for
- * the help (no subcommand, `help`, `--help` or `-h` first); an unknown one
- * is a KWP_ERR_USAGE with the closest known subcommand.
+ * The subcommand of `kwp module push`-style commands, from the command
+ * table's list: `undefined` asks for the help (no subcommand, `help`,
+ * `--help` or `-h` first); an unknown one is a KWP_ERR_USAGE with the
+ * closest known subcommand.
  */
-export function subcommand(command: string, argv: string[], known: readonly string[]): { sub?: string; rest: string[] } {
+export function subcommand(command: string, argv: string[]): { sub?: string; rest: string[] } {
+  const known = subcommandsOf(command);
   const [first, ...rest] = argv;
   if (first === undefined || first === 'help' || first === '--help' || first === '-h') return { rest };
   if (first.startsWith('-')) {

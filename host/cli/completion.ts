@@ -2,20 +2,12 @@
 // one. Commands and subcommands are completed from the command table; flags
 // are read from `kwp CMD --help` when asked for, so they never drift from
 // what each command accepts.
-import { KwpError } from '../errors.js';
-import { suggestion } from '../suggest.js';
-import { commandTable } from './main.js';
-
-const SUBCOMMANDS: Record<string, string[]> = {
-  module: ['push', 'ls', 'rm'],
-  pipeline: ['get', 'set', 'rollback', 'history'],
-  sdk: ['new'],
-  completion: ['bash', 'zsh'],
-};
+import { subcommand } from './args.js';
+import { commandTable, subcommandsOf } from './main.js';
 
 function bashScript(): string {
   const commands = Object.keys(commandTable());
-  const subs = Object.entries(SUBCOMMANDS).map(([c, s]) => `    ${c}) words="${s.join(' ')}" ;;`).join('\n');
+  const subs = commands.filter((c) => subcommandsOf(c).length).map((c) => `    ${c}) words="${subcommandsOf(c).join(' ')}" ;;`).join('\n');
   return `# kwp completion for bash: source <(kwp completion bash)
 _kwp() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" words=""
@@ -54,7 +46,7 @@ export async function runCompletion(argv: string[]): Promise<number> {
     process.stdout.write('usage: kwp completion bash|zsh\n\nPrints a completion script. Load it in the current shell with\n  source <(kwp completion bash)\nor add that line to ~/.bashrc (~/.zshrc for zsh).\n');
     return shell === undefined ? 2 : 0;
   }
-  if (shell === 'bash') { process.stdout.write(bashScript()); return 0; }
-  if (shell === 'zsh') { process.stdout.write(zshScript()); return 0; }
-  throw new KwpError('KWP_ERR_USAGE', `kwp completion: unknown shell "${shell}"${suggestion(shell, ['bash', 'zsh'])}; use bash or zsh`);
+  const { sub } = subcommand('completion', argv);
+  process.stdout.write(sub === 'zsh' ? zshScript() : bashScript());
+  return 0;
 }

@@ -57,6 +57,7 @@ port: rows are sources, columns destinations, "." allowed and "X" denied.
   -o, --output FORMAT  text (default) or json ({"TCP/80": {"src": {"dst": true}}})
   --namespace NS       only the pods of this namespace
   --selector SELECTOR  only pods whose labels match, e.g. app=web,tier!=db (key=value, key!=value, key, !key)
+  --timeout SECONDS    with --kubeconfig: how long listing the cluster may take (default 30)
 `;
 
 interface CompiledPlugins {

@@ -5,7 +5,7 @@ import { KwpError } from '../errors.js';
 import { loadKubeConfig } from '../sources/kubernetes.js';
 import { getJson } from '../sources/kubernetes/request.js';
 import { NODE_PIPELINE_STATUS, PIPELINE, fleetPath, nodeReportOf, type NodeReport } from '../fleet/objects.js';
-import { parseFlags } from './args.js';
+import { parseFlags, subcommand } from './args.js';
 import { print, table } from './admin-flags.js';
 
 const HELP = `usage: kwp fleet status [--kubeconfig FILE] [-o table|json]
@@ -66,11 +66,9 @@ function formatTable(s: FleetStatus): string {
 }
 
 export async function runFleet(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  const { values, positionals } = parseFlags('fleet', rest, { kubeconfig: { type: 'string' }, output: { type: 'string', short: 'o' }, help: { type: 'boolean', short: 'h' } }, true);
-  if (sub === '--help' || sub === '-h' || sub === 'help' || values.help) { print(HELP); return 0; }
-  if (!sub) { print(HELP); return 2; }
-  if (sub !== 'status') throw new KwpError('KWP_ERR_USAGE', `kwp fleet: unknown subcommand "${sub}"; use status (see "kwp fleet --help")`);
+  const { sub, rest } = subcommand('fleet', argv);
+  const { values, positionals } = parseFlags(sub ? `fleet ${sub}` : 'fleet', rest, { kubeconfig: { type: 'string' }, output: { type: 'string', short: 'o' }, help: { type: 'boolean', short: 'h' } }, true);
+  if (!sub || values.help) { print(HELP); return argv.length ? 0 : 2; }
   if (positionals.length) throw new KwpError('KWP_ERR_USAGE', `kwp fleet status: unexpected argument "${positionals[0]}"`);
   const output = values.output ?? 'table';
   if (output !== 'table' && output !== 'json') throw new KwpError('KWP_ERR_USAGE', `kwp fleet status: -o takes table or json, got "${output}"`);

@@ -102,8 +102,8 @@ function booleanFlag(name: string, value: string | undefined, fallback: boolean)
 }
 
 /** Builds the install options from the command line (exported for tests). */
-export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom: string } {
-  const { values } = parseFlags('manifests', argv, {
+function manifestFlags(argv: string[]) {
+  return parseFlags('manifests', argv, {
     namespace: { type: 'string' },
     image: { type: 'string' },
     pipeline: { type: 'string' },
@@ -116,7 +116,11 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     'cluster-id': { type: 'string' },
     'tracker-cluster-id': { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h' },
-  });
+  }).values;
+}
+
+export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom: string } {
+  const values = manifestFlags(argv);
   const namespace = values.namespace ?? 'kube-system';
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) {
     throw new KwpError('KWP_ERR_USAGE', `kwp manifests: --namespace "${namespace}" is not a valid namespace name (lower-case letters, digits, dashes)`);
@@ -170,7 +174,7 @@ export function renderManifests(argv: string[]): string {
 }
 
 export async function runManifestsCommand(argv: string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
+  if (manifestFlags(argv).help) {
     process.stdout.write(HELP);
     return 0;
   }

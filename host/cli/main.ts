@@ -6,7 +6,12 @@
 import { isKwpError } from '../errors.js';
 import { suggestion } from '../suggest.js';
 
-type Command = { summary: string; load: () => Promise<(argv: string[]) => Promise<number>> };
+type Command = {
+  summary: string;
+  /** Subcommands, for their parsing, "did you mean" and shell completion alike. */
+  subcommands?: readonly string[];
+  load: () => Promise<(argv: string[]) => Promise<number>>;
+};
 
 const commands: Record<string, Command> = {
   eval: { summary: 'evaluate flows against manifests or a cluster with the WASM pipeline', load: async () => (await import('./eval.js')).runEval },
@@ -14,21 +19,26 @@ const commands: Record<string, Command> = {
   agent: { summary: 'run the node agent (sources, pipeline, dataplane, admin API)', load: async () => (await import('./agent.js')).runAgent },
   manifests: { summary: 'print the YAML that installs the agent', load: async () => (await import('./install-yaml-command.js')).runManifestsCommand },
   'ip-tracker': { summary: 'multicluster: publish the pod IPs of every cluster in a kubeconfig directory into etcd', load: async () => (await import('./ip-tracker.js')).runIpTracker },
-  module: { summary: 'push, list and remove evaluator modules of a running agent', load: async () => (await import('./module.js')).runModule },
-  pipeline: { summary: "get, set, roll back and list the history of a running agent's pipeline", load: async () => (await import('./pipeline.js')).runPipeline },
-  fleet: { summary: 'what every node of the cluster runs: kwp fleet status', load: async () => (await import('./fleet.js')).runFleet },
+  module: { summary: 'push, list and remove evaluator modules of a running agent', subcommands: ['push', 'ls', 'rm'], load: async () => (await import('./module.js')).runModule },
+  pipeline: { summary: "get, set, roll back and list the history of a running agent's pipeline", subcommands: ['get', 'set', 'rollback', 'history'], load: async () => (await import('./pipeline.js')).runPipeline },
+  fleet: { summary: 'what every node of the cluster runs: kwp fleet status', subcommands: ['status'], load: async () => (await import('./fleet.js')).runFleet },
   explain: { summary: 'ask a running agent why it allows or denies one flow', load: async () => (await import('./explain.js')).runExplain },
   keygen: { summary: 'write an ed25519 key pair for signed module uploads', load: async () => (await import('./keys.js')).runKeygen },
   sign: { summary: 'sign a module for an upload under a name and version', load: async () => (await import('./keys.js')).runSign },
-  sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', load: async () => (await import('./sdk.js')).runSdk },
+  sdk: { summary: 'start a plugin project: kwp sdk new NAME [DIR]', subcommands: ['new'], load: async () => (await import('./sdk.js')).runSdk },
   version: { summary: 'print the version of kwp and of the ABI it implements', load: async () => (await import('./version.js')).runVersion },
-  completion: { summary: 'print a bash or zsh completion script: source <(kwp completion bash)', load: async () => (await import('./completion.js')).runCompletion },
+  completion: { summary: 'print a bash or zsh completion script: source <(kwp completion bash)', subcommands: ['bash', 'zsh'], load: async () => (await import('./completion.js')).runCompletion },
   help: { summary: 'print the help of kwp or of a command: kwp help eval', load: async () => runHelp },
 };
 
-/** Lets a subcommand file add itself to the table without this file knowing its internals. */
-export function commandTable(): Record<string, Command> {
+/** The one table of commands: help, "did you mean", subcommand parsing and completion all read it. */
+export function commandTable(): Readonly<Record<string, Command>> {
   return commands;
+}
+
+/** The subcommands of a command in the table (none for a command without them). */
+export function subcommandsOf(command: string): readonly string[] {
+  return commands[command]?.subcommands ?? [];
 }
 
 function usage(): string {

@@ -2,17 +2,20 @@
 import { readFileSync } from 'node:fs';
 import { KwpError } from '../errors.js';
 import { readWasmSummary } from '../runtime/wasm-binary.js';
-import { loadPrivateKey, signModule } from '../control/signature.js';
+import { loadPrivateKey, readSignatureFile, signModule } from '../control/signature.js';
 import { parseFlags, subcommand } from './args.js';
 import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
 
-const HELP = `usage: kwp module push FILE [--name NAME] [--version VERSION] [--sign-key KEY] [--self-test-config JSON]
+const HELP = `usage: kwp module push FILE [--name NAME] [--version VERSION] [--sign-key KEY | --signature SIGFILE] [--self-test-config JSON]
        kwp module ls [NAME]
        kwp module rm NAME[@VERSION]
 
 push  uploads a .wasm evaluator; NAME and VERSION default to the module's kwp.meta
       and must equal it. --sign-key signs the upload (agents with trusted keys
-      require it); --self-test-config is the config the upload self-test uses
+      require a signature); --signature sends one made earlier with
+      "kwp sign FILE --name NAME --version VERSION --out SIGFILE", so the
+      private key need not be where the push runs; --self-test-config is the
+      config the upload self-test uses
       (default {}), for modules that need one, e.g. '{"tier":"Admin"}'.
 ls    lists stored modules (every version), or the versions of NAME.
 rm    removes every version of NAME, or one version; refused while the active
@@ -34,9 +37,9 @@ function metaOf(bytes: Uint8Array, file: string): { name?: string; version?: str
 }
 
 export async function runModule(argv: string[]): Promise<number> {
-  const { sub, rest } = subcommand('module', argv, ['push', 'ls', 'rm']);
+  const { sub, rest } = subcommand('module', argv);
   const { values, positionals } = parseFlags(sub ? `module ${sub}` : 'module', rest, {
-    ...adminFlagSpec, name: { type: 'string' }, version: { type: 'string' }, 'sign-key': { type: 'string' }, 'self-test-config': { type: 'string' },
+    ...adminFlagSpec, name: { type: 'string' }, version: { type: 'string' }, 'sign-key': { type: 'string' }, signature: { type: 'string' }, 'self-test-config': { type: 'string' },
   }, true);
   if (values.help || !sub) { print(HELP); return argv.length ? 0 : 2; }
   const client = adminClient(values);
@@ -63,7 +66,9 @@ export async function runModule(argv: string[]): Promise<number> {
         throw new KwpError('KWP_ERR_USAGE', `kwp module push: --self-test-config is not JSON: ${(err as Error).message}`);
       }
     }
-    const signature = values['sign-key'] ? signModule(loadPrivateKey(values['sign-key']), bytes, name, version) : undefined;
+    if (values['sign-key'] && values.signature) throw new KwpError('KWP_ERR_USAGE', 'kwp module push: give --sign-key or --signature, not both');
+    const signature = values['sign-key'] ? signModule(loadPrivateKey(values['sign-key']), bytes, name, version)
+      : values.signature ? readSignatureFile(values.signature, 'kwp module push: --signature') : undefined;
     const result = await client.pushModule(bytes, { name, version, signature, selfTestConfig });
     if (json) print(JSON.stringify(result, null, 2));
     else print(`${result.created ? 'stored' : 'unchanged'} ${result.module.name}@${result.module.version} sha256:${result.module.sha256} (${result.module.size} bytes, ABI ${result.module.abi}${result.module.signedBy ? `, signed by ${result.module.signedBy}` : ''})`);

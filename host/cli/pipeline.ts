@@ -30,7 +30,7 @@ function show(p: PipelineAnswer, json: boolean): void {
 }
 
 export async function runPipeline(argv: string[]): Promise<number> {
-  const { sub, rest } = subcommand('pipeline', argv, ['get', 'set', 'rollback', 'history']);
+  const { sub, rest } = subcommand('pipeline', argv);
   const { values, positionals } = parseFlags(sub ? `pipeline ${sub}` : 'pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' } }, true);
   if (values.help || !sub) { print(HELP); return argv.length ? 0 : 2; }
   const client = adminClient(values);

@@ -138,7 +138,7 @@ async function runNew(argv: string[]): Promise<number> {
 }
 
 export async function runSdk(argv: string[]): Promise<number> {
-  const { sub, rest } = subcommand('sdk', argv, ['new']);
+  const { sub, rest } = subcommand('sdk', argv);
   if (sub === 'new') return runNew(rest);
   process.stdout.write(HELP);
   return argv.length ? 0 : 2;

@@ -11,7 +11,7 @@ export function kwpVersion(): string {
 
 export async function runVersion(argv: string[]): Promise<number> {
   const { values } = parseFlags('version', argv, { output: { type: 'string', short: 'o' }, help: { type: 'boolean', short: 'h' } });
-  if (values.help) { process.stdout.write('usage: kwp version [-o text|json]\n\nPrints the version of kwp, of the module ABI it implements and of Node.js.\n'); return 0; }
+  if (values.help) { process.stdout.write('usage: kwp version [-o|--output text|json]\n\nPrints the version of kwp, of the module ABI it implements and of Node.js.\n'); return 0; }
   const output = outputFormat('version', values.output, ['text', 'json'] as const, 'text');
   const info = { version: kwpVersion(), abi: `${ABI_MAJOR}.${ABI_MINOR}`, node: process.version };
   process.stdout.write(output === 'json' ? `${JSON.stringify(info, null, 2)}\n` : `kwp ${info.version} (module ABI ${info.abi}, Node.js ${info.node})\n`);

@@ -20,8 +20,7 @@ const allow = { name: 'allow', module: 'scripted', config: { egress: 'Accept', i
 function agentLike(reservedNames: string[] = []) {
   const store = new ModuleStore({ stateDir, validation: 'inline', reservedNames });
   const engine = new PolicyEngine({ state: new ClusterState(), modules: new ChainedModules([store, fixtureModules()]) });
-  const controller = new PipelineController({ engine, fallback: { stages: [allow] }, stateDir });
-  store.setUsage(() => controller.moduleUsage());
+  const controller = new PipelineController({ engine, fallback: { stages: [allow] }, stateDir, store });
   return { store, engine, controller };
 }
 

@@ -174,7 +174,7 @@ describe('listing, removing and persistence', () => {
     const store = open();
     const a = (await store.add(named('pair', '1.0.0'), { name: 'pair', version: '1.0.0' })).module;
     await store.add(named('pair', '2.0.0'), { name: 'pair', version: '2.0.0' });
-    store.setUsage(() => [{ stage: 'first', sha256: a.sha256 }]);
+    store.registerUsage(() => [{ stage: 'first', sha256: a.sha256 }]);
     expect(store.get('pair').find((m) => m.version === '1.0.0')?.usedBy).toEqual(['first']);
     expect(codeOf(() => store.remove('pair'))).toBe('KWP_ERR_MODULE_IN_USE');
     expect(codeOf(() => store.remove('pair', '1.0.0'))).toBe('KWP_ERR_MODULE_IN_USE');

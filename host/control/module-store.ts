@@ -105,7 +105,8 @@ export class ModuleStore implements ModuleResolver {
   /** By sha256. */
   private readonly entries = new Map<string, StoredModule>();
   private readonly compiled = new Map<string, CompiledEvaluator>();
-  private usage: ModuleUsage = () => [];
+  /** Who runs the stored modules (PipelineController.moduleUsage, registered by the controller itself). */
+  private readonly usages = new Set<ModuleUsage>();
   private readonly validator: UploadValidator;
   readonly uploadOutcomes = new Map<UploadOutcome, number>();
 
@@ -128,8 +129,19 @@ export class ModuleStore implements ModuleResolver {
   get maxModuleBytes(): number { return this.limits.maxModuleBytes; }
   get requiresSignature(): boolean { return this.trustedKeys.length > 0; }
 
-  /** Tells the store which module bytes the active pipeline, and one being built, run (PipelineController.moduleUsage). */
-  setUsage(usage: ModuleUsage): void { this.usage = usage; }
+  /**
+   * Tells the store which module bytes someone runs (a PipelineController
+   * registers its moduleUsage when given this store); returns the function
+   * that takes it back. Removal is refused while any of them runs a module.
+   */
+  registerUsage(usage: ModuleUsage): () => void {
+    this.usages.add(usage);
+    return () => { this.usages.delete(usage); };
+  }
+
+  private usage(): ReturnType<ModuleUsage> {
+    return [...this.usages].flatMap((u) => u());
+  }
 
   // ---- persistence ----
 

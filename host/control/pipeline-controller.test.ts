@@ -167,8 +167,7 @@ describe('restarts and state files', () => {
     const named = sandboxModule({ meta: { ...DEFAULT_META, name: 'uploaded', version: '1.0.0' } });
     const open = () => {
       const store = new ModuleStore({ stateDir, validation: 'inline' });
-      const ctl = controllerWith({}, new ChainedModules([store, fixtures]));
-      store.setUsage(() => ctl.controller.moduleUsage());
+      const ctl = controllerWith({ store }, new ChainedModules([store, fixtures]));
       return { store, ...ctl };
     };
     const first = open();
@@ -411,8 +410,7 @@ describe('changes built while the packet path runs', () => {
 
   it('a module cannot be removed while a pipeline that runs it is being built', async () => {
     const store = new ModuleStore({ stateDir, validation: 'inline' });
-    const { engine, controller } = bigController({}, new ChainedModules([store, fixtures]));
-    store.setUsage(() => controller.moduleUsage());
+    const { engine, controller } = bigController({ store }, new ChainedModules([store, fixtures]));
     await store.add(sandboxModule({ meta: { ...DEFAULT_META, name: 'uploaded', version: '1.0.0' } }), { name: 'uploaded', version: '1.0.0' });
     controller.start();
     const setting = controller.set({ stages: [{ name: 'custom', module: 'uploaded@1.0.0' }, scripted('deny', 'Deny')] });

@@ -17,6 +17,7 @@ import type { InstanceLogger } from '../runtime/instance.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
 import type { Stage } from '../pipeline/stage.js';
+import type { ModuleUsage } from './module-store.js';
 import { validatePipelineSpec, type PipelineSpec, type StageSpec } from '../pipeline/spec.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { FailureWindow } from './failure-window.js';
@@ -38,6 +39,8 @@ export interface PipelineControllerOptions {
   logger?: InstanceLogger;
   /** Off unless given. */
   autoRollback?: AutoRollbackOptions;
+  /** The module store whose "in use" check asks this controller which modules its pipelines run. */
+  store?: { registerUsage(usage: ModuleUsage): () => void };
   /** History entries kept (default 100). */
   historyLimit?: number;
   now?: () => Date;
@@ -114,7 +117,9 @@ export class PipelineController {
       if (!Number.isInteger(failures) || failures < 1 || !(windowMs > 0)) {
         throw new RangeError(`autoRollback needs failures >= 1 and windowMs > 0, got ${failures} and ${windowMs}`);
       }
+      this.engine.subscribe({ stageFailed: (stage, failure) => this.stageFailed(stage, failure) });
     }
+    options.store?.registerUsage(() => this.moduleUsage());
   }
 
   observe(observer: PipelineObserver): () => void {
@@ -403,22 +408,21 @@ export class PipelineController {
     writeFileAtomic(this.stateFile, JSON.stringify(doc, null, 2) + '\n');
   }
 
-  /** Counts each stage's traps and fuel exhaustions while its pipeline is active. */
+  /** Gives `p` its failure windows, so its stages' traps and fuel exhaustions count while it is active. */
   private watch(p: Pipeline): void {
-    const opts = this.options.autoRollback;
-    if (!opts) return;
-    const windows = new Map<string, FailureWindow>();
-    this.windows.set(p, windows);
-    for (const stage of p.stages) {
-      const prior = stage.onFailure;
-      stage.onFailure = (s, failure, err) => {
-        prior?.(s, failure, err);
-        if (this.engine.active !== p) return;
-        let w = windows.get(s.name);
-        if (!w) windows.set(s.name, (w = new FailureWindow(opts.failures, opts.windowMs)));
-        if (w.record(failure, this.now().getTime())) this.scheduleAutoRollback(p, s, w);
-      };
-    }
+    if (this.options.autoRollback) this.windows.set(p, new Map());
+  }
+
+  /** A stage failed (the engine tells every failure): counted only when the stage is in the active pipeline. */
+  private stageFailed(s: Stage, failure: 'trap' | 'fuel'): void {
+    const opts = this.options.autoRollback!;
+    if (!this.engine.hasActive) return;
+    const p = this.engine.active;
+    const windows = this.windows.get(p);
+    if (!windows || !p.stages.includes(s)) return;
+    let w = windows.get(s.name);
+    if (!w) windows.set(s.name, (w = new FailureWindow(opts.failures, opts.windowMs)));
+    if (w.record(failure, this.now().getTime())) this.scheduleAutoRollback(p, s, w);
   }
 
   private scheduleAutoRollback(p: Pipeline, stage: Stage, w: FailureWindow): void {

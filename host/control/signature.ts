@@ -23,6 +23,29 @@ export function signModule(privateKey: KeyObject, bytes: Uint8Array, name: strin
   return sign(null, signedMessage(sha256Hex(bytes), name, version), privateKey).toString('base64');
 }
 
+/**
+ * A signature file as `kwp sign --out` writes it: one line, the base64 of the
+ * 64-byte ed25519 signature. Anything else is refused naming the file and
+ * what it holds instead, before any upload is attempted.
+ */
+export function readSignatureFile(file: string, where: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new KwpError('KWP_ERR_USAGE', `${where}: cannot read ${file}: ${(err as Error).message}`);
+  }
+  const signature = text.trim();
+  const expected = 'one line of base64 encoding a 64-byte ed25519 signature, as "kwp sign --out FILE" writes';
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(signature)) {
+    const shown = signature.includes('-----BEGIN') ? 'a PEM key (give the key with --sign-key instead)' : `"${signature.slice(0, 40)}${signature.length > 40 ? '…' : ''}"`;
+    throw new KwpError('KWP_ERR_USAGE', `${where}: ${file} is not a signature: expected ${expected}, found ${shown}`);
+  }
+  const bytes = Buffer.from(signature, 'base64').length;
+  if (bytes !== 64) throw new KwpError('KWP_ERR_USAGE', `${where}: ${file} is not a signature: expected ${expected}, found base64 of ${bytes} bytes`);
+  return signature;
+}
+
 /** Index of the trusted key that verifies the signature, or -1. */
 export function verifyModuleSignature(keys: readonly KeyObject[], sha256: string, name: string, version: string, signatureB64: string): number {
   const sig = Buffer.from(signatureB64, 'base64');

@@ -44,3 +44,30 @@ describe('abandoning an async build', () => {
     expect(seen).toEqual([]);
   });
 });
+
+describe('what the engine tells its subscribers', () => {
+  const packet = (dstPort: number) => ({ family: 4 as const, protocol: 6, src: new Uint8Array([10, 1, 0, 1]), dst: new Uint8Array([10, 1, 0, 2]), srcPort: 40000, dstPort, icmpType: 0, icmpCode: 0 });
+
+  it('every activation and every stage failure reach each subscriber and the onStageFailure option, until it unsubscribes', () => {
+    const optionHeard: string[] = [];
+    const engine = new PolicyEngine({ state: podState(3), modules: fixtureModules(), onStageFailure: (s, failure) => optionHeard.push(`${s.name} ${failure}`) });
+    const heard: string[] = [];
+    const unsubscribe = engine.subscribe({
+      activated: (next, previous) => heard.push(`activated ${next.revision} after ${previous?.revision ?? 'none'}`),
+      stageFailed: (s, failure, err) => heard.push(`${s.name} ${failure} ${err.code}`),
+    });
+    const first = engine.build({ stages: [scripted('a', 'Accept')] });
+    engine.activate(first);
+    const flaky = engine.build({ stages: [{ name: 'flaky', module: 'scripted', config: { egress: 'Accept', ingress: 'Accept', trapPort: 666 } }] });
+    engine.activate(flaky);
+    engine.allows(packet(666));
+    expect(heard).toEqual(['activated 1 after none', 'activated 2 after 1', 'flaky trap KWP_ERR_TRAP']);
+    expect(optionHeard).toEqual(['flaky trap']);
+    unsubscribe();
+    engine.activate(first);
+    engine.activate(flaky);
+    expect(heard).toHaveLength(3);
+    first.dispose();
+    flaky.dispose();
+  });
+});

@@ -25,6 +25,14 @@ export interface PolicyEngineOptions {
   limits?: Partial<SandboxLimits>;
 }
 
+/** What PolicyEngine.subscribe calls; every method is optional. */
+export interface EngineListener {
+  /** After every activation, e.g. so the dataplane can refresh what it queues. */
+  activated?(next: Pipeline, previous: Pipeline | undefined): void;
+  /** Every trap or fuel exhaustion of any stage of any pipeline this engine built (the controller's automatic rollback counts them). */
+  stageFailed?(stage: Stage, failure: 'trap' | 'fuel', err: KwpError): void;
+}
+
 export interface BuildAsyncOptions {
   /** Aborting disposes every stage built so far at once; the build then rejects with the signal's reason. */
   signal?: AbortSignal;
@@ -41,8 +49,7 @@ export class PolicyEngine {
   private readonly maxStages: number;
   /** Every stage of every pipeline this engine built and nobody disposed yet reserves from it. */
   readonly memoryBudget: MemoryBudget;
-  /** Called after every activation, e.g. so the dataplane can refresh what it queues. */
-  onActivate: ((next: Pipeline, previous: Pipeline | undefined) => void) | undefined;
+  private readonly listeners = new Set<EngineListener>();
 
   constructor(private readonly options: PolicyEngineOptions) {
     this.state = options.state;
@@ -51,6 +58,21 @@ export class PolicyEngine {
     const limits = resolveLimits(options.limits);
     this.maxStages = limits.maxStages;
     this.memoryBudget = new MemoryBudget(limits.memoryBudgetMiB);
+  }
+
+  /**
+   * Tells `listener` about every activation and every stage failure from now
+   * on; returns the function that stops it. Parts that react to the engine
+   * subscribe here, so nobody reaches into another part's callbacks.
+   */
+  subscribe(listener: EngineListener): () => void {
+    this.listeners.add(listener);
+    return () => { this.listeners.delete(listener); };
+  }
+
+  private stageFailed(stage: Stage, failure: 'trap' | 'fuel', err: KwpError): void {
+    this.options.onStageFailure?.(stage, failure, err);
+    for (const l of this.listeners) l.stageFailed?.(stage, failure, err);
   }
 
   private checkStageCount(spec: PipelineSpec, where: string): void {
@@ -122,7 +144,8 @@ export class PolicyEngine {
     stage.onDisposed = release;
     // A stage whose state outgrows what its module reserved reserves the rest when it builds the bigger instance.
     stage.reserveMemory = (bytes) => this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}, growing with its state`, bytes);
-    stage.onFailure = this.options.onStageFailure;
+    // The engine made the stage, so it alone sets the stage's failure hook, and fans the failure out.
+    stage.onFailure = (failed, failure, err) => this.stageFailed(failed, failure, err);
     return stage;
   }
 
@@ -147,7 +170,7 @@ export class PolicyEngine {
   activate(next: Pipeline): Pipeline | undefined {
     const previous = this.current;
     this.current = next;
-    this.onActivate?.(next, previous);
+    for (const l of this.listeners) l.activated?.(next, previous);
     return previous;
   }
 

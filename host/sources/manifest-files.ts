@@ -9,7 +9,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { Kinds, kindKeyOf, type KindKey, type KubeObject, type ObjectSink, type ObjectSource } from '../contract.js';
+import { Kinds, kindKeyOf, type KindKey, type KubeObject, type ObjectSink, type ObjectSource, type SourceRefusal } from '../contract.js';
 import { KwpError, isKwpError } from '../errors.js';
 import { validateObject as validateSchema, validationContext } from '../validation/object-validator.js';
 import { UNREAD_KINDS, unreadReason } from '../validation/unread-kinds.js';
@@ -45,6 +45,19 @@ export interface LoadOptions {
 /** At most this many problems are listed in one error; the rest are counted. */
 const MAX_LISTED_PROBLEMS = 20;
 
+/** A refused load, with the files (or paths) its problems are in: what /readyz and the metrics name. */
+export class ManifestRefusal extends KwpError {
+  constructor(message: string, readonly files: string[], options?: { cause?: unknown }) {
+    super('KWP_ERR_MANIFEST', message, options);
+  }
+}
+
+/** `err` as a refusal of `files`; a refusal keeps the files it already names. */
+function refusing(err: unknown, files: string[]): unknown {
+  if (err instanceof ManifestRefusal || !isKwpError(err) || err.code !== 'KWP_ERR_MANIFEST') return err;
+  return new ManifestRefusal(err.message, files, { cause: err });
+}
+
 /** kwp.io objects configure the agent (a Pipeline file, fleet resources): they are not cluster state. */
 function isAgentConfiguration(object: Pick<KubeObject, 'apiVersion'>): boolean {
   return object.apiVersion.startsWith('kwp.io/');
@@ -58,6 +71,7 @@ function describeObject(object: KubeObject): string {
 interface Located {
   object: KubeObject;
   where: string;
+  file: string;
 }
 
 function describeType(value: unknown): string {
@@ -128,11 +142,11 @@ function expandDocument(value: unknown, where: string, into: Located[]): void {
         item.apiVersion ??= value.apiVersion;
       }
       const itemWhere = `${where}, item ${i + 1}`;
-      into.push({ object: checkObject(item, itemWhere), where: itemWhere });
+      into.push({ object: checkObject(item, itemWhere), where: itemWhere, file: '' });
     });
     return;
   }
-  into.push({ object: checkObject(value, where), where });
+  into.push({ object: checkObject(value, where), where, file: '' });
 }
 
 function parseJsonFile(text: string, file: string, into: Located[], warnings: string[]): void {
@@ -251,7 +265,13 @@ function podHasIP(pod: KubeObject): boolean {
 export async function loadManifests(paths: string[], options: LoadOptions = {}): Promise<ManifestLoad> {
   const warnings: string[] = [];
   const files: string[] = [];
-  for (const path of paths) await collectFiles(path, files, warnings);
+  for (const path of paths) {
+    try {
+      await collectFiles(path, files, warnings);
+    } catch (err) {
+      throw refusing(err, [path]);
+    }
+  }
 
   const located: Located[] = [];
   const seenFiles = new Set<string>();
@@ -259,14 +279,20 @@ export async function loadManifests(paths: string[], options: LoadOptions = {}):
     const real = await realpath(file).catch(() => resolve(file));
     if (seenFiles.has(real)) continue;
     seenFiles.add(real);
-    let text: string;
+    const before = located.length;
     try {
-      text = await readFile(file, 'utf8');
+      let text: string;
+      try {
+        text = await readFile(file, 'utf8');
+      } catch (err) {
+        throw new KwpError('KWP_ERR_MANIFEST', `${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      }
+      if (extname(file).toLowerCase() === '.json') parseJsonFile(text, file, located, warnings);
+      else parseYamlFile(text, file, located);
     } catch (err) {
-      throw new KwpError('KWP_ERR_MANIFEST', `${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      throw refusing(err, [file]);
     }
-    if (extname(file).toLowerCase() === '.json') parseJsonFile(text, file, located, warnings);
-    else parseYamlFile(text, file, located);
+    for (let i = before; i < located.length; i++) located[i].file = file;
   }
 
   const kept: Located[] = [];
@@ -276,8 +302,12 @@ export async function loadManifests(paths: string[], options: LoadOptions = {}):
   }
   const context = validationContext(kept.map((l) => l.object), options.kinds);
   const problems: string[] = [];
-  for (const { object, where } of kept) {
-    for (const line of validateSchema(object, context)) problems.push(`${where} (${describeObject(object)}): ${line}`);
+  const problemFiles = new Set<string>();
+  for (const { object, where, file } of kept) {
+    for (const line of validateSchema(object, context)) {
+      problems.push(`${where} (${describeObject(object)}): ${line}`);
+      problemFiles.add(file);
+    }
   }
   for (let i = kept.length - 1; i >= 0; i--) {
     const { object, where } = kept[i];
@@ -290,16 +320,16 @@ export async function loadManifests(paths: string[], options: LoadOptions = {}):
   if (problems.length) {
     const listed = problems.slice(0, MAX_LISTED_PROBLEMS);
     const more = problems.length > listed.length ? `\n(and ${problems.length - listed.length} more problems)` : '';
-    throw new KwpError('KWP_ERR_MANIFEST', `${listed.join('\n')}${more}`);
+    throw new ManifestRefusal(`${listed.join('\n')}${more}`, [...problemFiles]);
   }
 
   const firstSeen = new Map<string, string>();
-  for (const { object, where } of kept) {
+  for (const { object, where, file } of kept) {
     const namespace = object.metadata.namespace;
     const id = `${kindKeyOf(object)} ${namespace ? `${namespace}/` : ''}${object.metadata.name}`;
     const earlier = firstSeen.get(id);
     if (earlier) {
-      throw new KwpError('KWP_ERR_MANIFEST', `${where} defines ${id} again (first in ${earlier}); remove or rename one of the two`);
+      throw new ManifestRefusal(`${where} defines ${id} again (first in ${earlier}); remove or rename one of the two`, [file]);
     }
     firstSeen.set(id, where);
     if (kindKeyOf(object) === Kinds.Pod && !podHasIP(object)) {
@@ -357,6 +387,8 @@ export class ManifestSource implements ObjectSource {
   warnings: string[] = [];
   /** The error of the last failed re-read, cleared by a successful one. */
   lastError?: KwpError;
+  /** Re-reads refused since the start, by error code (the `kwp_source_rejected_total` counter). */
+  readonly refusedLoads = new Map<string, number>();
 
   constructor(paths: string | string[], options: ManifestSourceOptions = {}) {
     this.paths = Array.isArray(paths) ? [...paths] : [paths];
@@ -386,6 +418,13 @@ export class ManifestSource implements ObjectSource {
 
   ready(): boolean {
     return this.loaded;
+  }
+
+  /** While a re-read is refused: its code, the files it names and the message; the last good state is what is delivered. */
+  refusal(): SourceRefusal | undefined {
+    const err = this.lastError;
+    if (!err) return undefined;
+    return { source: this.name, code: err.code, files: err instanceof ManifestRefusal ? err.files : [], message: err.message };
   }
 
   private deliver(load: ManifestLoad): void {
@@ -474,9 +513,10 @@ export class ManifestSource implements ObjectSource {
           this.options.onReload?.(load);
         } catch (err) {
           if (this.stopped) return;
+          const kept = '(the previous manifests stay in force until this is fixed)';
           this.report(
-            isKwpError(err)
-              ? new KwpError(err.code, `${err.message} (the previous manifests stay in force until this is fixed)`)
+            err instanceof ManifestRefusal ? new ManifestRefusal(`${err.message} ${kept}`, err.files)
+              : isKwpError(err) ? new KwpError(err.code, `${err.message} ${kept}`)
               : new KwpError('KWP_ERR_MANIFEST', `re-reading the manifests failed: ${String(err)}`),
           );
         }
@@ -488,6 +528,7 @@ export class ManifestSource implements ObjectSource {
 
   private report(error: KwpError): void {
     this.lastError = error;
+    this.refusedLoads.set(error.code, (this.refusedLoads.get(error.code) ?? 0) + 1);
     // Without a handler a broken edit would go unnoticed while the old state stays in force.
     if (this.options.onError) this.options.onError(error);
     else process.emitWarning(`${error.code}: ${error.message}`);

@@ -68,9 +68,10 @@ describe('the agent in multicluster mode', () => {
 
   it('runs the multicluster NetworkPolicy stage over the IP-tracker source and admits a cluster B pod the policy selects', async () => {
     await set.tracker();
-    const mc = { ipTrackerEtcd: [set.etcd.url], clusterId: 'a' };
-    agent = new Agent({ kubeconfig: set.fileOf('a'), dataplane: false, logger: quiet(), extraSources: [multiclusterSource(mc)] });
-    await agent.start(multiclusterPipeline(defaultPipeline(), mc, true));
+    // The agent's own multicluster wiring: the IP-tracker source and the default pipeline made multicluster.
+    agent = new Agent({ kubeconfig: set.fileOf('a'), dataplane: false, logger: quiet(), multicluster: { ipTrackerEtcd: [set.etcd.url], clusterId: 'a' } });
+    await agent.start();
+    expect(agent.sources.map((s) => s.name)).toContain('ip-tracker');
     expect(agent.engine.active.spec.stages.find((s) => s.name === 'np')).toMatchObject({ module: 'multicluster-network-policy', config: { clusterId: 'a' } });
     // Both pods and the policy: without the policy every flow is allowed, the second expectation's deny included.
     await pollUntil(() => agent!.state.podByIP('10.2.0.5') && agent!.state.podByIP('10.1.0.7') && agent!.state.object(Kinds.NetworkPolicy, 'backend/from-frontend'),
@@ -112,5 +113,20 @@ describe('the agent in multicluster mode', () => {
     const created = set.a.create(namespace('kube-system'));
     expect(await kubeSystemUid(loadKubeConfig(set.fileOf('a')), 'test')).toBe(created.metadata.uid);
     await expect(kubeSystemUid(loadKubeConfig(set.fileOf('b')), 'test')).rejects.toThrow(/pass --cluster-id/);
+    // An agent given no cluster id derives it the same way, and configures its multicluster stage with it.
+    agent = new Agent({ kubeconfig: set.fileOf('a'), dataplane: false, logger: quiet(), multicluster: { ipTrackerEtcd: [set.etcd.url] } });
+    await agent.start();
+    expect(agent.engine.active.spec.stages.find((s) => s.name === 'np')).toMatchObject({ module: 'multicluster-network-policy', config: { clusterId: created.metadata.uid } });
+  });
+
+  it('keeps extra sources and a given pipeline: an embedder can assemble multicluster mode itself', async () => {
+    await set.tracker();
+    const mc = { ipTrackerEtcd: [set.etcd.url], clusterId: 'a' };
+    agent = new Agent({ kubeconfig: set.fileOf('a'), dataplane: false, logger: quiet(), extraSources: [multiclusterSource(mc)] });
+    await agent.start(multiclusterPipeline(defaultPipeline(), mc, true));
+    await pollUntil(() => agent!.state.podByIP('10.2.0.5') && agent!.state.podByIP('10.1.0.7') && agent!.state.object(Kinds.NetworkPolicy, 'backend/from-frontend'),
+      'both pods and the NetworkPolicy backend/from-frontend in the agent', 15_000);
+    expect(agent.engine.evaluate(tcp('10.2.0.5', '10.1.0.7')).allowed).toBe(true);
+    expect(agent.engine.evaluate(tcp('10.2.0.99', '10.1.0.7')).allowed).toBe(false);
   });
 });

@@ -23,8 +23,7 @@ async function start(objects: KubeObject[], readsOpen = false): Promise<Agentish
   const stateDir = mkdtempSync(join(tmpdir(), 'kwp-console-reads-'));
   const store = new ModuleStore({ stateDir, validation: 'inline' });
   const engine = new PolicyEngine({ state: stateFromObjects(objects), modules: new ChainedModules([store, new BuiltinModules()]) });
-  const controller = new PipelineController({ engine, fallback: defaultPipeline(), stateDir });
-  store.setUsage(() => controller.moduleUsage());
+  const controller = new PipelineController({ engine, fallback: defaultPipeline(), stateDir, store });
   controller.start();
   const server = await createAdminServer({ store, controller, engine, token: TOKEN, readsOpen, port: 0 });
   return { server, store, controller, engine, objects };
