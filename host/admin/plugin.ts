@@ -19,6 +19,7 @@ import { pipelineStatusRoutes } from './routes/pipeline-status.js';
 import { clusterRoutes } from './routes/cluster.js';
 import { matrixRoutes } from './routes/matrix.js';
 import { consoleRoutes } from './routes/console.js';
+import { fleetRoutes } from './routes/fleet.js';
 import type { AdminApiOptions, AdminRouteConfig } from './options.js';
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
@@ -57,6 +58,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   explainRoutes(app, options.engine, options.dialledEndpoints);
   clusterRoutes(app, options.engine.state);
   matrixRoutes(app, options.engine);
+  if (options.fleetStatus) fleetRoutes(app, options.fleetStatus);
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;
   const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));

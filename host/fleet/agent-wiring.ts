@@ -19,6 +19,7 @@ import { PublishingModuleStore, PublishingPipelineController } from './publishin
 import { RolloutController } from './rollout-controller.js';
 import { ControllerRuntime } from './runtime.js';
 import type { NodeReport } from './objects.js';
+import { readFleetStatus, type FleetStatus } from './fleet-status.js';
 
 export interface FleetConfig {
   /** `node`: follow the cluster's Pipeline and EvaluatorModules; `cluster`: the cluster-level admin API and rollout controller; `off`. */
@@ -103,6 +104,11 @@ export class FleetWiring {
     }
     this.node = new FleetNode({ kubeConfig: this.kubeConfig, nodeName: parts.nodeName, runtime, fetcher, metrics, logger: parts.logger, statusIntervalMs: this.config.statusIntervalMs });
     await this.node.start();
+  }
+
+  /** The cluster-level admin API's read of the fleet (GET /v1/fleet/status); undefined on a node. */
+  get statusReader(): (() => Promise<FleetStatus>) | undefined {
+    return this.publisher ? () => readFleetStatus(this.kubeConfig, 'GET /v1/fleet/status') : undefined;
   }
 
   /** What this agent's fleet part runs and has seen (the cluster-level agent writes no status object of its own). */

@@ -17,7 +17,7 @@ import { node as nodeObject } from '../../test/apiserver/fixtures.js';
 import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { TestRegistry } from '../../test/fleet/registry.js';
-import { fleetEmulatedResources, nodeReportWhen } from '../../test/fleet/cluster.js';
+import { fleetEmulatedResources, nodeReportWhen, rolloutCompleted } from '../../test/fleet/cluster.js';
 import { EVALUATOR_MODULE, NODE_PIPELINE_STATUS, PIPELINE, nodeReportOf, type NodeReport } from './objects.js';
 
 const TOKEN = 'fleet-test-token-0123456789abcdef';
@@ -85,8 +85,14 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     }
     for (const a of agents.slice(1)) expect(a.controller!.get().stages[0].module).toBe('deny-ports@1.0.0');
     // The rollout controller (in the cluster-level agent) records that every node runs it.
-    await pollUntil(() => (api.get(PIPELINE.kind, 'default') as any).status?.rollout?.phase === 'Complete', 'the rollout to complete', 30_000);
+    await rolloutCompleted(api, generation, 'one push', 30_000);
     expect((api.get(PIPELINE.kind, 'default') as any).status.stable.generation).toBe(generation);
+    // Reads on the cluster-level admin API show the fleet: what kwp fleet status --server prints.
+    const fleet = await client.fleetStatus();
+    expect(fleet.pipelines).toEqual([{ name: 'default', generation, rollout: expect.objectContaining({ generation, phase: 'Complete', admittedCount: 2, admittedThrough: 'node-b' }) }]);
+    expect(fleet.nodes.map((n) => [n.nodeName, n.appliedGeneration])).toEqual([['node-a', generation], ['node-b', generation]]);
+    // A node's own admin API knows only itself.
+    expect(await new AdminClient(agents[1].adminUrl!, TOKEN).fleetStatus().catch((err) => err.code)).toBe('KWP_ERR_ROUTE_NOT_FOUND');
   });
 
   it('a module whose sha256 does not match its bytes is refused by every node, which keeps its pipeline', async () => {
@@ -135,6 +141,9 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
   });
 
   it('DELETE /v1/modules on the cluster-level admin API is refused while a Pipeline names the module, and then deletes its EvaluatorModules', async () => {
+    // Until the current generation completes, the stable stages (with deny-ports) are what a rollback would write back.
+    const current = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
+    await rolloutCompleted(api, current, 'before the delete', 150_000);
     // A Pipeline this agent does not follow (it targets no node), so only the cluster-wide check can see the module is needed.
     api.create({ apiVersion: 'kwp.io/v1alpha1', kind: 'Pipeline', metadata: { name: 'edge' }, target: { nodeSelector: { matchLabels: { 'kwp.io/pool': 'none' } } },
       stages: [{ name: 'deny-ports', module: 'deny-ports@1.0.0', config: { ports: [81] } }] } as never);

@@ -24,7 +24,7 @@ import { EVALUATOR_MODULE, NODE_PIPELINE_STATUS, PIPELINE, formatOciReference, n
 import { ApiServerEmulator } from '../apiserver/emulator.js';
 import { writeKubeconfig } from '../apiserver/kubeconfig.js';
 import { pollUntil } from '../apiserver/poll.js';
-import { fleetEmulatedResources, nodeReportWhen } from '../fleet/cluster.js';
+import { fleetEmulatedResources, nodeReportWhen, rolloutCompleted } from '../fleet/cluster.js';
 import { TestRegistry } from '../fleet/registry.js';
 import { forwardUnixToTcp } from './namespace-bridge.js';
 
@@ -182,6 +182,9 @@ describe('the fleet: one push reaches every node', () => {
     const status = JSON.parse(await kwp(['fleet', 'status', '--kubeconfig', kubeconfig, '-o', 'json']));
     expect(status.nodes.map((n: NodeReport) => n.nodeName)).toEqual(NODES);
     expect(new Set(status.nodes.map((n: NodeReport) => `${n.appliedGeneration}/${n.revision}/${n.stages.map((s) => s.sha256).join(',')}`)).size).toBe(1);
+    // The same read through the cluster-level admin API.
+    const viaApi = JSON.parse(await kwp(['fleet', 'status', '--server', clusterUrl, '-o', 'json']));
+    expect(viaApi.nodes.map((n: NodeReport) => [n.nodeName, n.appliedGeneration])).toEqual(status.nodes.map((n: NodeReport) => [n.nodeName, n.appliedGeneration]));
     const table = await kwp(['fleet', 'status', '--kubeconfig', kubeconfig]);
     console.log(table);
     for (const n of NODES) expect(table).toMatch(new RegExp(`^${n}\\s+default\\s+${generation()}\\s`, 'm'));
@@ -230,7 +233,7 @@ describe('the fleet: one push reaches every node', () => {
     // Back to a good pipeline first: it completes its rollout and becomes the one a rollback returns to.
     await pipelineSet({ stages: stages([denyPortsStage([81])]) });
     await converged(NODES, before + 1, 'the good pipeline again');
-    await pollUntil(() => { const r = (api.get(PIPELINE.kind, 'default') as any).status?.rollout; return r?.generation === before + 1 && r.phase === 'Complete'; }, 'the good pipeline to complete its rollout', 30_000, 100);
+    await rolloutCompleted(api, before + 1, 'the good pipeline', 30_000);
     const trapping = { name: 'scripted', module: 'scripted', config: { egress: 'Next', ingress: 'Next', trapPort: 80 } };
     await pipelineSet({ stages: stages([trapping, denyPortsStage([81])]), rollout: { strategy: 'Steps', step: 1, pauseSeconds: 120, maxFailures: 3 } });
     const bad = generation();
@@ -250,7 +253,7 @@ describe('the fleet: one push reaches every node', () => {
     expect(pipeline.stages.map((s: any) => s.name)).toEqual(['deny-ports', 'cnp-admin', 'np', 'cnp-baseline']);
     const back = await converged(NODES, bad + 1, 'the rollback');
     // The rollback generation completes like any other and stays the object's generation, still marked.
-    await pollUntil(() => { const r = (api.get(PIPELINE.kind, 'default') as any).status?.rollout; return r?.generation === bad + 1 && r.phase === 'Complete'; }, 'the rollback to complete', 30_000, 100);
+    await rolloutCompleted(api, bad + 1, 'the rollback', 30_000);
     expect(generation()).toBe(bad + 1);
     expect((api.get(PIPELINE.kind, 'default') as any).metadata.annotations['kwp.io/rollback-of']).toBe(String(bad));
     for (const r of back) expect(r.stages.map((s) => s.name)).not.toContain('scripted');
@@ -270,7 +273,7 @@ describe('the fleet: one push reaches every node', () => {
     expect(report(NODES[2])!.appliedGeneration).toBeLessThan(g);
     await api.restart();
     await converged(NODES, g, 'after the restart');
-    await pollUntil(() => (api.get(PIPELINE.kind, 'default') as any).status?.rollout?.phase === 'Complete', 'the rollout to complete', 60_000, 100);
+    await rolloutCompleted(api, g, 'after the restart', 60_000);
   });
 
   it('the registry stopped: nodes that have the bytes keep running, a new node reports the fetch error', async () => {
