@@ -13,11 +13,11 @@
 import {
   AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
-  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
+  loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
   type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
-  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, type SourceRefusal,
+  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal,
 } from './index.js';
 
 export interface AgentConfig {
@@ -119,18 +119,17 @@ export class Agent {
   constructor(readonly config: AgentConfig) {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
     this.state = new ClusterState();
-    const ilog = instanceLogger(this.log);
     const builtins = new BuiltinModules(config.limits);
     this.fleet = FleetWiring.for(config.fleet, config);
     if (config.stateDir) {
       ensureStateDir(config.stateDir);
       const storeOptions = {
-        stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits, reservedNames: builtins.names(),
+        stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: this.log, limits: config.limits, reservedNames: builtins.names(),
       };
       this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
     const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), builtins];
-    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits });
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: this.log, limits: config.limits });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
@@ -193,7 +192,7 @@ export class Agent {
     }
 
     const controllerOptions = {
-      engine: this.engine, fallback, stateDir: config.stateDir, logger: instanceLogger(this.log), autoRollback: config.autoRollback, store: this.store,
+      engine: this.engine, fallback, stateDir: config.stateDir, logger: this.log, autoRollback: config.autoRollback, store: this.store,
     };
     const controller = this.fleet ? this.fleet.createController(controllerOptions) : new PipelineController(controllerOptions);
     this.controller = controller;
@@ -203,6 +202,7 @@ export class Agent {
     // Before the controller starts, so the startup swap is counted.
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane });
     registerSourceMetrics(metrics.registry, () => this.sources);
+    registerObjectRejectionMetrics(metrics.registry, () => controller.livePipelines()[0]?.stages ?? []);
 
     return [
       this.pipelinePart(controller),

@@ -7,6 +7,7 @@ import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
 import type { StageTrace } from '../contract.js';
 import type { FleetStatus } from '../fleet/fleet-status.js';
 import { SIGNATURE_HEADER } from './options.js';
+import type { DiffAnswer, DiffRequest } from '../impact/live-diff.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:9443';
 
@@ -118,6 +119,11 @@ export class AdminClient {
 
   async history(): Promise<HistoryEntry[]> {
     return (await this.call<{ history: HistoryEntry[] }>('GET', '/v1/pipeline/history')).body.history;
+  }
+
+  /** POST /v1/diff: what a proposal would flip among the node's recorded flows; applies nothing. */
+  async diff(request: DiffRequest): Promise<DiffAnswer> {
+    return (await this.call<DiffAnswer>('POST', '/v1/diff', this.json(request))).body;
   }
 
   async explain(flow: FlowRequest): Promise<ExplainAnswer> {

@@ -1,3 +1,4 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect, beforeEach } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,7 +35,7 @@ function controllerWith(options: Partial<PipelineControllerOptions> = {}, module
   const engine = new PolicyEngine({ state: new ClusterState(), modules, ...engineOptions });
   const logged: string[] = [];
   const controller = new PipelineController({
-    engine, fallback: allowFirst, stateDir, logger: { log: (level, message) => logged.push(`${level} ${message}`) }, ...options,
+    engine, fallback: allowFirst, stateDir, logger: loggerOf((level, message) => logged.push(`${level} ${message}`)), ...options,
   });
   return { engine, controller, logged };
 }

@@ -19,14 +19,8 @@ import { LatencyHistogram } from './latency-histogram.js';
 import { NF_ACCEPT, NF_DROP, NF_REPEAT, nfqueueOpener, type PacketQueue, type QueueOpener } from './nfqueue.js';
 import { parsePacket, transportPayload } from './packet-parser.js';
 import { DEFAULT_MARKS, type Interest, type MarkBits, type QueueMode } from './rules.js';
+import type { HostLogger } from '../logger.js';
 
-/** pino-compatible. */
-export interface DataplaneLogger {
-  debug(obj: object, msg: string): void;
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
 
 export interface DataplaneOptions {
   /** nftables table name (family inet); iptables chains are named after it. */
@@ -38,7 +32,7 @@ export interface DataplaneOptions {
   /** After each refresh, send accepted connections the judge now denies back through the queue. Default true. */
   strict: boolean;
   mode?: ModeChoice;
-  logger: DataplaneLogger;
+  logger: HostLogger;
   /** Called for every A/AAAA record of a DNS answer; off the packet path's verdict. */
   onDnsAnswer?: (name: string, address: string, ttl: number) => void;
   marks?: MarkBits;

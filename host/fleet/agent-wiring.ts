@@ -9,7 +9,6 @@ import { ModuleStore, type ModuleStoreOptions } from '../control/module-store.js
 import { PipelineController, type PipelineControllerOptions } from '../control/pipeline-controller.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import { loadKubeConfig } from '../sources/kubernetes.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { FleetMetrics } from './metrics.js';
 import { ModuleFetcher } from './module-fetcher.js';
 import { FleetNode } from './node-agent.js';
@@ -20,6 +19,7 @@ import { RolloutController } from './rollout-controller.js';
 import { ControllerRuntime } from './runtime.js';
 import type { NodeReport } from './objects.js';
 import { readFleetStatus, type FleetStatus } from './fleet-status.js';
+import type { HostLogger } from '../logger.js';
 
 export interface FleetConfig {
   /** `node`: follow the cluster's Pipeline and EvaluatorModules; `cluster`: the cluster-level admin API and rollout controller; `off`. */
@@ -43,7 +43,7 @@ export interface FleetParts {
   registry: Registry;
   ready: () => boolean;
   nodeName?: string;
-  logger: SourceLogger;
+  logger: HostLogger;
 }
 
 export class FleetWiring {

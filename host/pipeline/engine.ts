@@ -4,7 +4,6 @@
 // activation is a single reference swap.
 import type { Decision, Packet, PodInfo } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
-import type { InstanceLogger } from '../runtime/instance.js';
 import { KwpError } from '../errors.js';
 import { resolveLimits, type SandboxLimits } from '../runtime/limits.js';
 import { MemoryBudget } from '../runtime/memory-budget.js';
@@ -12,11 +11,12 @@ import { Pipeline } from './pipeline.js';
 import { Stage } from './stage.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
 import type { PipelineSpec, StageSpec } from './spec.js';
+import type { HostLogger } from '../logger.js';
 
 export interface PolicyEngineOptions {
   state: ClusterState;
   modules: ModuleResolver;
-  logger?: InstanceLogger;
+  logger?: HostLogger;
   /** Told about every trap or fuel exhaustion of any stage of any live pipeline. */
   onStageFailure?: (stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void;
   /** buildAsync: pods or objects fed to a stage between two turns of the event loop (default 1000). */
@@ -43,7 +43,7 @@ export interface BuildAsyncOptions {
 export class PolicyEngine {
   readonly state: ClusterState;
   private readonly modules: ModuleResolver;
-  private readonly logger?: InstanceLogger;
+  private readonly logger?: HostLogger;
   private current: Pipeline | undefined;
   private nextRevision = 1;
   private readonly maxStages: number;
@@ -172,6 +172,16 @@ export class PolicyEngine {
     this.current = next;
     for (const l of this.listeners) l.activated?.(next, previous);
     return previous;
+  }
+
+  /**
+   * An engine with this one's modules and sandbox limits over `state` (this
+   * engine's by default), for dry runs such as POST /v1/diff: what it builds
+   * is never activated here, takes no revision number of this engine's, and
+   * reserves memory from a budget of its own.
+   */
+  trialEngine(state: ClusterState = this.state): PolicyEngine {
+    return new PolicyEngine({ ...this.options, state, onStageFailure: undefined });
   }
 
   get active(): Pipeline {

@@ -7,7 +7,8 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type InstanceLogger } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type RejectedObject } from '../runtime/instance.js';
+import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
@@ -17,6 +18,7 @@ import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
 import { RetryBackoff } from './retry-backoff.js';
+import { loggerOf, type HostLogger } from '../logger.js';
 
 /**
  * Why a stage answers with another state than the cluster's:
@@ -121,7 +123,17 @@ export class Stage implements StateListener {
   /** The failure-policy error lines: a module failing on every packet would otherwise write one per packet. */
   private readonly failureLines: LineRate;
 
-  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: InstanceLogger) {
+  /** Objects the module refused when it took them (kwp_objects_rejected). */
+  readonly rejectedObjects = new RejectedObjects();
+  /** The instances' logger: the stage's, with each rejection recorded and its line naming the stage. */
+  private readonly instanceLogger: HostLogger;
+
+  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: HostLogger) {
+    this.instanceLogger = loggerOf((level, message, fields) => {
+      const rejected = (fields as { rejected?: RejectedObject }).rejected;
+      if (rejected) this.rejectedObjects.add(rejected);
+      this.logger?.[level](rejected ? { ...fields, stage: this.name } : fields, message);
+    });
     this.failureLines = new LineRate(compiled.limits.failureLinesPerSecond);
     this.spec = spec;
     this.name = spec.name;
@@ -258,7 +270,7 @@ export class Stage implements StateListener {
       }
       this.reservedPages = cap;
     }
-    return new EvaluatorInstance(this.compiled, this.logger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
   }
 
   private buildSync(source: HeldState): EvaluatorInstance {
@@ -356,7 +368,7 @@ export class Stage implements StateListener {
       : `answering ${this.failurePolicy}: it never held a state`;
     const message = `${kerr.message}; ${keeping}; trying again when the state changes, not before ${Math.round(this.retry.nextDelayMs / 1000)} s`;
     this.stateProblem = { kind: 'rejected', message, since: Date.now() };
-    this.logger?.log('error', message, { stage: this.name, code: kerr.code, memoryCapPages: this.limits.maxStageMemoryPages });
+    this.logger?.error({ stage: this.name, code: kerr.code, memoryCapPages: this.limits.maxStageMemoryPages }, message);
     if (this.instance || !held) return;
     // The instance broke on a delivery: the last good state goes into a new one.
     try {
@@ -366,7 +378,7 @@ export class Stage implements StateListener {
       this.subjectsState = 'never';
       this.counters.rebuilds++;
     } catch (again) {
-      this.logger?.log('error', `stage ${this.name}: rebuilding from the last state it held failed too (${(again as Error).message}); answering ${this.failurePolicy}`, { stage: this.name });
+      this.logger?.error({ stage: this.name }, `stage ${this.name}: rebuilding from the last state it held failed too (${(again as Error).message}); answering ${this.failurePolicy}`);
     }
   }
 
@@ -396,7 +408,7 @@ export class Stage implements StateListener {
   private logFailure(message: string, code?: string): void {
     const note = this.failureLines.take();
     if (note === undefined) return;
-    this.logger?.log('error', message + note, code ? { stage: this.name, code } : { stage: this.name });
+    this.logger?.error(code ? { stage: this.name, code } : { stage: this.name }, message + note);
   }
 
   /** Failure-policy error lines dropped by the rate limit (failureLinesPerSecond). */
@@ -421,7 +433,7 @@ export class Stage implements StateListener {
     const inst = this.instance!;
     const target = this.capFor(bytes * 1.5, floor);
     this.stateCounters.grown++;
-    this.logger?.log('info', `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${inst.memoryCapPages} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`, { stage: this.name });
+    this.logger?.info({ stage: this.name }, `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${inst.memoryCapPages} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`);
     void this.replaceInstance({ kind: 'growing', message: `stage ${this.name}: growing its memory cap from ${inst.memoryCapPages} to ${target} pages for the new state (${mib(bytes)} delivered); answering with the state it held until then`, since: Date.now() }, target);
   }
 
@@ -620,6 +632,7 @@ export class Stage implements StateListener {
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forgetKind(kind.slice(kind.lastIndexOf('/') + 1));
     this.deliver((i) => {
       i.object(index, ObjectOp.Reset);
       for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
@@ -629,6 +642,7 @@ export class Stage implements StateListener {
   objectApplied(kind: KindKey, event: ObjectEvent): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
+    this.rejectedObjects.forget(event.object);
     this.deliver(
       (i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)),
       (h) => h.apply(index, event),

@@ -9,9 +9,31 @@ import { LOG_LEVELS } from '../abi/imports.js';
 import { OFF_VERDICT, RECORD_SIZE, readReason } from '../abi/record.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
+import type { HostLogger } from '../logger.js';
+import { ObjectOp } from '../abi/objects.js';
 
-export interface InstanceLogger {
-  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
+
+/**
+ * An object a module refused or warned about while taking it: the log line's
+ * `rejected` field, which the stage counts (kwp_objects_rejected). Logs are
+ * how it travels, so it reaches the stage from an instance in another thread too.
+ */
+export interface RejectedObject { kind: string; namespace?: string; name: string }
+
+function rejectedObject(json: Uint8Array): RejectedObject | undefined {
+  try {
+    const obj = JSON.parse(textDecoder.decode(json));
+    const name = obj?.metadata?.name;
+    if (typeof obj?.kind !== 'string' || typeof name !== 'string') return undefined;
+    const namespace = typeof obj.metadata.namespace === 'string' && obj.metadata.namespace ? obj.metadata.namespace : undefined;
+    return { kind: obj.kind, ...(namespace ? { namespace } : {}), name };
+  } catch {
+    return undefined;
+  }
+}
+
+function describeRejected(r: RejectedObject): string {
+  return `${r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`;
 }
 
 const textDecoder = new TextDecoder();
@@ -43,6 +65,8 @@ export class EvaluatorInstance {
   /** Set once a call trapped or ran out of fuel. */
   broken: KwpError | undefined;
   private readonly logRate: LineRate;
+  /** The object being upserted, until the module's first warning about it (onLog). */
+  private delivering: Uint8Array | undefined;
   /** Log lines dropped by the rate limit. */
   get droppedLogLines(): number { return this.logRate.dropped; }
   /** The most pages this instance's memory can grow to. */
@@ -54,7 +78,7 @@ export class EvaluatorInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
@@ -134,7 +158,13 @@ export class EvaluatorInstance {
   }
 
   private onLog(level: number, ptr: number, len: number): void {
-    const note = this.logRate.take();
+    const name = LOG_LEVELS[level] ?? 'info';
+    // The first warning about an object being delivered is a rejection: it
+    // is logged whatever the rate limit (one per delivery at most) and names
+    // the object, so an operator can find what the module cannot use.
+    const rejection = this.delivering && (name === 'warn' || name === 'error') ? this.delivering : undefined;
+    if (rejection) this.delivering = undefined;
+    const note = rejection ? '' : this.logRate.take();
     if (note === undefined) return;
     const mem = this.bytes();
     if (ptr < 0 || len < 0 || ptr + len > mem.length) return;
@@ -142,7 +172,9 @@ export class EvaluatorInstance {
     const max = this.compiled.limits.maxLogLineBytes;
     const cut = len > max ? `… (${len - max} more bytes cut)` : '';
     const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
-    this.logger?.log(LOG_LEVELS[level] ?? 'info', message, { module: this.name });
+    const rejected = rejection && rejectedObject(rejection);
+    if (rejected) this.logger?.[name]({ module: this.name, rejected }, `module ${this.name} cannot use ${describeRejected(rejected)}: ${message}`);
+    else this.logger?.[name]({ module: this.name }, message);
   }
 
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
@@ -184,9 +216,17 @@ export class EvaluatorInstance {
     let ptr = 0;
     let len = 0;
     if (json) { ptr = this.pass(json, 'kwp_object'); len = json.length; }
-    const status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
+    this.delivering = json && op === ObjectOp.Upsert ? json : undefined;
+    let status: number;
+    try {
+      status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
+    } finally {
+      this.delivering = undefined;
+    }
     if (status !== 0) {
-      this.logger?.log('warn', `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}`);
+      const rejected = json && op === ObjectOp.Upsert ? rejectedObject(json) : undefined;
+      const what = rejected ? describeRejected(rejected) : `an object of kind ${this.compiled.meta.kinds[kind]}`;
+      this.logger?.warn(rejected ? { module: this.name, rejected } : { module: this.name }, `module ${this.name} could not take ${what}: ${this.resultText(status)}`);
     }
   }
 

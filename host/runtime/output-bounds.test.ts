@@ -1,3 +1,4 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
@@ -16,7 +17,7 @@ const load = (bytes: Uint8Array, limits: Partial<SandboxLimits> = {}) => compile
 
 function lines(bytes: Uint8Array, limits: Partial<SandboxLimits> = {}) {
   const out: string[] = [];
-  const inst = new EvaluatorInstance(load(bytes, limits), { log: (_l, m) => out.push(m) });
+  const inst = new EvaluatorInstance(load(bytes, limits), loggerOf((_l, m) => out.push(m)));
   return { inst, out };
 }
 
@@ -105,7 +106,7 @@ describe("a stage's failure-policy error line is rate-limited like module logs",
   it('a module answering an undefined verdict on every packet logs failureLinesPerSecond lines, not one per packet', () => {
     const logged: string[] = [];
     const compiled = load(sandboxModule({ decideBody: '(i32.store8 (i32.const 4148) (i32.const 9)) (i32.const 0)' }));
-    const stage = new Stage({ name: 'bad', module: 'x' }, compiled, new ClusterState(), { log: (_l, m) => logged.push(m) });
+    const stage = new Stage({ name: 'bad', module: 'x' }, compiled, new ClusterState(), loggerOf((_l, m) => logged.push(m)));
     stage.start();
     for (let i = 0; i < 1000; i++) stage.decide(new Uint8Array(64));
     expect(logged).toHaveLength(1);
