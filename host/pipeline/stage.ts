@@ -575,7 +575,11 @@ export class Stage implements StateListener {
     const inst = this.instance;
     if (!inst) return 'all';
     try {
-      return inst.subjects();
+      // Subjects are pods the host delivered: ids it never gave out are dropped,
+      // so a module cannot make the subject filter (sized by the largest id) huge.
+      const pods = this.held?.pods;
+      const ids = inst.subjects(pods?.size ?? Infinity);
+      return ids === 'all' ? ids : ids.filter((id) => pods?.has(id) ?? this.state.podById(id) !== undefined);
     } catch (err) {
       this.failed(err);
       return 'all';
