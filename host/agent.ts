@@ -221,6 +221,7 @@ export class Agent {
         token, readsOpen: config.adminReadsOpen ?? false,
         ready: () => this.ready(), refusals: () => this.refusals(),
         dialledEndpoints: async (query) => (dataplane ? dataplane.dialledEndpoints(query) : []),
+        ...(this.fleet?.statusReader ? { fleetStatus: this.fleet.statusReader } : {}),
       })] : []),
       // Stopped before the admin API closes: a pipeline build in progress
       // would otherwise hold admin.close() until it activated, only for the
