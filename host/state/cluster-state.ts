@@ -48,18 +48,9 @@ export const CLUSTER_LABEL = 'cluster.clusterset.k8s.io';
  * pods only answer address lookups the local cluster leaves open: a local pod
  * always wins an address, whatever its phase.
  */
-export interface RemotePod {
-  clusterId: string;
-  name: string;
-  namespace: string;
+export interface RemotePod extends Omit<PodInfo, 'id' | 'hostNetwork'> {
   /** Changes the pod's host id when it changes (a new pod under an old name). */
   uid?: string;
-  podLabels: Record<string, string>;
-  namespaceLabels: Record<string, string>;
-  nodeName: string;
-  nodeLabels: Record<string, string>;
-  containerPorts: ContainerPort[];
-  ips: string[];
 }
 
 /** Kubernetes puts this label on every namespace; policies select namespaces by name through it. */
