@@ -25,6 +25,7 @@ interface Doc {
 const DOCS: Doc[] = [
   { file: 'README.md', where: 'checkout', timeoutMs: 300_000 },
   { file: 'docs/admin-api.md', where: 'checkout', timeoutMs: 300_000 },
+  { file: 'docs/flows.md', where: 'checkout', timeoutMs: 300_000 },
   { file: 'docs/plugin-guide.md', where: 'beside-checkout', timeoutMs: 1_200_000 },
 ];
 
