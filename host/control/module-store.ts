@@ -367,6 +367,14 @@ export class ModuleStore implements ModuleResolver {
     return targets;
   }
 
+  /**
+   * What DELETE /v1/modules does: remove() from this store. The cluster-level
+   * admin API's store also withdraws the module from the cluster.
+   */
+  async withdraw(name: string, version?: string): Promise<Array<Pick<StoredModule, 'name' | 'version' | 'sha256'>>> {
+    return this.remove(name, version);
+  }
+
   /** `name` is the newest stored version, `name@version` an exact one. */
   resolve(ref: string): CompiledEvaluator | undefined {
     const at = ref.indexOf('@');
