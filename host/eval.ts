@@ -9,9 +9,9 @@ import { PolicyEngine } from './pipeline/engine.js';
 import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/modules.js';
 import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
 import type { Pipeline } from './pipeline/pipeline.js';
-import type { InstanceLogger } from './runtime/instance.js';
 import { resolveFlowRoutes, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol, type ResolvedFlow, type ServiceHop } from './flows.js';
 import { walkthroughLine } from './walkthrough.js';
+import type { HostLogger } from './logger.js';
 
 export type { FlowSpec, ServiceHop } from './flows.js';
 
@@ -36,7 +36,7 @@ export interface EvaluateOptions {
   /** Extra modules (e.g. a plugin under test) tried before the built-ins. */
   modules?: ModuleResolver;
   /** Where modules' log lines go; dropped when absent. */
-  logger?: InstanceLogger;
+  logger?: HostLogger;
 }
 
 let builtins: BuiltinModules | undefined;
@@ -91,31 +91,40 @@ export class OfflineEvaluator {
 
   /** Decides a flow: one result, or one per endpoint when its destination is a Service. */
   evaluateAll(input: FlowInput | FlowSpec, index = 0): FlowResult[] {
-    const flow = normalizeFlow(input, index);
-    return resolveFlowRoutes(flow, this.state).map((r) => this.decide(flow, r));
-  }
-
-  private decide(flow: FlowSpec, r: ResolvedFlow): FlowResult {
-    const d = this.pipeline.evaluate(r.packet, r.srcPod, r.dstPod);
-    const result: FlowResult = {
-      src: flow.src,
-      dst: flow.dst,
-      protocol: flow.protocol,
-      port: flow.port,
-      srcPort: flow.srcPort,
-      ...(flow.name !== undefined ? { name: flow.name } : {}),
-      ...(flow.expect !== undefined ? { expect: flow.expect } : {}),
-      verdict: d.allowed ? 'allow' : 'deny',
-      egress: d.egress.trace,
-      ingress: d.ingress.trace,
-      walkthrough: '',
-      ...(r.via ? { via: r.via } : {}),
-    };
-    result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress, r.via);
-    return result;
+    return decideFlow(this.state, this.pipeline, input, index);
   }
 
   dispose(): void { this.pipeline.dispose(); }
+}
+
+/**
+ * Decides a flow with any state and pipeline: an offline evaluator's, or the
+ * agent's live ones (POST /v1/diff). One result, or one per endpoint when the
+ * destination is a Service.
+ */
+export function decideFlow(state: ClusterState, pipeline: Pipeline, input: FlowInput | FlowSpec, index = 0): FlowResult[] {
+  const flow = normalizeFlow(input, index);
+  return resolveFlowRoutes(flow, state).map((r) => decideRoute(pipeline, flow, r));
+}
+
+function decideRoute(pipeline: Pipeline, flow: FlowSpec, r: ResolvedFlow): FlowResult {
+  const d = pipeline.evaluate(r.packet, r.srcPod, r.dstPod);
+  const result: FlowResult = {
+    src: flow.src,
+    dst: flow.dst,
+    protocol: flow.protocol,
+    port: flow.port,
+    srcPort: flow.srcPort,
+    ...(flow.name !== undefined ? { name: flow.name } : {}),
+    ...(flow.expect !== undefined ? { expect: flow.expect } : {}),
+    verdict: d.allowed ? 'allow' : 'deny',
+    egress: d.egress.trace,
+    ingress: d.ingress.trace,
+    walkthrough: '',
+    ...(r.via ? { via: r.via } : {}),
+  };
+  result.walkthrough = walkthroughLine(flow, d.allowed, d.egress, d.ingress, r.via);
+  return result;
 }
 
 function normalizeFlow(f: FlowInput | FlowSpec, index: number): FlowSpec {

@@ -65,11 +65,13 @@ function flowError(where: string, message: string): KwpError {
   return new KwpError('KWP_ERR_FLOWS', `${where}: ${message}`);
 }
 
-function locate(file: string, index: number, line?: number): string {
+/** Where a flow was read, for messages: `file: flow 3 (line 5)`. */
+export function locate(file: string, index: number, line?: number): string {
   return line === undefined ? `${file}: flow ${index}` : `${file}: flow ${index} (line ${line})`;
 }
 
-function describe(value: unknown): string {
+/** A wrong value as a message names it: `"x"`, `a list`, `number 0`. */
+export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'string') return JSON.stringify(value);

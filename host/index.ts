@@ -24,13 +24,12 @@ export { ABI_MAJOR, ABI_MINOR } from './abi/version.js';
 export type { CompiledEvaluator, ModuleMeta } from './runtime/loader.js';
 export { DEFAULT_LIMITS, resolveLimits, parseLimitSettings } from './runtime/limits.js';
 export type { SandboxLimits } from './runtime/limits.js';
-export type { InstanceLogger } from './runtime/instance.js';
 
 // The pipeline and its builder.
 export { PolicyEngine } from './pipeline/engine.js';
 export type { PolicyEngineOptions, EngineListener } from './pipeline/engine.js';
 export { Pipeline } from './pipeline/pipeline.js';
-export { Stage } from './pipeline/stage.js';
+export { Stage, type StageIsolation, type InstanceFailure } from './pipeline/stage.js';
 export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
 export type { ModuleResolver } from './pipeline/modules.js';
 export { defaultPipeline, parsePipelineText, readPipelineFile, validatePipelineSpec, formatPipelineYAML } from './pipeline/spec.js';
@@ -67,7 +66,7 @@ export type { AdminApiOptions } from './admin/options.js';
 export { createAdminServer } from './admin/server.js';
 export type { AdminServer, AdminServerOptions } from './admin/server.js';
 export { AdminMetrics } from './admin/metrics.js';
-export { registerSourceMetrics } from './admin/input-metrics.js';
+export { registerSourceMetrics, registerObjectRejectionMetrics } from './admin/input-metrics.js';
 export { loadAdminToken } from './admin/auth.js';
 
 // Multicluster (flat network): remote pods from the IP tracker's etcd, and the pipeline that uses them.
@@ -90,6 +89,8 @@ export { FlowRecorder } from './flow-records/flow-recorder.js';
 export { FlowLogWriter } from './flow-records/flow-log-writer.js';
 export type { FlowRecord } from './flow-records/flow-record.js';
 
-// Logging.
-export { createLogger, instanceLogger } from './log.js';
+// Logging: one interface every part takes; pino's loggers are HostLoggers.
+export { createLogger } from './log.js';
 export type { Logger } from './log.js';
+export { loggerOf, silentLogger } from './logger.js';
+export type { HostLogger, LogLevel } from './logger.js';

@@ -5,8 +5,10 @@ import type { ModuleInfo, UploadResult } from '../control/module-store.js';
 import type { HistoryEntry } from '../control/pipeline-history.js';
 import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
 import type { StageTrace } from '../contract.js';
+import type { FleetStatus } from '../fleet/fleet-status.js';
 import { SIGNATURE_HEADER } from './options.js';
 import type { FlowRecord } from '../flow-records/flow-record.js';
+import type { DiffAnswer, DiffRequest } from '../impact/live-diff.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:9443';
 
@@ -99,6 +101,11 @@ export class AdminClient {
     return (await this.call<{ removed: Array<{ name: string; version: string; sha256: string }> }>('DELETE', `/v1/modules/${encodeURIComponent(ref)}`)).body.removed;
   }
 
+  /** The cluster-level admin API's view of the fleet (kwp agent --fleet); other agents answer 404. */
+  async fleetStatus(): Promise<FleetStatus> {
+    return (await this.call<FleetStatus>('GET', '/v1/fleet/status')).body;
+  }
+
   async getPipeline(): Promise<PipelineAnswer> {
     return (await this.call<PipelineAnswer>('GET', '/v1/pipeline')).body;
   }
@@ -160,6 +167,11 @@ export class AdminClient {
     } catch (err) {
       if (!signal?.aborted) throw err;
     }
+  }
+
+  /** POST /v1/diff: what a proposal would flip among the node's recorded flows; applies nothing. */
+  async diff(request: DiffRequest): Promise<DiffAnswer> {
+    return (await this.call<DiffAnswer>('POST', '/v1/diff', this.json(request))).body;
   }
 
   async explain(flow: FlowRequest): Promise<ExplainAnswer> {

@@ -3,11 +3,15 @@
 //   kwp_source_refused{source,code,file}      1 for each file a source refuses right now
 //                                            (it keeps delivering the last good state)
 //   kwp_source_rejected_total{source,code}    inputs a source refused since the agent started
+//   kwp_objects_rejected{stage,module,kind}   objects a stage's module refused when it took
+//                                            them (from an API server too, which validated them
+//                                            already), until they change or go
 //
 // Files only reach these metrics while they are refused, so the number of
 // series stays that of the broken files, not of every file ever read.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ObjectSource } from '../contract.js';
+import type { Stage } from '../pipeline/stage.js';
 
 export function registerSourceMetrics(registry: Registry, sources: () => readonly ObjectSource[]): void {
   const registers = [registry];
@@ -31,6 +35,19 @@ export function registerSourceMetrics(registry: Registry, sources: () => readonl
     collect() {
       this.reset();
       for (const s of sources()) for (const [code, n] of s.refusedLoads ?? []) this.inc({ source: s.name, code }, n);
+    },
+  });
+}
+
+/** `stages`: those of the active pipeline. */
+export function registerObjectRejectionMetrics(registry: Registry, stages: () => readonly Stage[]): void {
+  new Gauge({
+    name: 'kwp_objects_rejected',
+    help: "Objects the stage's module refused or warned about when it took them, by stage, module and kind; the agent's log names each (its \"rejected\" field).",
+    labelNames: ['stage', 'module', 'kind'], registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of stages()) for (const [kind, n] of s.rejectedObjects.countsByKind()) this.set({ stage: s.name, module: s.compiled.meta.name, kind }, n);
     },
   });
 }

@@ -3,10 +3,12 @@
 import type { ModuleStore } from '../control/module-store.js';
 import type { PipelineController } from '../control/pipeline-controller.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
+import type { FleetStatus } from '../fleet/fleet-status.js';
 import type { AdminMetrics } from './metrics.js';
 import type { FlowRecorder } from '../flow-records/flow-recorder.js';
 import type { Access } from './auth.js';
 import type { RouteErrorConfig } from './error-handler.js';
+import type { RecordedFlowSource } from '../impact/live-diff.js';
 import type { SourceRefusal } from '../contract.js';
 
 export interface AdminApiOptions {
@@ -50,6 +52,10 @@ export interface AdminApiOptions {
   dialledEndpoints?: (query: { family: 4 | 6; protocol: number; src: string; dst: string; dstPort: number }) => Promise<Array<{ address: string; port: number }>>;
   /** The flow recorder behind GET /v1/flows (docs/flows.md); absent: the route answers KWP_ERR_FLOWS_OFF. */
   flows?: FlowRecorder;
+  /** The cluster-level admin API (kwp agent --fleet): what every node runs, served at GET /v1/fleet/status. Absent: no such route. */
+  fleetStatus?: () => Promise<FleetStatus>;
+  /** The node's recorded flows, which POST /v1/diff decides when the request gives none (the agent's flow ring). */
+  recordedFlows?: RecordedFlowSource;
   /** Serve the web console at /ui/ (docs/console.md). Default true. */
   console?: boolean;
 }

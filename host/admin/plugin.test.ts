@@ -346,7 +346,7 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(routes).toEqual([
       'DELETE /v1/modules/{name}', 'GET /healthz', 'GET /metrics', 'GET /readyz', 'GET /v1/cluster/namespaces', 'GET /v1/cluster/pods', 'GET /v1/flows',
       'GET /v1/modules', 'GET /v1/modules/{name}', 'GET /v1/pipeline', 'GET /v1/pipeline/history', 'GET /v1/pipeline/status',
-      'POST /v1/explain', 'POST /v1/matrix', 'POST /v1/modules', 'POST /v1/pipeline/rollback', 'PUT /v1/pipeline',
+      'POST /v1/diff', 'POST /v1/explain', 'POST /v1/matrix', 'POST /v1/modules', 'POST /v1/pipeline/rollback', 'PUT /v1/pipeline',
     ]);
   });
 

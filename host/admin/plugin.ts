@@ -19,7 +19,10 @@ import { pipelineStatusRoutes } from './routes/pipeline-status.js';
 import { clusterRoutes } from './routes/cluster.js';
 import { flowRoutes } from './routes/flows.js';
 import { matrixRoutes } from './routes/matrix.js';
+import { diffRoutes } from './routes/diff.js';
+import { ImpactService } from '../impact/live-diff.js';
 import { consoleRoutes } from './routes/console.js';
+import { fleetRoutes } from './routes/fleet.js';
 import type { AdminApiOptions, AdminRouteConfig } from './options.js';
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
@@ -59,6 +62,8 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   clusterRoutes(app, options.engine.state);
   flowRoutes(app, options.flows);
   matrixRoutes(app, options.engine);
+  if (options.fleetStatus) fleetRoutes(app, options.fleetStatus);
+  diffRoutes(app, new ImpactService(options.engine, options.recordedFlows));
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;
   const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));

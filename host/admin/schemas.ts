@@ -87,7 +87,7 @@ export const traceSchema = {
     verdict: { type: 'string', enum: ['Next', 'Accept', 'Deny', 'Pass'] },
     mode: { type: 'string', enum: ['enforce', 'audit'] },
     reason: { type: 'string' },
-    failure: { type: 'string', enum: ['trap', 'fuel', 'unavailable'] },
+    failure: { type: 'string', enum: ['trap', 'fuel', 'deadline', 'unavailable'] },
     attribution: {
       type: 'object', required: ['policy', 'rule'],
       description: 'which policy and rule decided (ABI 1.3; the reason text as the policy for older modules)',

@@ -2,7 +2,7 @@
 // flags turned into a KWP_ERR_USAGE that names the flag and the closest
 // known one, as kubectl and cilium do.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { KwpError } from '../errors.js';
+import { isKwpError, KwpError } from '../errors.js';
 import { didYouMean, suggestion } from '../suggest.js';
 
 import { subcommandsOf } from './main.js';
@@ -94,4 +94,21 @@ export function subcommand(command: string, argv: string[]): { sub?: string; res
 
 function fail(command: string, word: string, known: readonly string[]): never {
   throw new KwpError('KWP_ERR_USAGE', `kwp ${command}: unknown subcommand "${word}"${suggestion(word, known)}; the subcommands are ${known.join(', ')} (see "kwp ${command} --help")`);
+}
+
+/**
+ * For commands whose exit status 1 is an answer (`kwp diff`: flows flip;
+ * `kwp recommend`: a flow stays denied): every input problem, a KwpError,
+ * exits 2 instead, so it never reads as that answer. Internal errors still throw.
+ */
+export function inputErrorsExit2(run: (argv: string[]) => Promise<number>): (argv: string[]) => Promise<number> {
+  return async (argv) => {
+    try {
+      return await run(argv);
+    } catch (err) {
+      if (!isKwpError(err) || err.code === 'KWP_ERR_INTERNAL') throw err;
+      process.stderr.write(`${err.code}: ${err.message}\n`);
+      return 2;
+    }
+  };
 }

@@ -60,14 +60,14 @@ port: rows are sources, columns destinations, "." allowed and "X" denied.
   --timeout SECONDS    with --kubeconfig: how long listing the cluster may take (default 30)
 `;
 
-interface CompiledPlugins {
+export interface CompiledPlugins {
   resolver: ModuleResolver;
   /** The kinds the plugins read, accepted in manifests without a CRD. */
   kinds: string[];
 }
 
 /** Plugins given with --module, resolvable by their kwp.meta name (and name@version). */
-function pluginModules(files: string[] | undefined): CompiledPlugins | undefined {
+export function pluginModules(files: string[] | undefined): CompiledPlugins | undefined {
   if (!files?.length) return undefined;
   const compiled = files.map((file) => {
     let bytes: Uint8Array;
@@ -111,7 +111,7 @@ function parseDns(pairs: string[] | undefined, file: string | undefined): Record
   return out;
 }
 
-async function loadObjects(paths: string[], modules: CompiledPlugins | undefined): Promise<KubeObject[]> {
+export async function loadObjects(paths: string[], modules: CompiledPlugins | undefined): Promise<KubeObject[]> {
   const { objects, warnings } = await loadManifests(paths, { kinds: modules?.kinds });
   for (const w of warnings) process.stderr.write(`warning: ${w}\n`);
   for (const w of priorityTieWarnings(objects)) process.stderr.write(`warning: ${w}\n`);

@@ -6,17 +6,25 @@ import { formatPipelineYAML, parsePipelineText } from '../pipeline/spec.js';
 import { formatRollout, parseRollout, parseTarget } from '../fleet/objects.js';
 import type { PipelineAnswer } from '../admin/client.js';
 import { parseFlags, subcommand } from './args.js';
+import { diffSummary, formatChanges } from '../impact/verdict-diff.js';
+import { parseRecordedFlows } from '../impact/recorded-flows.js';
+import type { DiffAnswer } from '../impact/live-diff.js';
 import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
 
 const HELP = `usage: kwp pipeline get
-       kwp pipeline set FILE [--force]
+       kwp pipeline set FILE [--force | --dry-run [--flows FLOWS]]
        kwp pipeline rollback
        kwp pipeline history
 
 get       prints the active pipeline as YAML, with its revision
 set       replaces it with FILE (YAML or JSON). The change is based on the
           revision read just before: if someone changed the pipeline in
-          between, it is refused (412) unless --force.
+          between, it is refused (412) unless --force. With --dry-run
+          nothing is applied: the node's recorded flows are decided with
+          FILE beside the active pipeline (POST /v1/diff), each flow whose
+          verdict would change is listed, and the exit status is 1 when any
+          would, 0 when none. --flows FLOWS decides the flows of a file
+          instead (flow records or {src, dst, port, protocol} lines).
 rollback  swaps back to the previous pipeline (kept warm, so instant)
 history   lists the changes
 
@@ -29,9 +37,30 @@ function show(p: PipelineAnswer, json: boolean): void {
   print(`# revision ${p.revision}${previous}\n${formatPipelineYAML({ stages: p.stages })}`);
 }
 
+/** A flows file for a dry run, checked here so a bad line is named by file and line, then sent as parsed, with the line of each flow. */
+function flowValues(file: string): { values: unknown[]; lines: number[] } {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new KwpError('KWP_ERR_FLOWS', `${file}: cannot read the flows file: ${(err as Error).message}`);
+  }
+  parseRecordedFlows(text, file);
+  const body = text.replace(/^\uFEFF/, '');
+  if (body.trimStart().startsWith('[')) return { values: JSON.parse(body) as unknown[], lines: [] };
+  const kept = body.split(/\r?\n/).map((l, i) => ({ l: l.trim(), line: i + 1 })).filter(({ l }) => l !== '' && !l.startsWith('#'));
+  return { values: kept.map(({ l }) => JSON.parse(l)), lines: kept.map(({ line }) => line) };
+}
+
+/** The agent names request flows by position: name them by the file and line they were read from. */
+function placeInFile(diff: DiffAnswer, file: string, lines: number[]): DiffAnswer {
+  const place = (text: string) => text.replace(/^POST \/v1\/diff body: flows: flow (\d+)/, (_m, n: string) => (lines.length ? `${file}: line ${lines[Number(n) - 1]}` : `${file}: flow ${n}`));
+  return { ...diff, changes: diff.changes.map((c) => ({ ...c, from: place(c.from) })), skipped: diff.skipped.map(place) };
+}
+
 export async function runPipeline(argv: string[]): Promise<number> {
   const { sub, rest } = subcommand('pipeline', argv);
-  const { values, positionals } = parseFlags(sub ? `pipeline ${sub}` : 'pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' } }, true);
+  const { values, positionals } = parseFlags(sub ? `pipeline ${sub}` : 'pipeline', rest, { ...adminFlagSpec, force: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, flows: { type: 'string' } }, true);
   if (values.help || !sub) { print(HELP); return argv.length ? 0 : 2; }
   const client = adminClient(values);
   const json = values.output === 'json';
@@ -57,6 +86,17 @@ export async function runPipeline(argv: string[]): Promise<number> {
         ...(target ? { target: { nodeSelector: target } } : {}),
         ...(doc.rollout !== undefined ? { rollout: formatRollout(parseRollout(doc.rollout, `${file}: rollout`)) } : {}),
       };
+      if (values['dry-run']) {
+        if (values.force) throw new KwpError('KWP_ERR_USAGE', 'kwp pipeline set: --dry-run applies nothing, so --force has no meaning with it');
+        const flows = values.flows === undefined ? undefined : flowValues(values.flows);
+        const answer = await client.diff({ pipeline: spec, ...(flows ? { flows: flows.values } : {}) });
+        const diff = flows ? placeInFile(answer, values.flows!, flows.lines) : answer;
+        for (const s of diff.skipped) process.stderr.write(`warning: ${s}\n`);
+        if (json) print(JSON.stringify(diff, null, 2));
+        else print(`# dry run against revision ${diff.revision}: nothing applied\n${formatChanges(diff)}${diffSummary(diff)}`);
+        return diff.changes.length > 0 ? 1 : 0;
+      }
+      if (values.flows !== undefined) throw new KwpError('KWP_ERR_USAGE', 'kwp pipeline set: --flows goes with --dry-run');
       const base = values.force ? undefined : (await client.getPipeline()).revision;
       show(await client.setPipeline({ ...spec, ...extras }, base), json);
       return 0;

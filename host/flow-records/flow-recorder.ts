@@ -147,6 +147,11 @@ export class FlowRecorder {
     return filter.limit !== undefined && hits.length > filter.limit ? hits.slice(hits.length - filter.limit) : hits;
   }
 
+  /** Every record in the ring, oldest first: what POST /v1/diff decides when a request brings no flows (RecordedFlowSource). */
+  records(): FlowRecord[] {
+    return this.query();
+  }
+
   /** Calls `listener` with every record emitted from now on; returns the unsubscribe. */
   follow(listener: (r: FlowRecord) => void): () => void {
     this.followers.add(listener);

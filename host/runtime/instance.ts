@@ -11,14 +11,48 @@ import { ATTRIBUTION_MINOR } from '../abi/version.js';
 import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
+import type { HostLogger } from '../logger.js';
+import { ObjectOp } from '../abi/objects.js';
 
-export interface InstanceLogger {
-  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
+
+/**
+ * An object a module refused or warned about while taking it: the log line's
+ * `rejected` field, which the stage counts (kwp_objects_rejected). Logs are
+ * how it travels, so it reaches the stage from an instance in another thread too.
+ */
+export interface RejectedObject { kind: string; namespace?: string; name: string }
+
+function rejectedObject(json: Uint8Array): RejectedObject | undefined {
+  try {
+    const obj = JSON.parse(textDecoder.decode(json));
+    const name = obj?.metadata?.name;
+    if (typeof obj?.kind !== 'string' || typeof name !== 'string') return undefined;
+    const namespace = typeof obj.metadata.namespace === 'string' && obj.metadata.namespace ? obj.metadata.namespace : undefined;
+    return { kind: obj.kind, ...(namespace ? { namespace } : {}), name };
+  } catch {
+    return undefined;
+  }
+}
+
+function describeRejected(r: RejectedObject): string {
+  return `${r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`;
 }
 
 const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
 const textDecoderUtf16 = new TextDecoder('utf-16le');
+
+/**
+ * Text a module wrote, as the host passes it on (log lines, reasons, refusals,
+ * abort messages): control characters, line separators and what was not valid
+ * UTF-8 (or UTF-16) become '?'. A newline would forge a line of the text log,
+ * and a NUL takes 6 bytes in a JSON one; this way a text is never more bytes
+ * than the module's bytes it came from (JSON escapes only quotes and
+ * backslashes, at 2 bytes each), so the size limits bound what is written.
+ */
+function visible(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f\u2028\u2029\ufffd]/g, '?');
+}
 
 /** Thrown by env.abort so a module's own abort is told apart from a trap. */
 class ModuleAbort extends Error {}
@@ -31,7 +65,40 @@ interface Exports extends AbiExports {
 /** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
 export interface DecisionCacheStats { hits: number; misses: number }
 
-export class EvaluatorInstance {
+/**
+ * What a stage calls on an instance, wherever the instance runs: in the
+ * calling thread (EvaluatorInstance) or in a thread of its own that the host
+ * can stop (IsolatedInstance, isolated-instance.ts). Every method throws a
+ * KwpError when the call traps, runs out of fuel or (isolated) out of time,
+ * and the instance is then broken for good.
+ */
+export interface ModuleInstance {
+  readonly name: string;
+  readonly batchCapacity: number;
+  readonly memoryCapPages: number;
+  readonly memoryBytes: number;
+  readonly broken: KwpError | undefined;
+  configure(config: unknown): void;
+  upsertPod(record: Uint8Array): void;
+  deletePod(id: number): void;
+  object(kind: number, op: number, json?: Uint8Array): void;
+  decideOne(record: Uint8Array): number;
+  lastReason(): number;
+  /** The rule code of the last decideOne (ABI 1.3), 0 when the module has none. */
+  lastRule(): number;
+  /** With `reasons` and `rules`, also each record's reason and rule codes (flow recording). */
+  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void;
+  explain(reason: number): string;
+  /** Which policy and rule a (reason, rule) pair stands for (ABI 1.3 kwp_attribution, else the reason text). */
+  attribution(reason: number, rule: number): Attribution | undefined;
+  decisionCacheStats(): DecisionCacheStats | undefined;
+  /** 'all', or the pod ids the module selects; a count above `maxIds` (the pods delivered) means all. */
+  subjects(maxIds?: number): 'all' | number[];
+  /** Frees what the instance holds beyond its memory (an isolated one's thread). Idempotent. */
+  close(): void;
+}
+
+export class EvaluatorInstance implements ModuleInstance {
   readonly compiled: CompiledEvaluator;
   private readonly exports: Exports;
   private readonly memory: WebAssembly.Memory;
@@ -45,6 +112,8 @@ export class EvaluatorInstance {
   /** Set once a call trapped or ran out of fuel. */
   broken: KwpError | undefined;
   private readonly logRate: LineRate;
+  /** The object being upserted, until the module's first warning about it (onLog). */
+  private delivering: Uint8Array | undefined;
   /** Log lines dropped by the rate limit. */
   get droppedLogLines(): number { return this.logRate.dropped; }
   /** The most pages this instance's memory can grow to. */
@@ -58,7 +127,7 @@ export class EvaluatorInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
     const { major, minor } = compiled.meta.abi;
     this.attributesRules = major > 1 || minor >= ATTRIBUTION_MINOR;
@@ -99,6 +168,9 @@ export class EvaluatorInstance {
 
   get name(): string { return this.compiled.meta.name; }
 
+  /** Nothing to free: the garbage collector takes the instance with its last reference. */
+  close(): void {}
+
   /** The memory view, re-created when memory.grow detached the old buffer. */
   private bytes(): Uint8Array {
     if (this.u8.byteLength === 0) this.u8 = new Uint8Array(this.memory.buffer);
@@ -135,20 +207,28 @@ export class EvaluatorInstance {
     if (ptr + len > mem.length) return '?';
     const max = this.compiled.limits.maxAbortMessageChars;
     const units = Math.min(len >>> 1, max);
-    const text = textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2));
+    const text = visible(textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2)));
     return units < len >>> 1 ? `${text}… (${(len >>> 1) - units} more characters cut)` : text;
   }
 
   private onLog(level: number, ptr: number, len: number): void {
-    const note = this.logRate.take();
+    const name = LOG_LEVELS[level] ?? 'info';
+    // The first warning about an object being delivered is a rejection: it
+    // is logged whatever the rate limit (one per delivery at most) and names
+    // the object, so an operator can find what the module cannot use.
+    const rejection = this.delivering && (name === 'warn' || name === 'error') ? this.delivering : undefined;
+    if (rejection) this.delivering = undefined;
+    const note = rejection ? '' : this.logRate.take();
     if (note === undefined) return;
     const mem = this.bytes();
     if (ptr < 0 || len < 0 || ptr + len > mem.length) return;
     // Only the first maxLogLineBytes are decoded: one call could name all of memory.
     const max = this.compiled.limits.maxLogLineBytes;
     const cut = len > max ? `… (${len - max} more bytes cut)` : '';
-    const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
-    this.logger?.log(LOG_LEVELS[level] ?? 'info', message, { module: this.name });
+    const message = visible(textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max)))) + cut + note;
+    const rejected = rejection && rejectedObject(rejection);
+    if (rejected) this.logger?.[name]({ module: this.name, rejected }, `module ${this.name} cannot use ${describeRejected(rejected)}: ${message}`);
+    else this.logger?.[name]({ module: this.name }, message);
   }
 
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
@@ -163,8 +243,15 @@ export class EvaluatorInstance {
     return this.bytes().slice(ptr, ptr + len);
   }
 
+  /**
+   * A refusal's text (kwp_configure, kwp_object): the status is its length and
+   * the module's to choose, so only the first maxReasonBytes are copied, like
+   * an explanation's reason; it ends up in an error answer or a log line.
+   */
   private resultText(len: number): string {
-    return textDecoder.decode(this.resultBytes(len));
+    const max = this.compiled.limits.maxReasonBytes;
+    if (len <= max) return visible(textDecoder.decode(this.resultBytes(len)));
+    return `${visible(textDecoder.decode(this.resultBytes(max)))}… (${len - max} more bytes cut)`;
   }
 
   configure(config: unknown): void {
@@ -190,9 +277,20 @@ export class EvaluatorInstance {
     let ptr = 0;
     let len = 0;
     if (json) { ptr = this.pass(json, 'kwp_object'); len = json.length; }
-    const status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
+    this.delivering = json && op === ObjectOp.Upsert ? json : undefined;
+    let status: number;
+    try {
+      status = this.guarded(() => this.exports.kwp_object(kind, op, ptr, len), this.callFuel, 'kwp_object');
+    } finally {
+      this.delivering = undefined;
+    }
     if (status !== 0) {
-      this.logger?.log('warn', `module ${this.name} could not take an object of kind ${this.compiled.meta.kinds[kind]}: ${this.resultText(status)}`);
+      // One line per refused object would be one per delivery: these lines share the module's log rate.
+      const note = this.logRate.take();
+      if (note === undefined) return;
+      const rejected = json && op === ObjectOp.Upsert ? rejectedObject(json) : undefined;
+      const what = rejected ? describeRejected(rejected) : `an object of kind ${this.compiled.meta.kinds[kind]}`;
+      this.logger?.warn(rejected ? { module: this.name, rejected } : { module: this.name }, `module ${this.name} could not take ${what}: ${this.resultText(status)}${note}`);
     }
   }
 
@@ -276,9 +374,7 @@ export class EvaluatorInstance {
     if (reason === 0) return '';
     const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
     // Only the first maxReasonBytes are copied out of the module.
-    const max = this.compiled.limits.maxReasonBytes;
-    if (len <= max) return this.resultText(len);
-    return `${this.resultText(max)}… (${len - max} more bytes cut)`;
+    return this.resultText(len);
   }
 
   /**
@@ -297,10 +393,16 @@ export class EvaluatorInstance {
     return { hits: Number(view.getBigUint64(0, true)), misses: Number(view.getBigUint64(8, true)) };
   }
 
-  /** 'all', or the pod ids the module needs to see traffic for. */
-  subjects(): 'all' | number[] {
+  /**
+   * 'all', or the pod ids the module needs to see traffic for. `maxIds` is
+   * how many pods the host gave the module: the count is the module's to
+   * choose, and a longer list cannot be a selection of them, so it means all
+   * traffic (the host would otherwise build an array of up to a quarter of
+   * the module's memory, outside every budget).
+   */
+  subjects(maxIds = Infinity): 'all' | number[] {
     const n = this.guarded(() => this.exports.kwp_subjects(), this.callFuel, 'kwp_subjects');
-    if (n < 0) return 'all';
+    if (n < 0 || n > maxIds || n * 4 > this.bytes().length) return 'all';
     const bytes = this.resultBytes(n * 4);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const ids: number[] = [];

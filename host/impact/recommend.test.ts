@@ -1,0 +1,226 @@
+// kwp recommend's policies, checked the way a user would: the output written
+// out, loaded back as strictly validated manifests, and every observed flow and
+// some unobserved ones decided by the real WASM pipeline with it applied.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments, stringify } from 'yaml';
+import { loadManifests } from '../sources/manifest-files.js';
+import { OfflineEvaluator, stateFromObjects, type FlowInput } from '../eval.js';
+import type { KubeObject } from '../contract.js';
+import type { FlowProtocol } from '../flows.js';
+import { recordedFlowsFromValues } from './recorded-flows.js';
+import { recommendPolicies, type RecommendOptions } from './recommend.js';
+import { checkRecommendation } from './recommend-check.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const ns = (name: string): KubeObject => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+function pod(namespace: string, name: string, labels: Record<string, string>, ips: string[], ports: Array<{ name?: string; containerPort: number; protocol?: string }> = []): KubeObject {
+  return {
+    apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, labels },
+    spec: { containers: [{ name: 'c', ...(ports.length ? { ports } : {}) }] },
+    status: { phase: 'Running', podIP: ips[0], podIPs: ips.map((ip) => ({ ip })) },
+  };
+}
+
+const CLUSTER: KubeObject[] = [
+  ns('web'), ns('shop'),
+  pod('web', 'frontend-7d9f8b6c5d-x2kq9', { 'app.kubernetes.io/name': 'frontend', 'pod-template-hash': '7d9f8b6c5d' }, ['10.244.1.10', 'fd00::10'], [{ name: 'http', containerPort: 8080 }]),
+  pod('web', 'debug', { 'app.kubernetes.io/name': 'debug' }, ['10.244.1.30']),
+  pod('shop', 'api-5c4b9d7f8-abcde', { 'app.kubernetes.io/name': 'api', 'pod-template-hash': '5c4b9d7f8' }, ['10.244.2.10'], [{ name: 'http', containerPort: 8080 }, { name: 'dns', containerPort: 53, protocol: 'UDP' }]),
+  pod('shop', 'api-5c4b9d7f8-fghij', { 'app.kubernetes.io/name': 'api', 'pod-template-hash': '5c4b9d7f8' }, ['10.244.2.11'], [{ name: 'http', containerPort: 8080 }]),
+  pod('shop', 'db-0', { 'app.kubernetes.io/name': 'db', 'statefulset.kubernetes.io/pod-name': 'db-0', 'controller-revision-hash': 'db-6b5f7c9d8' }, ['10.244.2.20'], [{ containerPort: 5432 }]),
+  pod('shop', 'db-1', { 'app.kubernetes.io/name': 'db', 'statefulset.kubernetes.io/pod-name': 'db-1', 'controller-revision-hash': 'db-6b5f7c9d8' }, ['10.244.2.21'], [{ containerPort: 5432 }]),
+];
+
+const OBSERVED = [
+  { src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080, protocol: 'TCP', count: 41, verdict: 'allow' },
+  { src: 'shop/api-5c4b9d7f8-fghij', dst: 'shop/db-0', port: 5432, protocol: 'TCP' },
+  { src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/api-5c4b9d7f8-fghij', port: 53, protocol: 'UDP' },
+  { src: '203.0.113.7', dst: 'web/frontend-7d9f8b6c5d-x2kq9', port: 8080, protocol: 'TCP' },
+  { src: '2001:db8::7', dst: 'web/frontend-7d9f8b6c5d-x2kq9', port: 8080, protocol: 'TCP' },
+];
+
+/** The recommendation as `kwp apply -f` would get it: YAML text, read back as strictly validated manifests. */
+async function roundTrip(objects: KubeObject[], dir: string, file: string): Promise<KubeObject[]> {
+  const path = join(dir, file);
+  writeFileSync(path, objects.map((o) => stringify(o)).join('---\n'));
+  return (await loadManifests([path])).objects;
+}
+
+let dir: string;
+beforeAll(() => { dir = mkdtempSync(join(tmpdir(), 'kwp-recommend-')); });
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function recommend(options: RecommendOptions = {}) {
+  return recommendPolicies(stateFromObjects(CLUSTER), recordedFlowsFromValues(OBSERVED, 'observed').flows, options);
+}
+
+function verdicts(objects: KubeObject[], flows: FlowInput[]): string[] {
+  const ev = new OfflineEvaluator({ objects });
+  try {
+    return flows.map((f) => `${f.src} -> ${f.dst} ${f.protocol ?? 'TCP'}/${f.port} ${ev.evaluate(f).verdict}`);
+  } finally {
+    ev.dispose();
+  }
+}
+
+const UNOBSERVED: FlowInput[] = [
+  { src: 'web/debug', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 },
+  { src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/db-0', port: 5432 },
+  { src: 'shop/api-5c4b9d7f8-abcde', dst: 'shop/db-1', port: 5433 },
+  { src: '203.0.113.8', dst: 'web/frontend-7d9f8b6c5d-x2kq9', port: 8080 },
+  { src: '2001:db8::8', dst: 'web/frontend-7d9f8b6c5d-x2kq9', port: 8080 },
+];
+
+describe.each([
+  ['NetworkPolicies', {}, 'np.yaml'],
+  ['Admin-tier ClusterNetworkPolicies (--cluster)', { cluster: true }, 'cnp.yaml'],
+] as const)('recommended %s', (_name, options, file) => {
+  let written: KubeObject[];
+  beforeAll(async () => { written = await roundTrip(recommend(options).objects, dir, file); });
+
+  it('pass strict validation and allow every observed flow', () => {
+    expect(verdicts([...CLUSTER, ...written], OBSERVED.map(({ src, dst, port, protocol }) => ({ src, dst, port, protocol: protocol as FlowProtocol }))).every((v) => v.endsWith(' allow'))).toBe(true);
+  });
+
+  it('deny unobserved flows between known pods and from unobserved addresses, which were allowed before', () => {
+    expect(verdicts(CLUSTER, UNOBSERVED).every((v) => v.endsWith(' allow'))).toBe(true);
+    expect(verdicts([...CLUSTER, ...written], UNOBSERVED).filter((v) => v.endsWith(' allow'))).toEqual([]);
+  });
+
+  it('pass their own check: nothing observed stays denied, and the newly denied connections are listed', () => {
+    const check = checkRecommendation({ objects: CLUSTER, recommended: written, flows: recordedFlowsFromValues(OBSERVED, 'observed').flows });
+    expect(check.notAllowed).toEqual([]);
+    expect(check.newlyDenied).toContainEqual({ src: 'web/debug', dst: 'shop/api-5c4b9d7f8-abcde', protocol: 'TCP', port: 8080 });
+    expect(check.newlyDenied).not.toContainEqual(expect.objectContaining({ src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 }));
+    expect(check.cells).toBe(6 * 6 * 3);
+  });
+});
+
+describe('recommended NetworkPolicies', () => {
+  const byName = (objects: KubeObject[]) => Object.fromEntries(objects.map((o) => [`${o.metadata.namespace}/${o.metadata.name}`, o]));
+
+  it('are one per destination workload, selecting it by its labels without the per-pod ones', () => {
+    const { objects } = recommend();
+    expect(objects.map((o) => `${o.kind} ${o.metadata.namespace}/${o.metadata.name}`)).toEqual([
+      'NetworkPolicy shop/api-observed', 'NetworkPolicy shop/db-observed', 'NetworkPolicy web/frontend-observed',
+    ]);
+    expect(byName(objects)['shop/db-observed'].spec.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': 'db' } });
+    expect(byName(objects)['shop/api-observed'].spec.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': 'api' } });
+  });
+
+  it('admit each source workload on the ports it used, by name where the destination declares one, across namespaces by the namespace name', () => {
+    const api = byName(recommend().objects)['shop/api-observed'];
+    expect(api.spec.ingress).toEqual([{
+      from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'web' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'frontend' } } }],
+      ports: [{ protocol: 'TCP', port: 'http' }, { protocol: 'UDP', port: 53 }],
+    }]);
+    const db = byName(recommend().objects)['shop/db-observed'];
+    expect(db.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'api' } } }], ports: [{ protocol: 'TCP', port: 5432 }] }]);
+  });
+
+  it('admit addresses outside the cluster as /32 and /128 blocks', () => {
+    const frontend = byName(recommend().objects)['web/frontend-observed'];
+    expect(frontend.spec.ingress.map((r: any) => r.from[0].ipBlock.cidr)).toEqual(['2001:db8::7/128', '203.0.113.7/32']);
+  });
+
+  it('cover only the destinations of --namespace', () => {
+    expect(recommend({ namespace: 'web' }).objects.map((o) => o.metadata.name)).toEqual(['frontend-observed']);
+  });
+
+  it('keep app labels only while they alone select just the workload', () => {
+    const canary = pod('shop', 'api-canary', { 'app.kubernetes.io/name': 'api', track: 'canary' }, ['10.244.2.12'], [{ name: 'http', containerPort: 8080 }]);
+    const state = stateFromObjects([...CLUSTER, canary]);
+    const { objects } = recommendPolicies(state, recordedFlowsFromValues([{ src: 'web/debug', dst: 'shop/api-canary', port: 8080 }], 'o').flows);
+    expect(objects[0].spec.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': 'api', track: 'canary' } });
+  });
+
+  it('say which observed flows no policy is written for', () => {
+    const { notes } = recommendPolicies(stateFromObjects(CLUSTER), recordedFlowsFromValues([{ src: 'shop/db-0', dst: '198.51.100.1', port: 443 }, OBSERVED[1]], 'o').flows);
+    expect(notes).toEqual(['o: flow 1: shop/db-0 -> 198.51.100.1 TCP/443: the destination is no pod of the cluster, so no ingress policy is written for it (egress stays open)']);
+  });
+});
+
+describe('recommended ClusterNetworkPolicies', () => {
+  it('are Admin-tier policies per destination workload: Accept per source workload and port, then Deny from every other pod; addresses in a NetworkPolicy', () => {
+    const { objects } = recommend({ cluster: true, priority: 7 });
+    expect(objects.map((o) => `${o.kind} ${o.metadata.name}`)).toEqual([
+      'ClusterNetworkPolicy shop-api-observed', 'ClusterNetworkPolicy shop-db-observed',
+      'ClusterNetworkPolicy web-frontend-observed', 'NetworkPolicy frontend-observed-addresses',
+    ]);
+    const api = objects[0];
+    expect(api.spec).toEqual({
+      tier: 'Admin', priority: 7,
+      subject: { pods: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'shop' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'api' } } } },
+      ingress: [
+        {
+          name: 'accept-from-web-frontend', action: 'Accept',
+          from: [{ pods: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'web' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'frontend' } } } }],
+          protocols: [{ destinationNamedPort: 'http' }, { udp: { destinationPort: { number: 53 } } }],
+        },
+        { name: 'deny-other-pods', action: 'Deny', from: [{ namespaces: {} }] },
+      ],
+    });
+    expect(objects.slice(0, 3).map((o) => o.spec.priority)).toEqual([7, 8, 9]);
+  });
+});
+
+interface Run { code: number; stdout: string; stderr: string }
+function kwp(args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['bin/kwp.js', ...args], { cwd: root }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('kwp recommend', () => {
+  it('prints YAML documents ready for kubectl apply, and its check on stderr', async () => {
+    const r = await kwp(['recommend', '--manifests', 'examples/flows/manifests', '--flows', 'examples/flows/recorded.jsonl']);
+    expect(r.code).toBe(0);
+    const docs = parseAllDocuments(r.stdout).map((d) => d.toJSON());
+    expect(docs.map((d) => d.metadata.name)).toEqual(['api-observed', 'db-observed', 'frontend-observed']);
+    expect(r.stderr).toContain('# checked: every recorded flow is allowed with the recommendation');
+    expect(r.stderr).toMatch(/# of 75 connections between known pods on the recorded ports, \d+ allowed now would be denied:/);
+    expect(r.stderr).toContain('#   TCP/5432 to shop/db-0 from shop/db-0, web/debug, web/frontend-7d9f8b6c5d-x2kq9');
+  });
+
+  it('prints a v1 List with -o json', async () => {
+    const r = await kwp(['recommend', '--manifests', 'examples/flows/manifests', '--flows', 'examples/flows/recorded.jsonl', '--cluster', '-o', 'json']);
+    expect(r.code).toBe(0);
+    const list = JSON.parse(r.stdout);
+    expect(list).toMatchObject({ apiVersion: 'v1', kind: 'List' });
+    expect(list.items.map((o: KubeObject) => o.kind)).toEqual(['ClusterNetworkPolicy', 'ClusterNetworkPolicy', 'ClusterNetworkPolicy', 'NetworkPolicy']);
+  });
+
+  it('exits 1 when a recorded flow stays denied whatever it writes, naming the policy that denies it', async () => {
+    const deny = join(dir, 'deny-from-web.yaml');
+    writeFileSync(deny, `apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata: { name: deny-from-web }
+spec:
+  tier: Admin
+  priority: 5
+  subject: { namespaces: { matchLabels: { kubernetes.io/metadata.name: shop } } }
+  ingress:
+    - { action: Deny, from: [{ namespaces: { matchLabels: { kubernetes.io/metadata.name: web } } }] }
+`);
+    const r = await kwp(['recommend', '--manifests', 'examples/flows/manifests', '--manifests', deny, '--flows', 'examples/flows/recorded.jsonl']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('# 2 recorded flow(s) would still be denied');
+    expect(r.stderr).toMatch(/web\/debug -> shop\/api-5c4b9d7f8-abcde TCP\/9090  DENY .*\[CNP:Admin\] Deny \(deny-from-web/);
+  });
+
+  it('exits 2 for bad input, naming the file and line', async () => {
+    const bad = join(dir, 'bad.jsonl');
+    writeFileSync(bad, '{"src":"web/debug","dst":"shop/db-0"}\n');
+    const r = await kwp(['recommend', '--manifests', 'examples/flows/manifests', '--flows', bad]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`KWP_ERR_FLOWS: ${bad}: flow 1 (line 1): field "port" is missing`);
+  });
+});

@@ -1,0 +1,218 @@
+// Policies from observed traffic: for every workload that received recorded
+// flows, one policy that allows exactly those flows — from each source
+// workload (by its labels, across namespaces by the namespace's name label)
+// or source address (/32, /128), on each port (by the destination's port name
+// when it declares one) — and so denies every other ingress to it. As
+// Calico's policy recommendation and Antrea's do, it learns per workload, not
+// per pod; unlike them it then checks its own output on the WASM pipeline.
+import { Kinds, Protocol, type KubeObject, type PodInfo } from '../contract.js';
+import { KwpError } from '../errors.js';
+import { formatIP } from '../net/ip.js';
+import { resolveFlowRoutes } from '../flows.js';
+import type { ClusterState } from '../state/cluster-state.js';
+import { validateObject, validationContext } from '../validation/object-validator.js';
+import type { RecordedFlow } from './recorded-flows.js';
+import { WorkloadIndex, type Workload } from './workloads.js';
+
+export interface RecommendOptions {
+  /** Only destinations in this namespace. */
+  namespace?: string;
+  /** Admin-tier ClusterNetworkPolicies instead of NetworkPolicies (ingress from addresses stays a NetworkPolicy: v1alpha2 has no networks peer for ingress). */
+  cluster?: boolean;
+  /** The first Admin-tier priority used (default 100); each policy gets the next one. */
+  priority?: number;
+}
+
+export interface Recommendation {
+  objects: KubeObject[];
+  /** Observed flows no policy was written for, and why. */
+  notes: string[];
+  /** The observed flows the policies were written for: those the check must find allowed. */
+  covered: RecordedFlow[];
+}
+
+/** A source of observed traffic: a workload of known pods, or an address. */
+type Source = { kind: 'workload'; workload: Workload } | { kind: 'address'; address: string; family: 4 | 6 };
+
+interface Port { protocol: 'TCP' | 'UDP' | 'SCTP'; port: number; name?: string }
+
+interface Destination {
+  workload: Workload;
+  /** Per source key: the source and the ports it was seen on. */
+  sources: Map<string, { source: Source; ports: Map<string, Port> }>;
+}
+
+const PROTOCOL_NUMBERS = { TCP: Protocol.TCP, UDP: Protocol.UDP, SCTP: Protocol.SCTP } as const;
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+/** ClusterNetworkPolicy allows 25 ingress rules; one is the closing Deny. */
+const ACCEPT_RULES_PER_CLUSTER_POLICY = 24;
+export const RECOMMENDED_LABEL = 'kwp.io/recommended';
+
+function dnsName(text: string, max = 63): string {
+  const s = text.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/-+/g, '-').replace(/^-|-$/g, '');
+  return s.slice(0, max).replace(/-$/, '') || 'workload';
+}
+
+function sourceKey(s: Source): string {
+  return s.kind === 'workload' ? `0 ${s.workload.namespace}/${s.workload.name}` : `1 ${s.address}`;
+}
+
+/** The port as the destination pod names it, when it declares a container port of that number and protocol. */
+function portOf(dst: PodInfo, protocol: Port['protocol'], port: number): Port {
+  const declared = dst.containerPorts.find((p) => p.port === port && p.protocol === PROTOCOL_NUMBERS[protocol] && p.name !== '');
+  return declared ? { protocol, port, name: declared.name } : { protocol, port };
+}
+
+function sortedPorts(ports: Map<string, Port>): Port[] {
+  return [...ports.values()].sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
+}
+
+function matchLabels(labels: Record<string, string>): { matchLabels: Record<string, string> } {
+  return { matchLabels: Object.fromEntries(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b))) };
+}
+
+function cidrOf(s: Extract<Source, { kind: 'address' }>): string {
+  return `${s.address}/${s.family === 4 ? 32 : 128}`;
+}
+
+/** Groups the flows by destination workload and source; flows no policy can be written for become notes. */
+function destinations(state: ClusterState, flows: RecordedFlow[], options: RecommendOptions, notes: string[], covered: Set<RecordedFlow>): Destination[] {
+  const workloads = new WorkloadIndex(state.pods());
+  const out = new Map<string, Destination>();
+  for (const f of flows) {
+    const at = f.flow.line === undefined ? `${f.flow.file}: flow ${f.flow.index}` : `${f.flow.file}: line ${f.flow.line}`;
+    for (const r of resolveFlowRoutes(f.flow, state)) {
+      const what = `${f.flow.src} -> ${f.flow.dst} ${f.flow.protocol}/${r.packet.dstPort}`;
+      if (!r.dstPod || r.dstPod.hostNetwork) {
+        notes.push(`${at}: ${what}: the destination is no pod of the cluster, so no ingress policy is written for it (egress stays open)`);
+        continue;
+      }
+      if (options.namespace !== undefined && r.dstPod.namespace !== options.namespace) continue;
+      const dst = workloads.of(r.dstPod);
+      if (!dst) {
+        notes.push(`${at}: ${what}: ${r.dstPod.namespace}/${r.dstPod.name} has no labels a policy could select it by; label its workload (e.g. app.kubernetes.io/name) and run again`);
+        continue;
+      }
+      let source: Source;
+      const srcWorkload = r.srcPod && !r.srcPod.hostNetwork ? workloads.of(r.srcPod) : undefined;
+      if (srcWorkload) source = { kind: 'workload', workload: srcWorkload };
+      else if (r.srcPod && !r.srcPod.hostNetwork) {
+        notes.push(`${at}: ${what}: the source ${r.srcPod.namespace}/${r.srcPod.name} has no labels a policy could select it by; label it and run again`);
+        continue;
+      } else source = { kind: 'address', address: formatIP(r.packet.src), family: r.packet.family };
+      const key = `${dst.namespace}/${dst.name}`;
+      const d = out.get(key) ?? { workload: dst, sources: new Map() };
+      out.set(key, d);
+      const sk = sourceKey(source);
+      const entry = d.sources.get(sk) ?? { source, ports: new Map() };
+      d.sources.set(sk, entry);
+      const port = portOf(r.dstPod, f.flow.protocol, r.packet.dstPort);
+      entry.ports.set(`${port.protocol}/${port.port}`, port);
+      covered.add(f);
+    }
+  }
+  return [...out.values()].sort((a, b) => `${a.workload.namespace}/${a.workload.name}`.localeCompare(`${b.workload.namespace}/${b.workload.name}`));
+}
+
+function sortedSources(d: Destination): Array<{ source: Source; ports: Port[] }> {
+  return [...d.sources.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, v]) => ({ source: v.source, ports: sortedPorts(v.ports) }));
+}
+
+function networkPolicyPeer(source: Source, namespace: string): Record<string, unknown> {
+  if (source.kind === 'address') return { ipBlock: { cidr: cidrOf(source) } };
+  const pods = { podSelector: matchLabels(source.workload.selector) };
+  return source.workload.namespace === namespace ? pods : { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: source.workload.namespace }), ...pods };
+}
+
+function networkPolicy(d: Destination, sources: Array<{ source: Source; ports: Port[] }>, suffix = ''): KubeObject {
+  const { workload } = d;
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name: dnsName(`${workload.name}-observed${suffix}`), namespace: workload.namespace, labels: { [RECOMMENDED_LABEL]: 'true' } },
+    spec: {
+      podSelector: matchLabels(workload.selector),
+      policyTypes: ['Ingress'],
+      ingress: sources.map(({ source, ports }) => ({
+        from: [networkPolicyPeer(source, workload.namespace)],
+        ports: ports.map((p) => ({ protocol: p.protocol, port: p.name ?? p.port })),
+      })),
+    },
+  };
+}
+
+function clusterProtocols(ports: Port[]): Array<Record<string, unknown>> {
+  return ports.map((p) => (p.name ? { destinationNamedPort: p.name } : { [p.protocol.toLowerCase()]: { destinationPort: { number: p.port } } }));
+}
+
+function clusterPolicies(d: Destination, sources: Array<{ source: Source; ports: Port[] }>, nextPriority: () => number): KubeObject[] {
+  const { workload } = d;
+  const subject = { pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: workload.namespace }), podSelector: matchLabels(workload.selector) } };
+  const rules = sources.map(({ source, ports }) => {
+    const w = (source as Extract<Source, { kind: 'workload' }>).workload;
+    return {
+      name: `accept-from-${dnsName(`${w.namespace}-${w.name}`, 80)}`,
+      action: 'Accept',
+      from: [{ pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: w.namespace }), podSelector: matchLabels(w.selector) } }],
+      protocols: clusterProtocols(ports),
+    };
+  });
+  const chunks: Array<typeof rules> = [];
+  for (let i = 0; i < rules.length; i += ACCEPT_RULES_PER_CLUSTER_POLICY) chunks.push(rules.slice(i, i + ACCEPT_RULES_PER_CLUSTER_POLICY));
+  if (chunks.length === 0) chunks.push([]);
+  const base = `${workload.namespace}-${workload.name}-observed`;
+  return chunks.map((chunk, i) => {
+    const last = i === chunks.length - 1;
+    // Only the last policy (the highest priority number, so the last asked) closes with the Deny: the earlier ones' Accepts come first.
+    const ingress: Array<Record<string, unknown>> = [...chunk];
+    if (last) ingress.push({ name: 'deny-other-pods', action: 'Deny', from: [{ namespaces: {} }] });
+    return {
+      apiVersion: 'policy.networking.k8s.io/v1alpha2',
+      kind: 'ClusterNetworkPolicy',
+      metadata: { name: dnsName(chunks.length > 1 ? `${base}-${i + 1}` : base), labels: { [RECOMMENDED_LABEL]: 'true' } },
+      spec: { tier: 'Admin', priority: nextPriority(), subject, ingress },
+    };
+  });
+}
+
+/**
+ * The policies that allow exactly the observed flows. Every object is
+ * validated as strictly as a manifest before it is returned: output that
+ * `kubectl apply --validate=strict` would refuse is a bug here.
+ */
+export function recommendPolicies(state: ClusterState, flows: RecordedFlow[], options: RecommendOptions = {}): Recommendation {
+  const notes: string[] = [];
+  const covered = new Set<RecordedFlow>();
+  const objects: KubeObject[] = [];
+  let priority = options.priority ?? 100;
+  const nextPriority = () => {
+    if (priority > 1000) throw new KwpError('KWP_ERR_USAGE', `kwp recommend: more ClusterNetworkPolicies than priorities up to 1000; give a lower --priority or use --namespace`);
+    return priority++;
+  };
+  for (const d of destinations(state, flows, options, notes, covered)) {
+    const sources = sortedSources(d);
+    if (!options.cluster) { objects.push(networkPolicy(d, sources)); continue; }
+    const fromPods = sources.filter((s) => s.source.kind === 'workload');
+    const fromAddresses = sources.filter((s) => s.source.kind === 'address');
+    objects.push(...clusterPolicies(d, fromPods, nextPriority));
+    // Addresses outside the cluster pass the Admin tier (its Deny names pods); a NetworkPolicy admits the observed ones only.
+    if (fromAddresses.length) objects.push(networkPolicy(d, fromAddresses, '-addresses'));
+  }
+  const ctx = validationContext([]);
+  for (const o of objects) {
+    const problems = validateObject(o, ctx);
+    if (problems.length) throw new KwpError('KWP_ERR_INTERNAL', `kwp recommend wrote an invalid ${o.kind} ${o.metadata.name}: ${problems.join('; ')}`);
+  }
+  const names = new Set<string>();
+  for (const o of objects) {
+    const id = `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    if (names.has(id)) throw new KwpError('KWP_ERR_INTERNAL', `kwp recommend wrote ${id} twice; two workloads' names collide after shortening`);
+    names.add(id);
+  }
+  return { objects, notes, covered: [...covered] };
+}
+
+/** Pods a recommendation is checked against: every known pod with an address. */
+export function knownPods(state: ClusterState): string[] {
+  return [...state.pods()].filter((p) => !p.hostNetwork && p.ips.length > 0 && state.object(Kinds.Pod, `${p.namespace}/${p.name}`)).map((p) => `${p.namespace}/${p.name}`).sort();
+}
