@@ -31,6 +31,8 @@ export const Ctl = {
   REPLY_MESSAGE: 12,
   /** Reason code of record 0 of the last decided batch. */
   REASON: 13,
+  /** Rule code (ABI 1.3) of record 0 of the last decided batch. */
+  RULE: 14,
 } as const;
 export const CTL_INTS = 16;
 /** Float64 slot (index in a Float64Array over the same buffer): when the worker picked up the current request, in monotonic ms. */
@@ -48,6 +50,8 @@ export const Op = {
   EXPLAIN: 6,
   SUBJECTS: 7,
   CACHE_STATS: 8,
+  /** A0 reason, A1 rule: the attribution as JSON in the payload (length returned, 0 for none). */
+  ATTRIBUTION: 9,
 } as const;
 
 /** Layout of the data buffer: the records of a batch, their verdicts, then the payload area. */

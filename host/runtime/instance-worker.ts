@@ -102,6 +102,7 @@ function run(op: number, verdicts: Uint8Array): number {
       data.set(verdicts.subarray(0, n), VERDICTS_OFFSET);
       // The reason stays in the instance's batch area only for the last chunk; a single record (explain) is its own chunk.
       ctl[Ctl.REASON] = n === 1 ? inst.lastReason() : 0;
+      ctl[Ctl.RULE] = n === 1 ? inst.lastRule() : 0;
       return 0;
     }
     case Op.CONFIGURE:
@@ -120,6 +121,10 @@ function run(op: number, verdicts: Uint8Array): number {
     }
     case Op.EXPLAIN:
       return reply(textEncoder.encode(inst.explain(ctl[Ctl.A0])));
+    case Op.ATTRIBUTION: {
+      const a = inst.attribution(ctl[Ctl.A0] >>> 0, ctl[Ctl.A1] >>> 0);
+      return a ? reply(textEncoder.encode(JSON.stringify(a))) : 0;
+    }
     case Op.SUBJECTS: {
       const subjects = inst.subjects(ctl[Ctl.A0] < 0 ? Infinity : ctl[Ctl.A0]);
       if (subjects === 'all') return -1;

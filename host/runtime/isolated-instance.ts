@@ -12,7 +12,7 @@
 // the request: on a loaded node a thread may wait for a core, and that wait
 // is not the module's. A thread that does not even pick a call up within
 // PICKUP_GRACE_MS is taken for dead.
-import type { Attribution } from '../abi/attribution.js';
+import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { KwpError } from '../errors.js';
 import { startPackageWorker } from '../package-worker.js';
@@ -52,6 +52,7 @@ export class IsolatedInstance implements ModuleInstance {
   private closed = false;
   private exited = false;
   private reason = 0;
+  private rule = 0;
   private readonly decisionDeadlineMs: number;
   private readonly callDeadlineMs: number;
   batchCapacity = 0;
@@ -228,18 +229,21 @@ export class IsolatedInstance implements ModuleInstance {
     this.ctl[Ctl.A0] = 1;
     this.call(Op.DECIDE, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
     this.reason = this.ctl[Ctl.REASON] >>> 0;
+    this.rule = this.ctl[Ctl.RULE] >>> 0;
     return this.data[VERDICTS_OFFSET];
   }
 
   lastReason(): number { return this.reason; }
 
-  // Rule attribution does not cross the thread yet: an isolated module
-  // attributes as a module before ABI 1.3 does, by its reason text.
-  lastRule(): number { return 0; }
+  lastRule(): number { return this.rule; }
 
-  attribution(reason: number, _rule: number): Attribution | undefined {
-    const text = this.explain(reason);
-    return text ? { policy: text, rule: '' } : undefined;
+  /** The thread's instance asks the module (kwp_attribution, or the reason text before ABI 1.3). */
+  attribution(reason: number, rule: number): Attribution | undefined {
+    if (reason === 0) return undefined;
+    this.ctl[Ctl.A0] = reason;
+    this.ctl[Ctl.A1] = rule;
+    const len = this.call(Op.ATTRIBUTION, this.callDeadlineMs, 'kwp_attribution', 'callDeadlineMs');
+    return len > 0 ? parseAttribution(textDecoder.decode(this.replyBytes(len))) : undefined;
   }
 
   /** Any n up to MAX_BATCH in one call: the thread splits it by the module's batch capacity. */
@@ -255,6 +259,7 @@ export class IsolatedInstance implements ModuleInstance {
       verdicts.set(this.data.subarray(VERDICTS_OFFSET, VERDICTS_OFFSET + m), first + done);
     }
     this.reason = 0;
+    this.rule = 0;
   }
 
   explain(reason: number): string {
