@@ -12,12 +12,12 @@ import { straightLineLoops, STRAIGHT_LINE_PORT } from './hostile-modules.js';
 
 /** decisionDeadlineMs (50) plus stopping the thread and an HTTP round trip on a loaded machine. */
 const DECISION_BOUND_MS = 3000;
-/** callDeadlineMs (500) plus starting the stage's thread and a pipeline build. */
+/** feedDeadlineMs (2000 here) plus starting the stage's thread and a pipeline build. */
 const CONFIGURE_BOUND_MS = 20_000;
 
 let agent: AgentProcess;
 beforeAll(async () => {
-  agent = await AgentProcess.start(['--sandbox-limit', 'fuelPerDecision=30000000', '--sandbox-limit', 'fuelPerCall=2000000000']);
+  agent = await AgentProcess.start(['--module-threads', '--sandbox-limit', 'fuelPerDecision=30000000', '--sandbox-limit', 'fuelPerCall=2000000000', '--sandbox-limit', 'feedDeadlineMs=2000']);
   const up = await agent.uploadPatiently(straightLineLoops('straight-line-loops'), 'straight-line-loops', '0.0.1');
   expect(up.status, JSON.stringify(up.json)).toBe(201);
   const put = await agent.request('PUT', '/v1/pipeline', { stages: [{ name: 'hostile', module: 'straight-line-loops' }] });
