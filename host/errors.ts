@@ -23,6 +23,7 @@ export const ErrorCatalogue = {
   KWP_ERR_SELF_TEST: { status: 422, summary: 'The module trapped or ran out of time in its self-test.' },
   KWP_ERR_TRAP: { status: 500, summary: 'The module trapped during a call.' },
   KWP_ERR_FUEL_EXHAUSTED: { status: 500, summary: 'The module ran out of fuel during a call.' },
+  KWP_ERR_DEADLINE_EXCEEDED: { status: 500, summary: 'A call into the module did not return within its wall-clock deadline; the thread running it was stopped.' },
   KWP_ERR_STATE_TOO_LARGE: { status: 507, summary: "A stage's module cannot hold the cluster state within its memory cap, even at the per-stage ceiling." },
   // Pipelines
   KWP_ERR_PIPELINE_INVALID: { status: 400, summary: 'The pipeline file or body does not have the expected shape.' },
