@@ -5,6 +5,8 @@
 // engine or the admin API; a value that cannot be enforced is refused rather
 // than accepted and ignored.
 
+import { MAX_RECORDS_PER_CALL } from '../abi/record.js';
+
 export interface SandboxLimits {
   /** Largest module accepted, in bytes. */
   maxModuleBytes: number;
@@ -165,8 +167,8 @@ export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
   if (limits.maxMemoryPages > limits.maxStageMemoryPages) {
     throw new RangeError(`sandbox limit maxMemoryPages (${limits.maxMemoryPages}) cannot exceed maxStageMemoryPages (${limits.maxStageMemoryPages})`);
   }
-  if (limits.fuelPerCall > 0x7fffffff || limits.fuelPerDecision * 64 > 0x7fffffff) {
-    throw new RangeError('fuel limits must fit the 31-bit fuel counter (fuelPerDecision * 64 and fuelPerCall <= 2^31-1)');
+  if (limits.fuelPerCall > 0x7fffffff || limits.fuelPerDecision * MAX_RECORDS_PER_CALL > 0x7fffffff) {
+    throw new RangeError(`fuel limits must fit the 31-bit fuel counter (fuelPerDecision * ${MAX_RECORDS_PER_CALL} and fuelPerCall <= 2^31-1)`);
   }
   if (limits.maxTableElements > V8_MAX_TABLE_ELEMENTS) {
     throw new RangeError(`sandbox limit maxTableElements cannot exceed ${V8_MAX_TABLE_ELEMENTS} (V8's own table limit)`);
