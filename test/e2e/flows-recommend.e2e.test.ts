@@ -1,0 +1,122 @@
+// The loop issue 19 asks for, on real TCP and UDP through NFQUEUE: a running
+// `kwp agent` records the connections pods make, `kwp flows -o json` reads
+// the records back from its admin API, `kwp recommend` writes the policies
+// for exactly that traffic, the policies go into the agent's watched
+// manifests, and then the recorded connections still connect while the ones
+// never observed between the same pods are dropped.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import type { KubeObject } from '../../host/contract.js';
+import { Lab, sweepStaleLabs, type LabFlow } from '../lab/lab.js';
+import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
+import { applyPolicies, replaceYaml, sleep } from './agent-lab.js';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const KWP = join(ROOT, 'bin', 'kwp.js');
+/** The admin API inside the lab's node namespace: no other listener shares that loopback. */
+const ADMIN = '127.0.0.1:19744';
+
+let lab: Lab;
+let agent: KwpAgentHandle | undefined;
+let dir: string;
+let policyFile: string;
+
+const tcp = (src: string, dst: string, port: number): LabFlow => ({ src, dst, protocol: 'TCP', port });
+const udp = (src: string, dst: string, port: number): LabFlow => ({ src, dst, protocol: 'UDP', port });
+const show = (f: LabFlow) => `${f.src} -> ${f.dst} ${f.protocol}/${f.port}`;
+
+/** The traffic the workloads really have: what the recommendation must keep. */
+const OBSERVED = [tcp('y/client', 'x/web', 80), tcp('x/web', 'x/db', 5432), udp('y/client', 'x/db', 5353)];
+/** Connections between the same pods nobody made while recording: allowed before, dropped after. */
+const UNOBSERVED = [tcp('y/other', 'x/web', 80), tcp('y/client', 'x/web', 8080), tcp('y/client', 'x/db', 5432), tcp('x/db', 'x/web', 80), udp('y/other', 'x/db', 5353)];
+
+async function probe(f: LabFlow): Promise<boolean> {
+  return (f.protocol === 'TCP' ? await lab.tcp(f.src, f.dst, f.port) : await lab.udp(f.src, f.dst, f.port)).ok;
+}
+
+function kwp(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [KWP, ...args], { cwd: ROOT }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
+  });
+}
+
+/** `kwp flows -o json` run where the agent's admin API is: in the node namespace. */
+async function flowsJson(): Promise<string> {
+  const r = await lab.execInNode(process.execPath, [KWP, 'flows', '-o', 'json', '--server', `http://${ADMIN}`, '--token-file', join(dir, 'token')]);
+  return r.stdout;
+}
+
+beforeAll(async () => {
+  sweepStaleLabs();
+  lab = await Lab.create({
+    pods: [
+      { name: 'web', namespace: 'x', labels: { app: 'web', 'pod-template-hash': '6b9f7c' }, tcpPorts: [80, 8080] },
+      { name: 'db', namespace: 'x', labels: { app: 'db' }, tcpPorts: [80, 5432] },
+      { name: 'client', namespace: 'y', labels: { app: 'client' } },
+      { name: 'other', namespace: 'y', labels: { app: 'other' } },
+    ],
+  });
+  dir = mkdtempSync(join(tmpdir(), 'kwp-flows-recommend-'));
+  writeFileSync(join(dir, 'token'), `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  await lab.writeManifests(join(dir, 'manifests'));
+  policyFile = join(dir, 'manifests', 'recommended.yaml');
+  await replaceYaml(policyFile, []);
+  agent = await startKwpAgent(lab, { manifests: [join(dir, 'manifests')], args: [`--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`, '--flow-interval=1'] });
+}, 180_000);
+
+afterAll(async () => {
+  await agent?.stop();
+  await lab?.destroy();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('recorded flows through a running agent become the policies that allow exactly them', () => {
+  it('records real connections, recommends from kwp flows, and after applying keeps them while dropping the rest', async () => {
+    // Nothing is isolated yet: everything connects, observed or not.
+    for (const f of [...OBSERVED, ...UNOBSERVED]) expect(`${show(f)} ${await probe(f)}`).toBe(`${show(f)} true`);
+
+    // The probes above were recorded too. The window recommended from starts after their interval closed (1 s), as an
+    // operator picks a window of normal traffic; in it only the observed flows happen.
+    const recordingFrom = new Date();
+    await sleep(1_200);
+    for (let round = 0; round < 3; round++) for (const f of OBSERVED) expect(await probe(f)).toBe(true);
+
+    // Read back until every observed flow has its record (an interval is 1 s; records are emitted when it closes).
+    let records: Array<Record<string, unknown>> = [];
+    const deadline = Date.now() + 30_000;
+    const key = (r: { src: unknown; dst: unknown; protocol: unknown; port: unknown }) => `${r.src} -> ${r.dst} ${r.protocol}/${r.port}`;
+    for (;;) {
+      records = (await flowsJson()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+      const recent = records.filter((r) => Date.parse(String(r.lastSeen)) >= recordingFrom.getTime() + 1_000);
+      if (OBSERVED.every((f) => recent.some((r) => key(r) === show(f)))) { records = recent; break; }
+      if (Date.now() > deadline) throw new Error(`kwp flows has no record of ${OBSERVED.filter((f) => !recent.some((r) => key(r) === show(f))).map(show).join(', ')}; it printed:\n${records.map((r) => JSON.stringify(r)).join('\n')}`);
+      await sleep(500);
+    }
+    for (const f of OBSERVED) {
+      const r = records.find((rec) => key(rec) === show(f))!;
+      expect(r).toMatchObject({ verdict: 'allow', node: lab.nodeName });
+      expect(Number(r.count)).toBeGreaterThanOrEqual(1);
+    }
+    const observedFile = join(dir, 'observed.jsonl');
+    writeFileSync(observedFile, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+
+    // Recommend from what kwp flows printed, against the same manifests the agent reads.
+    const rec = await kwp(['recommend', '--manifests', join(dir, 'manifests'), '--flows', observedFile]);
+    expect(rec.stderr).toContain('# checked: every recorded flow is allowed with the recommendation');
+    expect(rec.code).toBe(0);
+    const policies = parseAllDocuments(rec.stdout).map((d) => d.toJSON() as KubeObject);
+    expect(policies.map((p) => `${p.kind} ${p.metadata.namespace}/${p.metadata.name}`).sort()).toEqual(['NetworkPolicy x/db-observed', 'NetworkPolicy x/web-observed']);
+    expect(policies.find((p) => p.metadata.name === 'web-observed')!.spec.podSelector).toEqual({ matchLabels: { app: 'web' } });
+
+    // Apply: into the agent's watched manifests, and wait for its reload.
+    await applyPolicies(agent!, policyFile, policies);
+
+    for (const f of OBSERVED) expect(`${show(f)} ${await probe(f)}`).toBe(`${show(f)} true`);
+    for (const f of UNOBSERVED) expect(`${show(f)} ${await probe(f)}`).toBe(`${show(f)} false`);
+  }, 180_000);
+});
