@@ -4,10 +4,15 @@
 // for exactly that traffic, the policies go into the agent's watched
 // manifests, and then the recorded connections still connect while the ones
 // never observed between the same pods are dropped.
+//
+// The agent queues (and so decides and records) only traffic of pods some
+// stage selects, so the learning phase runs with an allow-all NetworkPolicy
+// over both namespaces, as Kubewarden's learn phase runs before protect; the
+// recommendation then replaces it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -25,6 +30,12 @@ let lab: Lab;
 let agent: KwpAgentHandle | undefined;
 let dir: string;
 let policyFile: string;
+
+/** Learning: every pod selected (so queued and recorded), every connection allowed. */
+const LEARN: KubeObject[] = ['x', 'y'].map((namespace) => ({
+  apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'learn-allow-all', namespace },
+  spec: { podSelector: {}, policyTypes: ['Ingress'], ingress: [{}] },
+}));
 
 const tcp = (src: string, dst: string, port: number): LabFlow => ({ src, dst, protocol: 'TCP', port });
 const udp = (src: string, dst: string, port: number): LabFlow => ({ src, dst, protocol: 'UDP', port });
@@ -64,9 +75,11 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kwp-flows-recommend-'));
   writeFileSync(join(dir, 'token'), `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
   await lab.writeManifests(join(dir, 'manifests'));
-  policyFile = join(dir, 'manifests', 'recommended.yaml');
-  await replaceYaml(policyFile, []);
-  agent = await startKwpAgent(lab, { manifests: [join(dir, 'manifests')], args: [`--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`, '--flow-interval=1'] });
+  // The policies the agent enforces live apart from the cluster's objects, which kwp recommend reads.
+  mkdirSync(join(dir, 'policies'));
+  policyFile = join(dir, 'policies', 'policies.yaml');
+  await replaceYaml(policyFile, LEARN);
+  agent = await startKwpAgent(lab, { manifests: [join(dir, 'manifests'), join(dir, 'policies')], args: [`--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`, '--flow-interval=1'] });
 }, 180_000);
 
 afterAll(async () => {
@@ -77,7 +90,7 @@ afterAll(async () => {
 
 describe('recorded flows through a running agent become the policies that allow exactly them', () => {
   it('records real connections, recommends from kwp flows, and after applying keeps them while dropping the rest', async () => {
-    // Nothing is isolated yet: everything connects, observed or not.
+    // Learning: everything connects, observed or not.
     for (const f of [...OBSERVED, ...UNOBSERVED]) expect(`${show(f)} ${await probe(f)}`).toBe(`${show(f)} true`);
 
     // The probes above were recorded too. The window recommended from starts after their interval closed (1 s), as an
@@ -89,12 +102,12 @@ describe('recorded flows through a running agent become the policies that allow 
     // Read back until every observed flow has its record (an interval is 1 s; records are emitted when it closes).
     let records: Array<Record<string, unknown>> = [];
     const deadline = Date.now() + 30_000;
-    const key = (r: { src: unknown; dst: unknown; protocol: unknown; port: unknown }) => `${r.src} -> ${r.dst} ${r.protocol}/${r.port}`;
+    const key = (r: Record<string, unknown>) => `${r.src} -> ${r.dst} ${r.protocol}/${r.port}`;
     for (;;) {
       records = (await flowsJson()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
       const recent = records.filter((r) => Date.parse(String(r.lastSeen)) >= recordingFrom.getTime() + 1_000);
       if (OBSERVED.every((f) => recent.some((r) => key(r) === show(f)))) { records = recent; break; }
-      if (Date.now() > deadline) throw new Error(`kwp flows has no record of ${OBSERVED.filter((f) => !recent.some((r) => key(r) === show(f))).map(show).join(', ')}; it printed:\n${records.map((r) => JSON.stringify(r)).join('\n')}`);
+      if (Date.now() > deadline) throw new Error(`kwp flows has no record of ${OBSERVED.filter((f) => !recent.some((r) => key(r) === show(f))).map(show).join(', ')}; it printed:\n${records.map((r) => JSON.stringify(r)).join('\n')}\nagent:\n${agent!.process.errorLines.slice(-15).join('\n')}`);
       await sleep(500);
     }
     for (const f of OBSERVED) {
@@ -113,7 +126,7 @@ describe('recorded flows through a running agent become the policies that allow 
     expect(policies.map((p) => `${p.kind} ${p.metadata.namespace}/${p.metadata.name}`).sort()).toEqual(['NetworkPolicy x/db-observed', 'NetworkPolicy x/web-observed']);
     expect(policies.find((p) => p.metadata.name === 'web-observed')!.spec.podSelector).toEqual({ matchLabels: { app: 'web' } });
 
-    // Apply: into the agent's watched manifests, and wait for its reload.
+    // Apply: the recommendation replaces the learning policy in the agent's watched manifests; wait for its reload.
     await applyPolicies(agent!, policyFile, policies);
 
     for (const f of OBSERVED) expect(`${show(f)} ${await probe(f)}`).toBe(`${show(f)} true`);
