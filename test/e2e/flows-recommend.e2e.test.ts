@@ -20,6 +20,7 @@ import type { KubeObject } from '../../host/contract.js';
 import { Lab, sweepStaleLabs, type LabFlow } from '../lab/lab.js';
 import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
 import { inNetns } from '../lab/netns.js';
+import { commandTable } from '../../host/cli/main.js';
 import { applyPolicies, replaceYaml, sleep } from './agent-lab.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -63,7 +64,15 @@ async function flowsJson(): Promise<string> {
   return r.stdout;
 }
 
+/**
+ * The recorder and `kwp flows` are built beside this suite (issue 19, "flows");
+ * until they are in the tree there is nothing to record with.
+ */
+const recorderMissing = !('flows' in commandTable());
+const SKIP_REASON = recorderMissing ? ' [skipped: kwp flows and the flow recorder are not in this tree yet]' : '';
+
 beforeAll(async () => {
+  if (recorderMissing) return;
   sweepStaleLabs();
   lab = await Lab.create({
     pods: [
@@ -89,7 +98,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('recorded flows through a running agent become the policies that allow exactly them', () => {
+describe.skipIf(recorderMissing)(`recorded flows through a running agent become the policies that allow exactly them${SKIP_REASON}`, () => {
   it('records real connections, recommends from kwp flows, and after applying keeps them while dropping the rest', async () => {
     // No policy yet: everything connects, observed or not, and nothing is queued, so nothing is recorded.
     for (const f of [...OBSERVED, ...UNOBSERVED]) expect(`${show(f)} ${await probe(f)}`).toBe(`${show(f)} true`);
