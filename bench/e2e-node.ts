@@ -6,10 +6,11 @@
 //   stdout: {"event":"started","mode":...}, {"event":"stats",...}, {"event":"error",...}
 //   stdin: {"op":"stats"}, {"op":"reset"} (empty the histograms), {"op":"nice","value":N}
 //          (renice the packet thread, to compare priorities in one process), {"op":"stop"}
+import type { HostLogger } from '../host/logger.js';
 import { setPriority } from 'node:os';
 import { createInterface } from 'node:readline';
 import { kindKeyOf, Kinds, type KubeObject } from '../host/contract.js';
-import { Dataplane, type DataplaneLogger } from '../host/dataplane/dataplane.js';
+import { Dataplane } from '../host/dataplane/dataplane.js';
 import type { PacketJudge } from '../host/dataplane/judge.js';
 import { LatencyHistogram } from '../host/dataplane/latency-histogram.js';
 import { nfqueueOpener, type QueueOpener } from '../host/dataplane/nfqueue.js';
@@ -32,7 +33,7 @@ export interface E2ENodeConfig {
 
 const emit = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const quiet = () => undefined;
-const logger: DataplaneLogger = {
+const logger: HostLogger = {
   debug: quiet,
   info: quiet,
   warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', msg, ...obj })}\n`),

@@ -13,9 +13,9 @@
 import {
   AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
-  instanceLogger, loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
+  loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
-  type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AutoRollbackOptions, type SandboxLimits, type StageIsolation, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
   endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal,
 } from './index.js';
@@ -52,6 +52,13 @@ export interface AgentConfig {
   autoRollback?: AutoRollbackOptions;
   /** The sandbox limits (docs/sandbox.md); defaults for any not given. */
   limits?: Partial<SandboxLimits>;
+  /**
+   * Where stages run their module instances: `worker` (default), each in a
+   * thread of its own that is stopped when a call overruns its deadline
+   * (docs/sandbox.md, "The wall-clock backstop"); `thread`, in the main
+   * thread, bounded by fuel alone.
+   */
+  isolation?: StageIsolation;
   logger?: Logger;
   /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
@@ -119,18 +126,17 @@ export class Agent {
   constructor(readonly config: AgentConfig) {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
     this.state = new ClusterState();
-    const ilog = instanceLogger(this.log);
     const builtins = new BuiltinModules(config.limits);
     this.fleet = FleetWiring.for(config.fleet, config);
     if (config.stateDir) {
       ensureStateDir(config.stateDir);
       const storeOptions = {
-        stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: ilog, limits: config.limits, reservedNames: builtins.names(),
+        stateDir: config.stateDir, trustedKeys: loadTrustedKeys(config.trustedKeyFiles ?? []), logger: this.log, limits: config.limits, reservedNames: builtins.names(),
       };
       this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
     const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), builtins];
-    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: ilog, limits: config.limits });
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: this.log, limits: config.limits, isolation: config.isolation ?? 'worker' });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
@@ -193,7 +199,7 @@ export class Agent {
     }
 
     const controllerOptions = {
-      engine: this.engine, fallback, stateDir: config.stateDir, logger: instanceLogger(this.log), autoRollback: config.autoRollback, store: this.store,
+      engine: this.engine, fallback, stateDir: config.stateDir, logger: this.log, autoRollback: config.autoRollback, store: this.store,
     };
     const controller = this.fleet ? this.fleet.createController(controllerOptions) : new PipelineController(controllerOptions);
     this.controller = controller;
@@ -215,6 +221,7 @@ export class Agent {
         token, readsOpen: config.adminReadsOpen ?? false,
         ready: () => this.ready(), refusals: () => this.refusals(),
         dialledEndpoints: async (query) => (dataplane ? dataplane.dialledEndpoints(query) : []),
+        ...(this.fleet?.statusReader ? { fleetStatus: this.fleet.statusReader } : {}),
       })] : []),
       // Stopped before the admin API closes: a pipeline build in progress
       // would otherwise hold admin.close() until it activated, only for the

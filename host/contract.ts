@@ -85,7 +85,12 @@ export interface ContainerPort {
   protocol: number;
 }
 
-/** What the pipeline knows about the pod at one end of a packet (kube-network-policies' PodInfo). */
+/**
+ * What the pipeline knows about the pod at one end of a packet
+ * (kube-network-policies' PodInfo). The host's one pod shape: a remote pod
+ * (RemotePod) and the IP tracker's etcd record (IpRecord) are this shape
+ * without the host's id, plus the pod's uid.
+ */
 export interface PodInfo {
   /** Host identity of this pod, never 0, not reused while the host runs. */
   id: number;
@@ -143,7 +148,7 @@ export interface StageTrace {
   /** The module's explanation of its reason code, when it gave one. */
   reason?: string;
   /** Set when the verdict came from the failure policy, not the module. */
-  failure?: 'trap' | 'fuel' | 'unavailable';
+  failure?: 'trap' | 'fuel' | 'deadline' | 'unavailable';
 }
 
 export interface DirectionResult {

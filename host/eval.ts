@@ -9,9 +9,9 @@ import { PolicyEngine } from './pipeline/engine.js';
 import { BuiltinModules, ChainedModules, type ModuleResolver } from './pipeline/modules.js';
 import { defaultPipeline, type PipelineSpec } from './pipeline/spec.js';
 import type { Pipeline } from './pipeline/pipeline.js';
-import type { InstanceLogger } from './runtime/instance.js';
 import { resolveFlowRoutes, DEFAULT_SOURCE_PORT, type FlowSpec, type FlowProtocol, type ResolvedFlow, type ServiceHop } from './flows.js';
 import { walkthroughLine } from './walkthrough.js';
+import type { HostLogger } from './logger.js';
 
 export type { FlowSpec, ServiceHop } from './flows.js';
 
@@ -36,7 +36,7 @@ export interface EvaluateOptions {
   /** Extra modules (e.g. a plugin under test) tried before the built-ins. */
   modules?: ModuleResolver;
   /** Where modules' log lines go; dropped when absent. */
-  logger?: InstanceLogger;
+  logger?: HostLogger;
 }
 
 let builtins: BuiltinModules | undefined;

@@ -24,13 +24,12 @@ export { ABI_MAJOR, ABI_MINOR } from './abi/version.js';
 export type { CompiledEvaluator, ModuleMeta } from './runtime/loader.js';
 export { DEFAULT_LIMITS, resolveLimits, parseLimitSettings } from './runtime/limits.js';
 export type { SandboxLimits } from './runtime/limits.js';
-export type { InstanceLogger } from './runtime/instance.js';
 
 // The pipeline and its builder.
 export { PolicyEngine } from './pipeline/engine.js';
 export type { PolicyEngineOptions, EngineListener } from './pipeline/engine.js';
 export { Pipeline } from './pipeline/pipeline.js';
-export { Stage } from './pipeline/stage.js';
+export { Stage, type StageIsolation, type InstanceFailure } from './pipeline/stage.js';
 export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
 export type { ModuleResolver } from './pipeline/modules.js';
 export { defaultPipeline, parsePipelineText, readPipelineFile, validatePipelineSpec, formatPipelineYAML } from './pipeline/spec.js';
@@ -85,6 +84,8 @@ export { evaluateFlows, OfflineEvaluator } from './eval.js';
 export { ServiceDirectory, endpointAddressesOf } from './services/service-directory.js';
 export type { FlowInput, FlowResult } from './eval.js';
 
-// Logging.
-export { createLogger, instanceLogger } from './log.js';
+// Logging: one interface every part takes; pino's loggers are HostLoggers.
+export { createLogger } from './log.js';
 export type { Logger } from './log.js';
+export { loggerOf, silentLogger } from './logger.js';
+export type { HostLogger, LogLevel } from './logger.js';

@@ -1,7 +1,7 @@
-// One structured logger (pino, JSON to stderr) and the small adapters each
-// part of the host takes, so no part depends on pino directly.
+// One structured logger (pino, JSON to stderr, or text for people). A pino
+// logger is a HostLogger (logger.ts), the interface every part of the host
+// takes, so no part but this one depends on pino.
 import { pino, type Logger, type DestinationStream } from 'pino';
-import type { InstanceLogger } from './runtime/instance.js';
 import { textDestination } from './log-text.js';
 
 export type { Logger } from 'pino';
@@ -13,12 +13,4 @@ export function createLogger(verbosity = 0, destination: NodeJS.WritableStream =
   const level = verbosity >= 2 ? 'trace' : verbosity === 1 ? 'debug' : 'info';
   const out = format === 'text' ? textDestination(destination) : destination;
   return pino({ level, base: { component: 'kwp' } }, out as DestinationStream);
-}
-
-export function instanceLogger(log: Logger): InstanceLogger {
-  return {
-    log(level, message, fields) {
-      log[level](fields ?? {}, message);
-    },
-  };
 }

@@ -165,7 +165,7 @@ describe('the cluster-network-policy module', () => {
     const probe: Probe = { src: harry0, dst: luna0, protocol: 'TCP', port: 80 };
     expect(h.probe(probe).egress.verdict).toBe('Next');
     const harry = podsFromObjects(topology).find((p) => `${p.namespace}/${p.name}` === harry0)!;
-    h.upsertPod({ ...harry, labels: { ...harry.labels, locked: 'yes' } });
+    h.upsertPod({ ...harry, podLabels: { ...harry.podLabels, locked: 'yes' } });
     expect(h.probe(probe).egress.text).toBe('deny-locked');
     h.upsertPod(harry);
     expect(h.probe(probe).egress.verdict).toBe('Next');

@@ -62,7 +62,7 @@ describe('the NetworkPolicy module', () => {
       np('x', 'a', { podSelector: podLabel('a'), policyTypes: ['Egress'] }),
       np('y', 'all', { podSelector: all }),
     ]);
-    h.upsertPod({ id: 100, name: 'h', namespace: 'y', hostNetwork: true, labels: { pod: 'h' }, namespaceLabels: { ns: 'y' }, ports: [], ips: ['192.168.0.1'] });
+    h.upsertPod({ id: 100, name: 'h', namespace: 'y', hostNetwork: true, podLabels: { pod: 'h' }, namespaceLabels: { ns: 'y' }, containerPorts: [], ips: ['192.168.0.1'] });
     const subjects = h.subjects();
     expect(subjects).not.toBe('all');
     const byId = new Map(podsFromObjects(xyzCluster()).map((p) => [p.id, `${p.namespace}/${p.name}`]));
@@ -102,11 +102,11 @@ describe('the NetworkPolicy module', () => {
     const xa = podsFromObjects(xyzCluster()).find((p) => p.namespace === 'x' && p.name === 'a')!;
     const probe: Probe = { src: 'y/a', dst: 'x/a', protocol: 'TCP', port: 80 };
     expect(h.probe(probe).ingress.verdict).toBe('Next');
-    h.upsertPod({ ...xa, labels: { pod: 'a', app: 'web' } });
+    h.upsertPod({ ...xa, podLabels: { pod: 'a', app: 'web' } });
     expect(h.probe(probe).ingress.verdict).toBe('Deny');
-    h.upsertPod({ ...xa, labels: { pod: 'a' } });
+    h.upsertPod({ ...xa, podLabels: { pod: 'a' } });
     expect(h.probe(probe).ingress.verdict).toBe('Next');
-    h.upsertPod({ id: 50, name: 'new', namespace: 'x', hostNetwork: false, labels: { app: 'web' }, namespaceLabels: { ns: 'x' }, ports: [], ips: ['10.0.1.50'] });
+    h.upsertPod({ id: 50, name: 'new', namespace: 'x', hostNetwork: false, podLabels: { app: 'web' }, namespaceLabels: { ns: 'x' }, containerPorts: [], ips: ['10.0.1.50'] });
     expect(h.probe({ src: 'y/a', dst: 'x/new', protocol: 'TCP', port: 80 }).ingress.verdict).toBe('Deny');
     expect(h.subjects()).toEqual([50]);
     h.deletePod(50);
@@ -119,7 +119,7 @@ describe('the NetworkPolicy module', () => {
     const live = new Map<number, boolean>();
     const add = (id: number) => {
       const web = id % 3 !== 0;
-      h.upsertPod({ id, name: `p-${id}`, namespace: 'x', hostNetwork: false, labels: web ? { app: 'web' } : {}, namespaceLabels: { ns: 'x' }, ports: [], ips: [`10.1.${id >> 8}.${id & 0xff}`] });
+      h.upsertPod({ id, name: `p-${id}`, namespace: 'x', hostNetwork: false, podLabels: web ? { app: 'web' } : {}, namespaceLabels: { ns: 'x' }, containerPorts: [], ips: [`10.1.${id >> 8}.${id & 0xff}`] });
       live.set(id, web);
     };
     for (let id = 1; id <= 3000; id++) add(id);
@@ -154,7 +154,7 @@ describe('the NetworkPolicy module', () => {
 
   it('matches IPv6 addresses against IPv6 ipBlocks and never against IPv4 ones', async () => {
     const h = await ModuleHarness.load(release);
-    const v6 = (id: number, name: string, ip: string) => ({ id, name, namespace: 'x', hostNetwork: false, labels: { pod: name }, namespaceLabels: { ns: 'x' }, ports: [], ips: [ip] });
+    const v6 = (id: number, name: string, ip: string) => ({ id, name, namespace: 'x', hostNetwork: false, podLabels: { pod: name }, namespaceLabels: { ns: 'x' }, containerPorts: [], ips: [ip] });
     h.upsertPod(v6(1, 'a', 'fd00:1::1'));
     h.upsertPod(v6(2, 'b', 'fd00:2::1'));
     h.upsertPod(v6(3, 'c', 'fd00:1::3'));

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 import {
   BuiltinModules, ChainedModules, ClusterState, Dataplane, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
-  adminApi, compileEvaluator, createLogger, instanceLogger, loadAdminToken, marksAt,
+  adminApi, compileEvaluator, createLogger, loadAdminToken, marksAt,
   type CompiledEvaluator, type ModuleResolver, type PipelineSpec,
 } from 'kube-wasm-policies';
 
@@ -37,10 +37,10 @@ const log = createLogger(0).child({ daemon: 'embed-example' });
 // the mounted admin API land in the store and are tried first.
 const custom: CompiledEvaluator = compileEvaluator(readFileSync(values.module), { source: values.module });
 const ownModules: ModuleResolver = { resolve: (ref) => (ref === custom.meta.name || ref === `${custom.meta.name}@${custom.meta.version}` ? custom : undefined) };
-const store = new ModuleStore({ stateDir: values['state-dir'], logger: instanceLogger(log) });
+const store = new ModuleStore({ stateDir: values['state-dir'], logger: log });
 
 const state = new ClusterState();
-const engine = new PolicyEngine({ state, modules: new ChainedModules([store, ownModules, new BuiltinModules()]), logger: instanceLogger(log) });
+const engine = new PolicyEngine({ state, modules: new ChainedModules([store, ownModules, new BuiltinModules()]), logger: log });
 
 // This daemon's own policy: a ports deny-list, then namespace NetworkPolicies.
 const pipeline: PipelineSpec = {
@@ -49,7 +49,7 @@ const pipeline: PipelineSpec = {
   ],
 };
 // Given the store, the controller tells it which modules its pipelines run, so none is removed under them.
-const controller = new PipelineController({ engine, fallback: pipeline, stateDir: values['state-dir'], logger: instanceLogger(log), store });
+const controller = new PipelineController({ engine, fallback: pipeline, stateDir: values['state-dir'], logger: log, store });
 controller.start();
 
 const source = new ManifestSource([values.manifests], { watch: true, onWarning: (m) => log.warn(m) });

@@ -1,3 +1,4 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync, readdirSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -196,7 +197,7 @@ describe('listing, removing and persistence', () => {
     await open().add(scriptedBytes(), { name: 'scripted', version: '1.0.0' });
     writeFileSync(join(stateDir, 'modules', 'index.json'), '{"version": 1, "modu');
     const logged: string[] = [];
-    const store = open({ logger: { log: (level, message) => logged.push(`${level} ${message}`) } });
+    const store = open({ logger: loggerOf((level, message) => logged.push(`${level} ${message}`)) });
     expect(store.list().map((m) => m.name)).toEqual(['scripted']);
     expect(logged.join('\n')).toMatch(/^error .*modules\/index\.json: .*kept it as .*index\.json\.corrupt-\d+/m);
   });

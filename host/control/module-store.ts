@@ -11,12 +11,12 @@ import { KwpError } from '../errors.js';
 import type { FailurePolicy } from '../contract.js';
 import { compileEvaluator, type CompiledEvaluator } from '../runtime/loader.js';
 import { resolveLimits, type SandboxLimits } from '../runtime/limits.js';
-import type { InstanceLogger } from '../runtime/instance.js';
 import type { ModuleResolver } from '../pipeline/modules.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { keyFingerprint, sha256Hex, verifyModuleSignature } from './signature.js';
 import { InlineValidator, ProcessValidator, type UploadValidator } from './upload-validator.js';
 import { compareVersions } from './versions.js';
+import type { HostLogger } from '../logger.js';
 
 export interface StoredModule {
   name: string;
@@ -71,7 +71,7 @@ export interface ModuleStoreOptions {
    * inline on the caller's thread.
    */
   validation?: 'worker' | 'inline';
-  logger?: InstanceLogger;
+  logger?: HostLogger;
   now?: () => Date;
   /**
    * Names no upload may take: the built-in modules'. A stage names its module
@@ -99,7 +99,7 @@ export class ModuleStore implements ModuleResolver {
   private readonly limits: SandboxLimits;
   private readonly trustedKeys: readonly KeyObject[];
   private readonly selfTestTimeoutMs: number;
-  private readonly logger?: InstanceLogger;
+  private readonly logger?: HostLogger;
   private readonly now: () => Date;
   private readonly reservedNames: ReadonlySet<string>;
   /** By sha256. */
@@ -158,13 +158,13 @@ export class ModuleStore implements ModuleResolver {
       const kept = `${this.indexFile}.corrupt-${this.now().getTime()}`;
       renameSync(this.indexFile, kept);
       const e = new KwpError('KWP_ERR_STATE_CORRUPT', `${this.indexFile}: ${(err as Error).message}; kept it as ${kept} and rebuilt the index from the stored modules`);
-      this.logger?.log('error', e.message, { code: e.code, file: this.indexFile });
+      this.logger?.error({ code: e.code, file: this.indexFile }, e.message);
       this.rebuildIndex('index.json was corrupt');
       return;
     }
     for (const m of doc.modules as StoredModule[]) {
       if (typeof m?.sha256 === 'string' && existsSync(this.fileOf(m.sha256))) this.entries.set(m.sha256, m);
-      else this.logger?.log('warn', `${this.indexFile}: ${m?.name}@${m?.version} has no module file; dropped from the index`);
+      else this.logger?.warn({}, `${this.indexFile}: ${m?.name}@${m?.version} has no module file; dropped from the index`);
     }
   }
 
@@ -183,7 +183,7 @@ export class ModuleStore implements ModuleResolver {
         this.entries.set(sha, this.describe(c, undefined));
         this.compiled.set(sha, c);
       } catch (err) {
-        this.logger?.log('error', `${path}: skipped while rebuilding the module index (${why}): ${(err as Error).message}`, { file: path });
+        this.logger?.error({ file: path }, `${path}: skipped while rebuilding the module index (${why}): ${(err as Error).message}`);
       }
     }
     this.saveIndex();
@@ -302,14 +302,14 @@ export class ModuleStore implements ModuleResolver {
     this.entries.set(sha256, entry);
     this.compiled.set(sha256, compiled);
     this.saveIndex();
-    this.logger?.log('info', `stored module ${name}@${version} (sha256 ${sha256}, ${bytes.length} bytes${signedBy ? `, signed by key ${signedBy}` : ''})`);
+    this.logger?.info({}, `stored module ${name}@${version} (sha256 ${sha256}, ${bytes.length} bytes${signedBy ? `, signed by key ${signedBy}` : ''})`);
     return { module: this.info(entry), created: true };
   }
 
   private checkSignature(sha256: string, request: UploadRequest, source: string): string | undefined {
     if (this.trustedKeys.length === 0) return undefined;
     if (!request.signature) {
-      throw new KwpError('KWP_ERR_SIGNATURE_REQUIRED', `${source}: this agent accepts only signed modules; sign it with "kwp sign" (or "kwp module push --sign-key") and send the signature in X-KWP-Signature`);
+      throw new KwpError('KWP_ERR_SIGNATURE_REQUIRED', `${source}: this agent accepts only signed modules; push with "kwp module push --sign-key KEY" or "--signature FILE" (from "kwp sign --out FILE"), or send the signature in X-KWP-Signature`);
     }
     const index = verifyModuleSignature(this.trustedKeys, sha256, request.name, request.version, request.signature);
     if (index < 0) {
@@ -363,8 +363,16 @@ export class ModuleStore implements ModuleResolver {
       rmSync(this.fileOf(m.sha256), { force: true });
       this.forgetInstrumentation(m.sha256);
     }
-    this.logger?.log('info', `removed module ${targets.map((m) => `${m.name}@${m.version}`).join(', ')}`);
+    this.logger?.info({}, `removed module ${targets.map((m) => `${m.name}@${m.version}`).join(', ')}`);
     return targets;
+  }
+
+  /**
+   * What DELETE /v1/modules does: remove() from this store. The cluster-level
+   * admin API's store also withdraws the module from the cluster.
+   */
+  async withdraw(name: string, version?: string): Promise<Array<Pick<StoredModule, 'name' | 'version' | 'sha256'>>> {
+    return this.remove(name, version);
   }
 
   /** `name` is the newest stored version, `name@version` an exact one. */

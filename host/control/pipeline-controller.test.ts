@@ -1,3 +1,4 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect, beforeEach } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,7 +35,7 @@ function controllerWith(options: Partial<PipelineControllerOptions> = {}, module
   const engine = new PolicyEngine({ state: new ClusterState(), modules, ...engineOptions });
   const logged: string[] = [];
   const controller = new PipelineController({
-    engine, fallback: allowFirst, stateDir, logger: { log: (level, message) => logged.push(`${level} ${message}`) }, ...options,
+    engine, fallback: allowFirst, stateDir, logger: loggerOf((level, message) => logged.push(`${level} ${message}`)), ...options,
   });
   return { engine, controller, logged };
 }
@@ -234,7 +235,7 @@ describe('automatic rollback', () => {
     expect(controller.revision).toBe(1);
     const last = controller.history().at(-1)!;
     expect(last).toMatchObject({ action: 'auto-rollback', from: 2, revision: 1 });
-    expect(last.reason).toMatch(/stage flaky \(module scripted@1\.0\.0\) failed 3 times within 60000 ms \(threshold 3; 3 traps and 0 fuel exhaustions/);
+    expect(last.reason).toMatch(/stage flaky \(module scripted@1\.0\.0\) failed 3 times within 60000 ms \(threshold 3; 3 traps, 0 fuel exhaustions and 0 deadline overruns/);
     expect(logged.some((l) => /^error pipeline rolled back from revision 2 to 1: stage flaky/.test(l))).toBe(true);
   });
 

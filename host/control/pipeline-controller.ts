@@ -13,15 +13,15 @@
 import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { KwpError } from '../errors.js';
-import type { InstanceLogger } from '../runtime/instance.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
-import type { Stage } from '../pipeline/stage.js';
+import type { InstanceFailure, Stage } from '../pipeline/stage.js';
 import type { ModuleUsage } from './module-store.js';
 import { validatePipelineSpec, type PipelineSpec, type StageSpec } from '../pipeline/spec.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { FailureWindow } from './failure-window.js';
 import { isHistoryEntry, type HistoryEntry, type PipelineAction } from './pipeline-history.js';
+import type { HostLogger } from '../logger.js';
 
 export interface AutoRollbackOptions {
   /** Traps plus fuel exhaustions of one stage that trigger a rollback... */
@@ -36,7 +36,7 @@ export interface PipelineControllerOptions {
   fallback: PipelineSpec;
   /** Where `pipeline.json` lives; without it nothing is persisted. */
   stateDir?: string;
-  logger?: InstanceLogger;
+  logger?: HostLogger;
   /** Off unless given. */
   autoRollback?: AutoRollbackOptions;
   /** The module store whose "in use" check asks this controller which modules its pipelines run. */
@@ -84,7 +84,7 @@ const stoppingError = () => new KwpError('KWP_ERR_STOPPING', 'the agent is stopp
 export class PipelineController {
   readonly stateFile: string | undefined;
   private readonly engine: PolicyEngine;
-  private readonly logger?: InstanceLogger;
+  private readonly logger?: HostLogger;
   private readonly historyLimit: number;
   private readonly now: () => Date;
   private previous: Pipeline | undefined;
@@ -147,14 +147,14 @@ export class PipelineController {
         this.entries = loaded.history;
       } catch (err) {
         this.startupProblem = new KwpError('KWP_ERR_STATE_CORRUPT', `${this.stateFile}: revision ${loaded.revision} cannot be built: ${(err as Error).message}; using the configured pipeline`, { cause: err });
-        this.logger?.log('error', this.startupProblem.message, { code: this.startupProblem.code, file: this.stateFile });
+        this.logger?.error({ code: this.startupProblem.code, file: this.stateFile }, this.startupProblem.message);
         this.entries = loaded.history;
       }
       if (active && loaded.previous) {
         try {
           this.previous = this.build(loaded.previous.spec, `${this.stateFile}: previous`, loaded.previous.revision);
         } catch (err) {
-          this.logger?.log('warn', `${this.stateFile}: the previous revision ${loaded.previous.revision} cannot be built, so there is nothing to roll back to: ${(err as Error).message}`, { file: this.stateFile });
+          this.logger?.warn({ file: this.stateFile }, `${this.stateFile}: the previous revision ${loaded.previous.revision} cannot be built, so there is nothing to roll back to: ${(err as Error).message}`);
         }
       }
     }
@@ -168,7 +168,7 @@ export class PipelineController {
     const entry = this.record(active.revision, 'startup', reason!);
     this.persist(active, this.previous);
     this.swapIn(active, entry);
-    this.logger?.log('info', `pipeline revision ${active.revision} active: ${reason!}`);
+    this.logger?.info({}, `pipeline revision ${active.revision} active: ${reason!}`);
     return this.get();
   }
 
@@ -192,7 +192,7 @@ export class PipelineController {
       const kept = `${file}.corrupt-${this.now().getTime()}`;
       try { renameSync(file, kept); } catch { /* keep going with the fallback either way */ }
       this.startupProblem = new KwpError('KWP_ERR_STATE_CORRUPT', `${file} is corrupt (${(err as Error).message}); kept it as ${kept}`, { cause: err });
-      this.logger?.log('error', `${this.startupProblem.message}; starting with the configured pipeline`, { code: this.startupProblem.code, file });
+      this.logger?.error({ code: this.startupProblem.code, file }, `${this.startupProblem.message}; starting with the configured pipeline`);
       return undefined;
     }
   }
@@ -269,7 +269,7 @@ export class PipelineController {
       const older = this.previous;
       this.previous = this.swapIn(next, entry);
       if (older) this.retire(older);
-      this.logger?.log('info', `pipeline revision ${next.revision} active (was ${current.revision}): ${spec.stages.map((s) => s.name).join(' -> ') || 'no stages'}`);
+      this.logger?.info({}, `pipeline revision ${next.revision} active (was ${current.revision}): ${spec.stages.map((s) => s.name).join(' -> ') || 'no stages'}`);
       return this.get();
     });
   }
@@ -327,7 +327,7 @@ export class PipelineController {
       throw new KwpError('KWP_ERR_INTERNAL', `cannot write ${this.stateFile}: ${(err as Error).message}; the running pipeline is unchanged`, { cause: err });
     }
     this.previous = this.swapIn(target, entry);
-    this.logger?.log(action === 'auto-rollback' ? 'error' : 'info', `pipeline rolled back from revision ${current.revision} to ${target.revision}${reason ? `: ${reason}` : ''}`, { action });
+    this.logger?.[action === 'auto-rollback' ? 'error' : 'info']({ action }, `pipeline rolled back from revision ${current.revision} to ${target.revision}${reason ? `: ${reason}` : ''}`);
     return this.get();
   }
 
@@ -414,7 +414,7 @@ export class PipelineController {
   }
 
   /** A stage failed (the engine tells every failure): counted only when the stage is in the active pipeline. */
-  private stageFailed(s: Stage, failure: 'trap' | 'fuel'): void {
+  private stageFailed(s: Stage, failure: InstanceFailure): void {
     const opts = this.options.autoRollback!;
     if (!this.engine.hasActive) return;
     const p = this.engine.active;
@@ -429,7 +429,7 @@ export class PipelineController {
     if (this.autoRollbackPending) return;
     this.autoRollbackPending = true;
     const { failures, windowMs } = this.options.autoRollback!;
-    const reason = `stage ${stage.name} (module ${stage.compiled.meta.name}@${stage.compiled.meta.version}) failed ${w.count} times within ${windowMs} ms (threshold ${failures}; ${w.traps} traps and ${w.fuel} fuel exhaustions so far)`;
+    const reason = `stage ${stage.name} (module ${stage.compiled.meta.name}@${stage.compiled.meta.version}) failed ${w.count} times within ${windowMs} ms (threshold ${failures}; ${w.traps} traps, ${w.fuel} fuel exhaustions and ${w.deadlines} deadline overruns so far)`;
     // Off the packet path: the failing decision has already got its failure verdict.
     setImmediate(() => {
       this.autoRollbackPending = false;
@@ -439,12 +439,12 @@ export class PipelineController {
         // A change that landed meanwhile already replaced the failing pipeline.
         if (!this.started || this.engine.active !== p) return;
         if (!this.previous) {
-          this.logger?.log('error', `automatic rollback wanted but revision ${p.revision} has no previous pipeline: ${reason}`, { stage: stage.name });
+          this.logger?.error({ stage: stage.name }, `automatic rollback wanted but revision ${p.revision} has no previous pipeline: ${reason}`);
           return;
         }
         this.swapBack('auto-rollback', reason);
       }).catch((err) => {
-        this.logger?.log('error', `automatic rollback failed: ${(err as Error).message}`);
+        this.logger?.error({}, `automatic rollback failed: ${(err as Error).message}`);
       });
     });
   }

@@ -18,13 +18,10 @@ import {
   type QueueMode,
   type RuleOptions,
 } from './rules.js';
+import type { HostLogger } from '../logger.js';
 
 export type ModeChoice = 'auto' | QueueMode;
 
-export interface KernelRulesLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-}
 
 export class KernelRules {
   private mode: QueueMode | undefined;
@@ -35,7 +32,7 @@ export class KernelRules {
   constructor(
     private readonly options: RuleOptions,
     private readonly run: CommandRunner,
-    private readonly logger: KernelRulesLogger,
+    private readonly logger: HostLogger,
   ) {
     const problems = ruleOptionProblems(options);
     if (problems.length > 0) throw new KwpError('KWP_ERR_USAGE', `dataplane options: ${problems.join('; ')}`);

@@ -16,10 +16,11 @@
 
 import { createInterface } from 'node:readline';
 import { isKwpError } from '../errors.js';
-import { Dataplane, type DataplaneLogger } from './dataplane.js';
+import { Dataplane } from './dataplane.js';
 import type { ModeChoice } from './kernel-rules.js';
 import { marksAt } from './rules.js';
 import { StaticJudge, type StaticJudgeConfig } from './static-judge.js';
+import type { HostLogger } from '../logger.js';
 
 export interface RunnerConfig {
   tableName: string;
@@ -39,7 +40,7 @@ function emit(event: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(event)}\n`);
 }
 
-const logger: DataplaneLogger = {
+const logger: HostLogger = {
   debug: () => undefined,
   info: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'info', msg, ...obj })}\n`),
   warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', msg, ...obj })}\n`),

@@ -9,7 +9,6 @@ import { ModuleStore, type ModuleStoreOptions } from '../control/module-store.js
 import { PipelineController, type PipelineControllerOptions } from '../control/pipeline-controller.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import { loadKubeConfig } from '../sources/kubernetes.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { FleetMetrics } from './metrics.js';
 import { ModuleFetcher } from './module-fetcher.js';
 import { FleetNode } from './node-agent.js';
@@ -18,6 +17,9 @@ import { FleetPublisher } from './publisher.js';
 import { PublishingModuleStore, PublishingPipelineController } from './publishing-services.js';
 import { RolloutController } from './rollout-controller.js';
 import { ControllerRuntime } from './runtime.js';
+import type { NodeReport } from './objects.js';
+import { readFleetStatus, type FleetStatus } from './fleet-status.js';
+import type { HostLogger } from '../logger.js';
 
 export interface FleetConfig {
   /** `node`: follow the cluster's Pipeline and EvaluatorModules; `cluster`: the cluster-level admin API and rollout controller; `off`. */
@@ -41,7 +43,7 @@ export interface FleetParts {
   registry: Registry;
   ready: () => boolean;
   nodeName?: string;
-  logger: SourceLogger;
+  logger: HostLogger;
 }
 
 export class FleetWiring {
@@ -102,6 +104,16 @@ export class FleetWiring {
     }
     this.node = new FleetNode({ kubeConfig: this.kubeConfig, nodeName: parts.nodeName, runtime, fetcher, metrics, logger: parts.logger, statusIntervalMs: this.config.statusIntervalMs });
     await this.node.start();
+  }
+
+  /** The cluster-level admin API's read of the fleet (GET /v1/fleet/status); undefined on a node. */
+  get statusReader(): (() => Promise<FleetStatus>) | undefined {
+    return this.publisher ? () => readFleetStatus(this.kubeConfig, 'GET /v1/fleet/status') : undefined;
+  }
+
+  /** What this agent's fleet part runs and has seen (the cluster-level agent writes no status object of its own). */
+  report(): NodeReport | undefined {
+    return this.node?.report();
   }
 
   async stop(): Promise<void> {

@@ -15,7 +15,6 @@ import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
 import { KubernetesSource } from '../sources/kubernetes.js';
 import { backoffDelay, type BackoffOptions } from '../sources/kubernetes/backoff.js';
 import { getJson } from '../sources/kubernetes/request.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import {
   EVALUATOR_MODULE, PIPELINE, parseEvaluatorModule, parsePipelineObject,
   type EvaluatorModuleObject, type FleetPipeline, type NodeError, type NodeReport,
@@ -28,6 +27,7 @@ import type { FleetMetrics } from './metrics.js';
 import type { NodePipelineRuntime } from './runtime.js';
 import { StatusWriter } from './status-writer.js';
 import { SerialRunner } from './serial-runner.js';
+import type { HostLogger } from '../logger.js';
 
 export interface FleetNodeOptions {
   kubeConfig: KubeConfig;
@@ -36,7 +36,7 @@ export interface FleetNodeOptions {
   /** Fetches EvaluatorModules into the module store; without it stages resolve only to modules already there (the simulation). */
   fetcher?: ModuleFetcher;
   metrics?: FleetMetrics;
-  logger: SourceLogger;
+  logger: HostLogger;
   /** How often the status is refreshed when only counters moved; default 10 s. */
   statusIntervalMs?: number;
   /** Retries of a generation that failed (fetch, validation, build); default 1 s doubling to 30 s. */
@@ -56,7 +56,7 @@ export class FleetNode {
   readonly cache: ObjectCache;
   private readonly source: KubernetesSource;
   private readonly status: StatusWriter;
-  private readonly log: SourceLogger;
+  private readonly log: HostLogger;
   private following: string | undefined;
   private observedGeneration: number | undefined;
   private appliedGeneration: number | undefined;
@@ -70,6 +70,7 @@ export class FleetNode {
   private statusTimer: NodeJS.Timeout | undefined;
   private readonly runner = new SerialRunner(() => this.reconcile(), (err) => this.log.error({ err: (err as Error).message }, 'fleet: reconcile failed unexpectedly'));
   private stopped = false;
+  private applying = false;
   private warnedSeveral = '';
 
   constructor(private readonly options: FleetNodeOptions) {
@@ -82,7 +83,11 @@ export class FleetNode {
       ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}),
     });
     this.status = new StatusWriter({ kubeConfig: options.kubeConfig, nodeName: options.nodeName, logger: options.logger, metrics: options.metrics });
-    options.runtime.onActivation(() => this.publishStatus());
+    // An activation this node's own reconcile makes is reported once, when the reconcile has recorded the generation it ran:
+    // reporting it here too would cost every node a second write (the new revision with the old generation) per change.
+    options.runtime.onActivation(() => {
+      if (!this.applying) this.publishStatus();
+    });
   }
 
   async start(): Promise<void> {
@@ -189,7 +194,12 @@ export class FleetNode {
       if (sameStages(spec.stages, active.spec)) {
         this.appliedRevision = active.revision;
       } else {
-        this.appliedRevision = await runtime.apply(spec, where);
+        this.applying = true;
+        try {
+          this.appliedRevision = await runtime.apply(spec, where);
+        } finally {
+          this.applying = false;
+        }
         this.log.info({ pipeline: p.objectName, generation: p.generation, revision: this.appliedRevision }, 'fleet: pipeline applied');
       }
       this.appliedGeneration = p.generation;

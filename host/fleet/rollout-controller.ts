@@ -8,16 +8,16 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '../contract.js';
 import { KubernetesSource } from '../sources/kubernetes.js';
 import { requestJson } from '../sources/kubernetes/request.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { NODE_PIPELINE_STATUS, PIPELINE, ROLLBACK_ANNOTATION, fleetPath, nodeReportOf, parsePipelineObject, type FleetPipeline, type NodeReport, type PipelineStatus } from './objects.js';
 import { ObjectCache } from './object-cache.js';
 import { selectorMatches } from './node-selector.js';
 import { planRollout } from './rollout.js';
 import { SerialRunner } from './serial-runner.js';
+import type { HostLogger } from '../logger.js';
 
 export interface RolloutControllerOptions {
   kubeConfig: KubeConfig;
-  logger: SourceLogger;
+  logger: HostLogger;
   /** How often pauses are checked without any event; default 1 s. */
   tickMs?: number;
   now?: () => Date;

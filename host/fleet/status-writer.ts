@@ -6,14 +6,14 @@
 // running whatever it runs.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { requestJson } from '../sources/kubernetes/request.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { NODE_PIPELINE_STATUS, fleetPath, nodeStatusObject, type NodeReport } from './objects.js';
 import type { FleetMetrics } from './metrics.js';
+import type { HostLogger } from '../logger.js';
 
 export interface StatusWriterOptions {
   kubeConfig: KubeConfig;
   nodeName: string;
-  logger: SourceLogger;
+  logger: HostLogger;
   metrics?: FleetMetrics;
   retryMs?: number;
 }

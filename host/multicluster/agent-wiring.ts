@@ -5,9 +5,9 @@
 
 import type { ObjectSource } from '../contract.js';
 import type { PipelineSpec } from '../pipeline/spec.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { toMulticlusterPipeline, withLocalClusterId } from './pipeline.js';
 import { RemotePodSource } from './remote-pod-source.js';
+import type { HostLogger } from '../logger.js';
 
 export interface MulticlusterAgentConfig {
   /** etcd endpoints of the IP tracker (`--ip-tracker-etcd`). */
@@ -19,7 +19,7 @@ export interface MulticlusterAgentConfig {
 }
 
 /** The source to add to the agent's sources; start it with the agent's ClusterState. */
-export function multiclusterSource(config: MulticlusterAgentConfig, logger?: SourceLogger): ObjectSource {
+export function multiclusterSource(config: MulticlusterAgentConfig, logger?: HostLogger): ObjectSource {
   return new RemotePodSource({ endpoints: config.ipTrackerEtcd, prefix: config.ipTrackerPrefix, localClusterId: config.clusterId, logger });
 }
 

@@ -9,16 +9,16 @@ import { Kinds, type PodInfo } from '../contract.js';
 import { KwpError } from '../errors.js';
 import { ClusterState } from '../state/cluster-state.js';
 import { KubernetesSource } from '../sources/kubernetes.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import type { BackoffOptions } from '../sources/kubernetes/backoff.js';
 import { recordsForPod } from './ip-record.js';
+import type { HostLogger } from '../logger.js';
 
 export interface ClusterWatchOptions {
   file: string;
   text: string;
   /** context name → cluster id, from `--cluster-id`. */
   clusterIds: ReadonlyMap<string, string>;
-  logger: SourceLogger;
+  logger: HostLogger;
   /** Called (synchronously, often) whenever this cluster's records may have changed. */
   onChange: () => void;
   backoff?: BackoffOptions;

@@ -7,9 +7,9 @@
 // the next pass (the tracker runs one as soon as it sees the delete).
 
 import type { Etcd3, Lease } from 'etcd3';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { openEtcd } from './etcd-client.js';
 import { decodeRecord } from './ip-record.js';
+import type { HostLogger } from '../logger.js';
 
 /** Puts in flight at once: enough to fill the channel, few enough not to flood etcd after a resync. */
 const WRITE_BATCH = 64;
@@ -18,7 +18,7 @@ export interface EtcdPublisherOptions {
   endpoints: string[];
   prefix: string;
   leaseTtlSeconds: number;
-  logger: SourceLogger;
+  logger: HostLogger;
 }
 
 export interface PublishPass {

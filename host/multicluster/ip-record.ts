@@ -10,17 +10,10 @@ import type { RemotePod } from '../state/cluster-state.js';
 export const DEFAULT_PREFIX = '/kwp/ips/';
 
 /** The JSON value under `<prefix><ip>`. Version 1; a reader skips other versions. */
-export interface IpRecord {
+/** The pod's shape (PodInfo) without the host's id and hostNetwork (such pods publish nothing), with its uid. */
+export interface IpRecord extends Omit<PodInfo, 'id' | 'hostNetwork'> {
   v: 1;
-  clusterId: string;
-  name: string;
-  namespace: string;
   uid: string;
-  podLabels: Record<string, string>;
-  namespaceLabels: Record<string, string>;
-  nodeName: string;
-  nodeLabels: Record<string, string>;
-  containerPorts: ContainerPort[];
   /** Every IP of the pod (each has its own key); the reader groups keys by pod. */
   ips: string[];
 }
@@ -100,16 +93,7 @@ export function remotePodKey(record: IpRecord): string {
 
 /** The remote pod for a set of keys of the same pod: the newest record's fields, the IPs that have keys. */
 export function remotePodOf(record: IpRecord, ipsWithKeys: Iterable<string>): RemotePod {
-  return {
-    clusterId: record.clusterId,
-    name: record.name,
-    namespace: record.namespace,
-    uid: record.uid,
-    podLabels: record.podLabels,
-    namespaceLabels: record.namespaceLabels,
-    nodeName: record.nodeName,
-    nodeLabels: record.nodeLabels,
-    containerPorts: record.containerPorts,
-    ips: [...ipsWithKeys],
-  };
+  // Field by field: a record may carry keys a newer writer added, which the agent does not keep.
+  const { clusterId, name, namespace, uid, podLabels, namespaceLabels, nodeName, nodeLabels, containerPorts } = record;
+  return { clusterId, name, namespace, uid, podLabels, namespaceLabels, nodeName, nodeLabels, containerPorts, ips: [...ipsWithKeys] };
 }

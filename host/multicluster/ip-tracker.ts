@@ -6,13 +6,13 @@
 // disappears, which is how replicas cover for one another's expired leases.
 
 import type { Etcd3, Watcher } from 'etcd3';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { backoffDelay, type BackoffOptions } from '../sources/kubernetes/backoff.js';
 import { ClusterWatch } from './cluster-watch.js';
 import { openEtcd } from './etcd-client.js';
 import { EtcdPublisher, type PublishResult } from './etcd-publisher.js';
 import { DEFAULT_PREFIX, normalizePrefix } from './ip-record.js';
 import { KubeconfigDirectory, type KubeconfigFile } from './kubeconfig-directory.js';
+import { silentLogger, type HostLogger } from '../logger.js';
 
 export interface IpTrackerOptions {
   kubeconfigDir: string;
@@ -22,7 +22,7 @@ export interface IpTrackerOptions {
   clusterIds?: ReadonlyMap<string, string>;
   /** Default 15 s. */
   leaseTtlSeconds?: number;
-  logger?: SourceLogger;
+  logger?: HostLogger;
   /** How often the directory is read; default 1 s. */
   directoryPollMs?: number;
   /** A full pass at least this often; default a third of the lease TTL. */
@@ -34,8 +34,6 @@ export interface IpTrackerOptions {
   /** Reconnect delays of the Kubernetes informers. */
   kubernetesBackoff?: BackoffOptions;
 }
-
-const silentLogger: SourceLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export interface ClusterStatus {
   file: string;
@@ -50,7 +48,7 @@ const STOP_WAIT_MS = 2000;
 
 export class IpTracker {
   readonly prefix: string;
-  private readonly logger: SourceLogger;
+  private readonly logger: HostLogger;
   private readonly clusters = new Map<string, ClusterWatch>();
   /** Ids of clusters whose kubeconfig went away: their keys are deleted on the next passes. */
   private readonly purging = new Set<string>();

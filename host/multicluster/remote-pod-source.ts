@@ -10,9 +10,9 @@ import type { ObjectSink, ObjectSource } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { RemotePod } from '../state/cluster-state.js';
 import { backoffDelay, type BackoffOptions } from '../sources/kubernetes/backoff.js';
-import type { SourceLogger } from '../sources/kubernetes/kind-informer.js';
 import { openEtcd } from './etcd-client.js';
 import { DEFAULT_PREFIX, decodeRecord, normalizePrefix, remotePodKey, remotePodOf, type IpRecord } from './ip-record.js';
+import { silentLogger, type HostLogger } from '../logger.js';
 
 /** What ClusterState offers for remote pods. */
 export interface RemotePodSink {
@@ -27,7 +27,7 @@ export interface RemotePodSourceOptions {
   prefix?: string;
   /** Records of this cluster are skipped: the local informers are the authority on local pods. */
   localClusterId: string;
-  logger?: SourceLogger;
+  logger?: HostLogger;
   /** Reconnect delays; default 200 ms doubling up to 10 s. */
   backoff?: BackoffOptions;
 }
@@ -44,8 +44,6 @@ function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
-const silentLogger: SourceLogger = { debug() {}, info() {}, warn() {}, error() {} };
-
 interface Entry {
   ip: string;
   record: IpRecord;
@@ -55,7 +53,7 @@ interface Entry {
 export class RemotePodSource implements ObjectSource {
   readonly name = 'ip-tracker';
   private readonly prefix: string;
-  private readonly logger: SourceLogger;
+  private readonly logger: HostLogger;
   private readonly backoff: BackoffOptions;
   private sink: RemotePodSink | undefined;
   private readonly entries = new Map<string, Entry>();

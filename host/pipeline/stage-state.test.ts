@@ -1,6 +1,7 @@
 // A stage's memory cap follows the state it is fed, and a state its module
 // cannot hold within the ceiling costs staleness, said out loud, never a
 // silent flip to the failure policy or a hot loop of rebuilds.
+import { loggerOf } from '../logger.js';
 import { describe, it, expect, afterEach } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -48,7 +49,7 @@ interface Built { state: ClusterState; pipeline: Pipeline; stage: Stage; logs: s
 function build(objects: KubeObject[], limits: Partial<SandboxLimits>, opts: { async?: boolean } = {}): Built {
   const state = stateFromObjects(objects);
   const logs: string[] = [];
-  const logger = { log: (level: string, message: string) => { if (level !== 'debug') logs.push(message); } };
+  const logger = loggerOf((level, message) => { if (level !== 'debug') logs.push(message); });
   const engine = new PolicyEngine({ state, modules: new BuiltinModules(limits), logger });
   const pipeline = engine.build({ stages: [{ name: 'np', label: 'NP', module: 'network-policy' }] });
   return { state, pipeline, stage: pipeline.stages[0], logs, dispose: () => pipeline.dispose() };

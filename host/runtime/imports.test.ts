@@ -1,3 +1,4 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
@@ -32,7 +33,7 @@ describe('imports are instrumented whatever their order', () => {
     const data = '(data (i32.const 0) "hi")';
     const memory = imports.includes(MEMORY) ? data : `(memory (export "memory") 1 16) ${data}`;
     const lines: string[] = [];
-    const inst = new EvaluatorInstance(load(sandboxModule({ imports, memory, decideBody: LOGS_HI })), { log: (_level, message) => lines.push(message) });
+    const inst = new EvaluatorInstance(load(sandboxModule({ imports, memory, decideBody: LOGS_HI })), loggerOf((_level, message) => lines.push(message)));
     inst.decideOne(new Uint8Array(64));
     expect(lines).toEqual(['hi']);
   });

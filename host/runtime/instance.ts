@@ -9,11 +9,9 @@ import { LOG_LEVELS } from '../abi/imports.js';
 import { OFF_VERDICT, RECORD_SIZE, readReason } from '../abi/record.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
+import type { HostLogger } from '../logger.js';
 import { ObjectOp } from '../abi/objects.js';
 
-export interface InstanceLogger {
-  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
-}
 
 /**
  * An object a module refused or warned about while taking it: the log line's
@@ -42,6 +40,18 @@ const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
 const textDecoderUtf16 = new TextDecoder('utf-16le');
 
+/**
+ * Text a module wrote, as the host passes it on (log lines, reasons, refusals,
+ * abort messages): control characters, line separators and what was not valid
+ * UTF-8 (or UTF-16) become '?'. A newline would forge a line of the text log,
+ * and a NUL takes 6 bytes in a JSON one; this way a text is never more bytes
+ * than the module's bytes it came from (JSON escapes only quotes and
+ * backslashes, at 2 bytes each), so the size limits bound what is written.
+ */
+function visible(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f\u2028\u2029\ufffd]/g, '?');
+}
+
 /** Thrown by env.abort so a module's own abort is told apart from a trap. */
 class ModuleAbort extends Error {}
 
@@ -53,7 +63,35 @@ interface Exports extends AbiExports {
 /** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
 export interface DecisionCacheStats { hits: number; misses: number }
 
-export class EvaluatorInstance {
+/**
+ * What a stage calls on an instance, wherever the instance runs: in the
+ * calling thread (EvaluatorInstance) or in a thread of its own that the host
+ * can stop (IsolatedInstance, isolated-instance.ts). Every method throws a
+ * KwpError when the call traps, runs out of fuel or (isolated) out of time,
+ * and the instance is then broken for good.
+ */
+export interface ModuleInstance {
+  readonly name: string;
+  readonly batchCapacity: number;
+  readonly memoryCapPages: number;
+  readonly memoryBytes: number;
+  readonly broken: KwpError | undefined;
+  configure(config: unknown): void;
+  upsertPod(record: Uint8Array): void;
+  deletePod(id: number): void;
+  object(kind: number, op: number, json?: Uint8Array): void;
+  decideOne(record: Uint8Array): number;
+  lastReason(): number;
+  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void;
+  explain(reason: number): string;
+  decisionCacheStats(): DecisionCacheStats | undefined;
+  /** 'all', or the pod ids the module selects; a count above `maxIds` (the pods delivered) means all. */
+  subjects(maxIds?: number): 'all' | number[];
+  /** Frees what the instance holds beyond its memory (an isolated one's thread). Idempotent. */
+  close(): void;
+}
+
+export class EvaluatorInstance implements ModuleInstance {
   readonly compiled: CompiledEvaluator;
   private readonly exports: Exports;
   private readonly memory: WebAssembly.Memory;
@@ -80,7 +118,7 @@ export class EvaluatorInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: InstanceLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
     this.compiled = compiled;
     this.decideFuel = compiled.limits.fuelPerDecision;
     this.callFuel = compiled.limits.fuelPerCall;
@@ -119,6 +157,9 @@ export class EvaluatorInstance {
 
   get name(): string { return this.compiled.meta.name; }
 
+  /** Nothing to free: the garbage collector takes the instance with its last reference. */
+  close(): void {}
+
   /** The memory view, re-created when memory.grow detached the old buffer. */
   private bytes(): Uint8Array {
     if (this.u8.byteLength === 0) this.u8 = new Uint8Array(this.memory.buffer);
@@ -155,7 +196,7 @@ export class EvaluatorInstance {
     if (ptr + len > mem.length) return '?';
     const max = this.compiled.limits.maxAbortMessageChars;
     const units = Math.min(len >>> 1, max);
-    const text = textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2));
+    const text = visible(textDecoderUtf16.decode(mem.subarray(ptr, ptr + units * 2)));
     return units < len >>> 1 ? `${text}… (${(len >>> 1) - units} more characters cut)` : text;
   }
 
@@ -173,10 +214,10 @@ export class EvaluatorInstance {
     // Only the first maxLogLineBytes are decoded: one call could name all of memory.
     const max = this.compiled.limits.maxLogLineBytes;
     const cut = len > max ? `… (${len - max} more bytes cut)` : '';
-    const message = textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max))) + cut + note;
+    const message = visible(textDecoder.decode(mem.subarray(ptr, ptr + Math.min(len, max)))) + cut + note;
     const rejected = rejection && rejectedObject(rejection);
-    if (rejected) this.logger?.log(name, `module ${this.name} cannot use ${describeRejected(rejected)}: ${message}`, { module: this.name, rejected });
-    else this.logger?.log(name, message, { module: this.name });
+    if (rejected) this.logger?.[name]({ module: this.name, rejected }, `module ${this.name} cannot use ${describeRejected(rejected)}: ${message}`);
+    else this.logger?.[name]({ module: this.name }, message);
   }
 
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
@@ -191,8 +232,15 @@ export class EvaluatorInstance {
     return this.bytes().slice(ptr, ptr + len);
   }
 
+  /**
+   * A refusal's text (kwp_configure, kwp_object): the status is its length and
+   * the module's to choose, so only the first maxReasonBytes are copied, like
+   * an explanation's reason; it ends up in an error answer or a log line.
+   */
   private resultText(len: number): string {
-    return textDecoder.decode(this.resultBytes(len));
+    const max = this.compiled.limits.maxReasonBytes;
+    if (len <= max) return visible(textDecoder.decode(this.resultBytes(len)));
+    return `${visible(textDecoder.decode(this.resultBytes(max)))}… (${len - max} more bytes cut)`;
   }
 
   configure(config: unknown): void {
@@ -226,9 +274,12 @@ export class EvaluatorInstance {
       this.delivering = undefined;
     }
     if (status !== 0) {
+      // One line per refused object would be one per delivery: these lines share the module's log rate.
+      const note = this.logRate.take();
+      if (note === undefined) return;
       const rejected = json && op === ObjectOp.Upsert ? rejectedObject(json) : undefined;
       const what = rejected ? describeRejected(rejected) : `an object of kind ${this.compiled.meta.kinds[kind]}`;
-      this.logger?.log('warn', `module ${this.name} could not take ${what}: ${this.resultText(status)}`, rejected ? { module: this.name, rejected } : { module: this.name });
+      this.logger?.warn(rejected ? { module: this.name, rejected } : { module: this.name }, `module ${this.name} could not take ${what}: ${this.resultText(status)}${note}`);
     }
   }
 
@@ -280,9 +331,7 @@ export class EvaluatorInstance {
     if (reason === 0) return '';
     const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
     // Only the first maxReasonBytes are copied out of the module.
-    const max = this.compiled.limits.maxReasonBytes;
-    if (len <= max) return this.resultText(len);
-    return `${this.resultText(max)}… (${len - max} more bytes cut)`;
+    return this.resultText(len);
   }
 
   /**
@@ -301,10 +350,16 @@ export class EvaluatorInstance {
     return { hits: Number(view.getBigUint64(0, true)), misses: Number(view.getBigUint64(8, true)) };
   }
 
-  /** 'all', or the pod ids the module needs to see traffic for. */
-  subjects(): 'all' | number[] {
+  /**
+   * 'all', or the pod ids the module needs to see traffic for. `maxIds` is
+   * how many pods the host gave the module: the count is the module's to
+   * choose, and a longer list cannot be a selection of them, so it means all
+   * traffic (the host would otherwise build an array of up to a quarter of
+   * the module's memory, outside every budget).
+   */
+  subjects(maxIds = Infinity): 'all' | number[] {
     const n = this.guarded(() => this.exports.kwp_subjects(), this.callFuel, 'kwp_subjects');
-    if (n < 0) return 'all';
+    if (n < 0 || n > maxIds || n * 4 > this.bytes().length) return 'all';
     const bytes = this.resultBytes(n * 4);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const ids: number[] = [];

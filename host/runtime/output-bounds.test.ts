@@ -1,7 +1,9 @@
+import { loggerOf } from '../logger.js';
 import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
 import { LineRate } from './line-rate.js';
+import { ObjectOp } from '../abi/objects.js';
 import type { SandboxLimits } from './limits.js';
 import { KwpError } from '../errors.js';
 import { Stage } from '../pipeline/stage.js';
@@ -16,7 +18,7 @@ const load = (bytes: Uint8Array, limits: Partial<SandboxLimits> = {}) => compile
 
 function lines(bytes: Uint8Array, limits: Partial<SandboxLimits> = {}) {
   const out: string[] = [];
-  const inst = new EvaluatorInstance(load(bytes, limits), { log: (_l, m) => out.push(m) });
+  const inst = new EvaluatorInstance(load(bytes, limits), loggerOf((_l, m) => out.push(m)));
   return { inst, out };
 }
 
@@ -27,6 +29,17 @@ describe('what a module writes is bounded', () => {
     expect(out).toHaveLength(1);
     expect(out[0].length).toBeLessThan(4096 + 100);
     expect(out[0]).toMatch(new RegExp(`… \\(${MiB16 - 4096} more bytes cut\\)$`));
+  });
+
+  it('what a module writes reaches the log without control characters, so a line cannot forge another or grow sixfold when escaped', () => {
+    // Memory holds "a\nb", a NUL, "\u2028" (3 bytes) and an invalid byte.
+    const { inst, out } = lines(sandboxModule({
+      imports: [LOG], memory: '(memory (export "memory") 1 16) (data (i32.const 0) "a\\0ab\\00\\e2\\80\\a8\\ff")',
+      decideBody: '(call $log (i32.const 1) (i32.const 0) (i32.const 8)) (i32.const 0)',
+    }));
+    inst.decideOne(new Uint8Array(64));
+    expect(out).toEqual(['a?b???']);
+    expect(new TextEncoder().encode(out[0]).length).toBeLessThanOrEqual(8);
   });
 
   it('log lines past logLinesPerSecond are dropped and counted, and the next line let through says how many', () => {
@@ -66,16 +79,42 @@ describe('what a module writes is bounded', () => {
     const compiled = load(bytes, { maxReasonBytes: 100, maxExplainBytes: 300 });
     const inst = new EvaluatorInstance(compiled);
     const reason = inst.explain(1);
-    expect(reason).toMatch(new RegExp(`^\\u0000{100}… \\(${33554432 - 100} more bytes cut\\)$`));
+    expect(reason).toMatch(new RegExp(`^\\?{100}… \\(${33554432 - 100} more bytes cut\\)$`));
     const state = new ClusterState();
     const stages = ['a', 'b'].map((name) => { const s = new Stage({ name, module: 'x' }, compiled, state); s.start(); return s; });
     const p = new Pipeline({ stages: stages.map((s) => s.spec) }, stages, 1, state);
     const d = p.evaluate({ family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 1, dstPort: 2, icmpType: 0, icmpCode: 0 });
     const reasons = [...d.egress.trace, ...d.ingress.trace].map((t) => t.reason ?? '');
-    expect(reasons.slice(0, 2).every((r) => r.startsWith('\u0000'.repeat(100)))).toBe(true);
+    expect(reasons.slice(0, 2).every((r) => r.startsWith('?'.repeat(100)))).toBe(true);
     expect(reasons[2]).toMatch(/reason left out: this explanation's reasons are over 300 bytes, sandbox limit maxExplainBytes/);
     expect(reasons.join('').length).toBeLessThan(300 + 200);
     p.dispose();
+  });
+});
+
+describe("a refusal's text is bounded like a reason", () => {
+  // kwp_configure's and kwp_object's status is the length of their refusal text: 0x7fffffff names all of a 64 MiB memory.
+  const refusing = () => load(sandboxModule({
+    memory: '(memory (export "memory") 1024 1024)', configureBody: '(i32.const 0x7fffffff)', objectBody: '(i32.const 0x7fffffff)',
+    meta: { ...DEFAULT_META, kinds: ['v1/ConfigMap'] },
+  }), { logLinesPerSecond: 2 });
+
+  it('a configuration refusal claiming 2 GiB of text is copied only up to maxReasonBytes, saying how much was cut', () => {
+    const inst = new EvaluatorInstance(refusing());
+    let err: KwpError | undefined;
+    try { inst.configure({}); } catch (e) { err = e as KwpError; }
+    expect(err?.code).toBe('KWP_ERR_CONFIG_REJECTED');
+    expect(err!.message.length).toBeLessThan(1024 + 200);
+    expect(err!.message).toMatch(new RegExp(`… \\(${0x7fffffff - 1024} more bytes cut\\)$`));
+  });
+
+  it('object refusals are cut the same way and share the module log rate, so refusing every object is not a line of megabytes per delivery', () => {
+    const out: string[] = [];
+    const inst = new EvaluatorInstance(refusing(), loggerOf((_l, m) => out.push(m)));
+    for (let i = 0; i < 50; i++) inst.object(0, ObjectOp.Upsert, new Uint8Array(8));
+    expect(out).toHaveLength(2);
+    expect(out.every((line) => line.length < 1024 + 200)).toBe(true);
+    expect(inst.droppedLogLines).toBe(48);
   });
 });
 
@@ -105,7 +144,7 @@ describe("a stage's failure-policy error line is rate-limited like module logs",
   it('a module answering an undefined verdict on every packet logs failureLinesPerSecond lines, not one per packet', () => {
     const logged: string[] = [];
     const compiled = load(sandboxModule({ decideBody: '(i32.store8 (i32.const 4148) (i32.const 9)) (i32.const 0)' }));
-    const stage = new Stage({ name: 'bad', module: 'x' }, compiled, new ClusterState(), { log: (_l, m) => logged.push(m) });
+    const stage = new Stage({ name: 'bad', module: 'x' }, compiled, new ClusterState(), loggerOf((_l, m) => logged.push(m)));
     stage.start();
     for (let i = 0; i < 1000; i++) stage.decide(new Uint8Array(64));
     expect(logged).toHaveLength(1);

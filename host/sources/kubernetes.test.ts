@@ -8,8 +8,9 @@ import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
 import { testTls } from '../../test/apiserver/tls.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { RecordingSink } from '../../test/apiserver/recording-sink.js';
-import { KubernetesSource, defaultWatchedKinds, loadKubeConfig, type KubernetesSourceOptions, type SourceLogger } from './kubernetes.js';
+import { KubernetesSource, defaultWatchedKinds, loadKubeConfig, type KubernetesSourceOptions } from './kubernetes.js';
 import { backoffDelay } from './kubernetes/backoff.js';
+import type { HostLogger } from '../logger.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -22,7 +23,7 @@ interface LogLine {
   msg?: string;
 }
 
-function recordingLogger(): SourceLogger & { lines: LogLine[] } {
+function recordingLogger(): HostLogger & { lines: LogLine[] } {
   const lines: LogLine[] = [];
   const at = (level: string) => (fields: object, msg?: string) => void lines.push({ level, fields, msg });
   return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };

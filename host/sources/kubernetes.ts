@@ -9,11 +9,12 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { KindKey, ObjectSink, ObjectSource } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { BackoffOptions } from './kubernetes/backoff.js';
-import { KindInformer, type KindStatus, type SourceLogger } from './kubernetes/kind-informer.js';
+import { KindInformer, type KindStatus } from './kubernetes/kind-informer.js';
 import { defaultWatchedKinds, parseKindKey } from './kubernetes/resources.js';
+import { silentLogger, type HostLogger } from '../logger.js';
 
 export { defaultWatchedKinds } from './kubernetes/resources.js';
-export type { KindStatus, SourceLogger } from './kubernetes/kind-informer.js';
+export type { KindStatus } from './kubernetes/kind-informer.js';
 
 export interface KubernetesSourceOptions {
   /** Path of a kubeconfig file; the in-cluster service-account config when absent. */
@@ -24,7 +25,7 @@ export interface KubernetesSourceOptions {
   kinds?: readonly KindKey[];
   /** This node's name; only identifies the agent in logs. Every pod, node and policy is watched cluster-wide. */
   nodeName?: string;
-  logger?: SourceLogger;
+  logger?: HostLogger;
   /** Reconnect delays; default 500 ms doubling up to 30 s. */
   backoff?: BackoffOptions;
   /** How long sync may be lost before `ready()` turns false; default 120 s. */
@@ -38,8 +39,6 @@ export interface KubernetesSourceOptions {
   /** The source's name in logs and status; default `kubernetes`. */
   name?: string;
 }
-
-const silentLogger: SourceLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 /** Loads the kubeconfig the way the agent's `--kubeconfig` flag means it. */
 export function loadKubeConfig(file?: string): KubeConfig {
@@ -66,7 +65,7 @@ export class KubernetesSource implements ObjectSource {
   readonly name: string;
   readonly kinds: readonly KindKey[];
   private readonly opts: KubernetesSourceOptions;
-  private readonly logger: SourceLogger;
+  private readonly logger: HostLogger;
   private readonly readinessGraceMs: number;
   private informers: KindInformer[] = [];
 

@@ -1,12 +1,13 @@
 import { describe, it, expect, beforeEach, afterEach, vi } from 'vitest';
 import { mkdtemp, mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kinds, type KindKey, type KubeObject, type ObjectEvent, type ObjectSink } from '../contract.js';
 import { KwpError } from '../errors.js';
 import { ClusterState } from '../state/cluster-state.js';
-import { MANIFEST_KINDS, ManifestSource, loadManifests } from './manifest-files.js';
+import { MANIFEST_KINDS, ManifestSource, documentSlices, loadManifests } from './manifest-files.js';
 
 const FIXTURE = fileURLToPath(new URL('../../test/fixtures/manifests/cluster', import.meta.url));
 
@@ -423,5 +424,38 @@ describe('watching manifests', () => {
     await writeFile(join(dir, 'pods.yaml'), podYaml('b', '10.0.0.2'));
     await new Promise((r) => setTimeout(r, 200));
     expect(sink.calls.length).toBe(calls);
+  });
+});
+
+describe('a large manifest file is parsed a slice of documents at a time', () => {
+  const policy = (i: number) => `apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: { name: p${i}, namespace: x }\nspec:\n  podSelector: { matchLabels: { app: a${i} } }\n`;
+
+  it('4,000 documents are cut at document markers into slices of about 16 KiB, and load whole and in order', async () => {
+    const text = `# a comment before the first document\n${Array.from({ length: 4000 }, (_, i) => policy(i)).join('---\n')}`;
+    const slices = documentSlices(text);
+    expect(slices.length).toBeGreaterThan(4);
+    expect(slices.map((s) => s.text).join('')).toBe(text);
+    for (const s of slices.slice(1)) expect(s.text.startsWith('---\n')).toBe(true);
+    for (const s of slices) expect(s.text.length).toBeLessThan(16 * 1024 + 200);
+    expect(slices[1].startLine).toBe(slices[0].text.split('\n').length - 1);
+    const dir = mkdtempSync(join(tmpdir(), 'kwp-manifest-slices-'));
+    writeFileSync(join(dir, 'many.yaml'), text);
+    const names = (await loadManifests([dir])).objects.filter((o) => o.kind === 'NetworkPolicy').map((o) => o.metadata.name);
+    expect(names).toEqual(Array.from({ length: 4000 }, (_, i) => `p${i}`));
+  });
+
+  it('a directive stays with the document after it', () => {
+    const text = `${'#'.repeat(20_000)}\n%YAML 1.2\n---\na: 1\n`;
+    expect(documentSlices(text)).toHaveLength(1);
+  });
+
+  it('an error far into the file names its document and its line in the whole file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kwp-manifest-slices-'));
+    const docs = Array.from({ length: 3000 }, (_, i) => policy(i));
+    docs[2500] = 'apiVersion: v1\nkind: [unclosed\n';
+    const text = docs.join('---\n');
+    writeFileSync(join(dir, 'many.yaml'), text);
+    const line = text.slice(0, text.indexOf('kind: [unclosed')).split('\n').length;
+    await expect(loadManifests([dir])).rejects.toThrow(new RegExp(`many\\.yaml: document 2501 is not valid YAML at line (${line}|${line + 1}),`));
   });
 });

@@ -109,6 +109,10 @@ describe('kwp agent --kubeconfig enforces what the API server holds', () => {
     const synced = await firstProbe(performance.now(), 30_000, () => lab.tcp('x/a', 'x/b', 80, 500), false);
     expect(synced.at).toBeDefined();
     console.log(`first sync enforced ${synced.at} ms after the agent logged its start`);
+    // Each kind has its own informer: the NetworkPolicy's deny says nothing of the ClusterNetworkPolicy.
+    // Only z-not-into-x denies z/d -> x/a, so wait for that too before comparing the whole matrix.
+    const cnpSynced = await firstProbe(performance.now(), 30_000, () => lab.tcp('z/d', 'x/a', 80, 500), false);
+    expect(cnpSynced.at).toBeDefined();
     await sleep(REFRESH_SETTLE_MS);
     await expectEnforcing('the emulator\'s initial objects');
     expect((await lab.tcp('z/d', 'x/a', 80, 700)).ok).toBe(false);

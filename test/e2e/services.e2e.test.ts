@@ -195,9 +195,11 @@ describe('kube-proxy-style Services under kwp agent', () => {
     const reloaded = agent!.nextLog('manifests reloaded', 20_000);
     await lab.writeManifests(manifests);
     await reloaded;
-    await sleep(REFRESH_SETTLE_MS);
     const predicted = await kwpEval([{ src: 'front/client', dst: 'shop/moving', port: 80 }]);
     expect(predicted.map((r) => [r.via?.endpoint, r.verdict])).toEqual([['shop/web-3', 'deny']]);
+    // The old endpoint was allowed: wait for the refusal the new endpoint gets, not a fixed settle time.
+    const refusedBy = Date.now() + 20_000;
+    while (await connections('front/client', lab.serviceIP('shop/moving'), 80, 1) > 0 && Date.now() < refusedBy) await sleep(100);
     expect(await connections('front/client', lab.serviceIP('shop/moving'), 80, 3)).toBe(0);
   });
 });

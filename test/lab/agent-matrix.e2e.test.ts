@@ -60,8 +60,9 @@ describe('kwp agent in a netns lab', () => {
     const reloaded = agent!.nextLog('manifests reloaded', 30_000);
     await writePolicies('policies-2.yaml', phaseTwoPolicies);
     await reloaded;
-    // The agent refreshes the dataplane shortly after a change; give the strict sweep a moment.
-    await new Promise((r) => setTimeout(r, 1500));
+    // The agent refreshes the dataplane shortly after a change and the strict sweep cuts the connection: wait for the cut itself.
+    const cutBy = Date.now() + 20_000;
+    while ((await held.send(1500)).ok && Date.now() < cutBy) await new Promise((r) => setTimeout(r, 100));
     expect((await held.send(1500)).ok).toBe(false);
     await held.close();
 

@@ -134,13 +134,14 @@ describe('multicluster NetworkPolicy on real connections (flat-routed pods of cl
     const reloaded = agent!.nextLog('manifests reloaded', 30_000);
     await writePolicy(policy({ [SCOPE]: 'cluster-local' }));
     await reloaded;
-    await new Promise((r) => setTimeout(r, 1000));
+    // The dataplane refreshes shortly after the reload: wait for the deny the scoped policy gives, however long a loaded machine takes.
+    await pollUntil(async () => !(await reachable('frontend/b-web', 'backend/db')), 'b-web to be refused under the cluster-local policy', 20_000, 200);
     expect(await reachable('frontend/b-web', 'backend/db')).toBe(false);
     expect(await reachable('frontend/a-web', 'backend/db')).toBe(true);
     const back = agent!.nextLog('manifests reloaded', 30_000);
     await writePolicy(policy());
     await back;
-    await new Promise((r) => setTimeout(r, 1000));
+    await pollUntil(() => reachable('frontend/b-web', 'backend/db'), 'b-web to be admitted again under the cluster-set policy', 20_000, 200);
     expect(await reachable('frontend/b-web', 'backend/db')).toBe(true);
   });
 

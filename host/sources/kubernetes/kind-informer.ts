@@ -13,13 +13,8 @@ import type { KindKey, KubeObject, ObjectSink } from '../../contract.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { getJson } from './request.js';
 import { collectionPath, groupVersionPath, knownResource, parseKindKey, type ResourceRef } from './resources.js';
+import type { HostLogger } from '../../logger.js';
 
-export interface SourceLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
 
 export type InformerState = 'idle' | 'listing' | 'watching' | 'missing' | 'retrying' | 'stopped';
 
@@ -39,7 +34,7 @@ export interface KindStatus {
 export interface KindInformerOptions {
   kubeConfig: KubeConfig;
   sink: ObjectSink;
-  logger: SourceLogger;
+  logger: HostLogger;
   backoff: BackoffOptions;
   missingKindRecheckMs: number;
   watchTimeoutSeconds: number;
@@ -112,7 +107,7 @@ export class KindInformer {
     return this.state === 'stopped';
   }
 
-  private log(): SourceLogger {
+  private log(): HostLogger {
     return this.opts.logger;
   }
 

@@ -1,0 +1,78 @@
+// Issue 14, time: a module that never returns, whichever way it goes about
+// it, costs one flow its stage's failure policy within the bound, on a real
+// `kwp agent --dataplane=off` over HTTP; /healthz answers within 1 s
+// throughout, the agent lives and stays within its memory bound, and other
+// flows are decided. An upload whose self-test never ends is refused on time.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { DEFAULT_LIMITS } from '../../host/runtime/limits.js';
+import { SELF_TEST_GRACE_MS } from '../../host/control/upload-validator.js';
+import { AgentProcess, expectBounded } from './agent-process.js';
+import { slowForSomePorts, neverStarts, TIME_ATTACKS, EXPLAIN_ATTACK_PORT } from './hostile-modules.js';
+
+/**
+ * docs/sandbox.md: a decision's tank of fuelPerDecision lasts about 30 ms
+ * of 64 MiB fills; 5 s only tells an answer from a hang on a loaded machine.
+ */
+const DECISION_BOUND_MS = 5000;
+/** The self-test deadline plus its grace, plus starting a validation process and instrumenting on a loaded machine. */
+const UPLOAD_BOUND_MS = DEFAULT_LIMITS.selfTestTimeoutMs + SELF_TEST_GRACE_MS + 15_000;
+
+let agent: AgentProcess;
+beforeAll(async () => {
+  agent = await AgentProcess.start();
+  const up = await agent.uploadPatiently(slowForSomePorts('slow-for-some-ports'), 'slow-for-some-ports', '0.0.1');
+  expect(up.status, JSON.stringify(up.json)).toBe(201);
+  const put = await agent.request('PUT', '/v1/pipeline', { stages: [{ name: 'hostile', module: 'slow-for-some-ports' }] });
+  expect(put.status, JSON.stringify(put.json)).toBe(200);
+}, 120_000);
+afterAll(() => agent?.stop());
+
+/** Explains x/a -> x/b on port 80 until the stage (rebuilt after an attack) accepts it again. */
+async function decidedAgain(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const res = await agent.explain('x/a', 'x/b', 80);
+    if (res.json.verdict === 'allow' && !res.json.egress[0].failure) return;
+    if (Date.now() > deadline) throw new Error(`port 80 was not decided again within 30 s: ${JSON.stringify(res.json)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('a decision that never returns on its own is bounded on a real agent', () => {
+  it.each(Object.entries(TIME_ATTACKS).map(([port, [what]]) => [port, what]))('port %s (%s): that flow gets the fail-closed policy within the bound, /healthz answers throughout, and port 80 is decided again', async (port, what) => {
+    await decidedAgain();
+    const { result, health } = await agent.during(() => agent.explain('x/a', 'x/b', Number(port)));
+    expect(result.status).toBe(200);
+    expect(result.json.verdict, what).toBe('deny');
+    expect(result.json.egress[0]).toMatchObject({ stage: 'hostile', failure: expect.stringMatching(/^(fuel|trap)$/) });
+    expect(result.ms).toBeLessThan(DECISION_BOUND_MS);
+    expectBounded(agent, health);
+    await decidedAgain();
+  }, 60_000);
+
+  it("an explanation that never returns: its reason is dropped within the bound, and the rest of the flow gets the stage's failure policy while the instance is rebuilt", async () => {
+    await decidedAgain();
+    const { result, health } = await agent.during(() => agent.explain('x/a', 'x/b', EXPLAIN_ATTACK_PORT));
+    expect(result.status).toBe(200);
+    expect(result.json.egress[0]).toMatchObject({ stage: 'hostile', verdict: 'Accept' });
+    expect(result.json.egress[0].reason).toBeUndefined();
+    expect(result.json.ingress[0]).toMatchObject({ stage: 'hostile', verdict: 'Deny', failure: 'unavailable' });
+    expect(result.ms).toBeLessThan(DECISION_BOUND_MS);
+    expectBounded(agent, health);
+  }, 60_000);
+});
+
+describe('an upload whose self-test never ends is refused within selfTestTimeoutMs', () => {
+  it.each([
+    ['a start function filling memory forever', 'start', 'fill'],
+    ['a start function looping forever', 'start', 'loop'],
+    ['a configuration filling memory forever', 'configure', 'fill'],
+  ] as const)('%s: 422 KWP_ERR_SELF_TEST within the bound, /healthz answering throughout', async (_what, where, how) => {
+    const name = `never-${where}-${how}`;
+    const { result, health } = await agent.during(() => agent.uploadPatiently(neverStarts(name, where, how), name, '0.0.1'));
+    expect(result.status).toBe(422);
+    expect(result.json.code, JSON.stringify(result.json)).toBe('KWP_ERR_SELF_TEST');
+    expect(result.ms).toBeLessThan(UPLOAD_BOUND_MS);
+    expectBounded(agent, health);
+  }, 60_000);
+});
