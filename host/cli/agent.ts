@@ -130,6 +130,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
       log: flags['flow-log'] as string | undefined,
       logMaxBytes: flags['flow-log-max-bytes'] as number,
     },
+    isolation: flags['module-threads'] === true ? 'worker' : 'thread',
     multicluster: multiclusterSettings(flags),
     fleet: {
       mode: flags.fleet ? 'cluster' : flags['fleet-node'] ? 'node' : 'off',
