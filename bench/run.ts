@@ -11,10 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { Kinds, type Packet } from '../host/contract.js';
 import { defaultPipeline, type PipelineSpec } from '../host/pipeline/spec.js';
 import type { Pipeline } from '../host/pipeline/pipeline.js';
-import type { PolicyEngine } from '../host/pipeline/engine.js';
+import { PolicyEngine } from '../host/pipeline/engine.js';
 import { SCALES, generateCluster, generateFlows, policyChange, type Scale } from './generator.js';
 import {
-  allowedFraction, batchThroughput, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
+  allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
 } from './harness.js';
 import { runE2E, type E2EResult } from './e2e.js';
 import { runFleetBench } from './fleet.js';
@@ -154,6 +154,63 @@ function pipelineSection(setup: Setup) {
     allowedFraction: round(fraction, 3),
     packets: packets.length,
     stages: pipeline.stages.length,
+  };
+}
+
+/**
+ * The wall-clock backstop's price: the default pipeline with its instances in
+ * the main thread (as `kwp eval` runs it) and with each instance in a thread
+ * of its own (as the agent runs it), on the same state and packets, measured
+ * in alternating rounds so that both see the same machine. Rates are per
+ * CPU-second of the whole process (every thread's CPU), and per wall second.
+ */
+function isolationSection(setup: Setup) {
+  const { engine, pipeline, packets } = setup;
+  const rssBefore = process.memoryUsage().rss;
+  const isolatedEngine = new PolicyEngine({ state: engine.state, modules: benchModules(), isolation: 'worker' });
+  const isolated = timed('default: build pipeline with isolated instances', () => isolatedEngine.build(defaultPipeline()));
+  const rssAfter = process.memoryUsage().rss;
+  const out = new Uint8Array(packets.length);
+  const isolatedOut = new Uint8Array(packets.length);
+  pipeline.allowsBatch(packets, out);
+  isolated.allowsBatch(packets, isolatedOut);
+  let mismatches = 0;
+  for (let i = 0; i < packets.length; i++) {
+    if (out[i] !== isolatedOut[i]) mismatches++;
+    if (pipeline.allows(packets[i]) !== isolated.allows(packets[i])) mismatches++;
+  }
+  if (mismatches) throw new Error(`isolated instances disagree with in-thread ones on ${mismatches} verdicts`);
+  const loops = [
+    () => batchThroughput(pipeline, packets, settings.measureMs),
+    () => batchThroughput(isolated, packets, settings.measureMs),
+    () => singleThroughput(pipeline, packets, settings.measureMs),
+    () => singleThroughput(isolated, packets, settings.measureMs),
+  ];
+  const best = [0, 0, 0, 0];
+  const bestWall = [0, 0, 0, 0];
+  for (let round = 0; round < 3; round++) {
+    loops.forEach((loop, i) => {
+      best[i] = Math.max(best[i], loop());
+      bestWall[i] = Math.max(bestWall[i], lastWallRate);
+    });
+  }
+  const samples = Math.min(50_000, settings.latencySamples);
+  singleLatency(pipeline, packets, Math.min(5_000, samples));
+  const inThread = singleLatency(pipeline, packets, samples);
+  singleLatency(isolated, packets, Math.min(5_000, samples));
+  const inWorker = singleLatency(isolated, packets, samples);
+  isolated.dispose();
+  const [batchThread, batchWorker, singleThread, singleWorker] = best;
+  return {
+    batchDecisionsPerSec: { thread: Math.round(batchThread), worker: Math.round(batchWorker), ratio: round(batchWorker / batchThread, 3) },
+    batchDecisionsPerWallSec: { thread: Math.round(bestWall[0]), worker: Math.round(bestWall[1]) },
+    singleDecisionsPerSec: { thread: Math.round(singleThread), worker: Math.round(singleWorker), ratio: round(singleWorker / singleThread, 3) },
+    singleDecisionsPerWallSec: { thread: Math.round(bestWall[2]), worker: Math.round(bestWall[3]) },
+    p50Micros: { thread: inThread.p50Micros, worker: inWorker.p50Micros },
+    p99Micros: { thread: inThread.p99Micros, worker: inWorker.p99Micros },
+    threads: isolated.stages.length,
+    rssPerThreadMiB: round((rssAfter - rssBefore) / isolated.stages.length / 1048576, 1),
+    latencySamples: samples,
   };
 }
 
@@ -337,10 +394,11 @@ async function main(): Promise<void> {
     settings,
   };
 
-  if (wanted('pipeline') || wanted('hotSwap') || wanted('breakdown')) {
+  if (wanted('pipeline') || wanted('hotSwap') || wanted('breakdown') || wanted('isolation')) {
     const def = setUp(SCALES.default);
     if (wanted('pipeline')) result.pipeline = timed('pipeline section', () => pipelineSection(def));
     if (wanted('breakdown')) result.breakdown = timed('breakdown section', () => breakdownSection(def));
+    if (wanted('isolation')) result.isolation = timed('isolation section', () => isolationSection(def));
     if (wanted('hotSwap')) result.hotSwap = await hotSwapSection(def);
     def.engine.active.dispose();
   }

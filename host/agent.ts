@@ -15,7 +15,7 @@ import {
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
-  type AutoRollbackOptions, type SandboxLimits, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
+  type AutoRollbackOptions, type SandboxLimits, type StageIsolation, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
   endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal,
 } from './index.js';
@@ -52,6 +52,13 @@ export interface AgentConfig {
   autoRollback?: AutoRollbackOptions;
   /** The sandbox limits (docs/sandbox.md); defaults for any not given. */
   limits?: Partial<SandboxLimits>;
+  /**
+   * Where stages run their module instances: `worker` (default), each in a
+   * thread of its own that is stopped when a call overruns its deadline
+   * (docs/sandbox.md, "The wall-clock backstop"); `thread`, in the main
+   * thread, bounded by fuel alone.
+   */
+  isolation?: StageIsolation;
   logger?: Logger;
   /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
@@ -129,7 +136,7 @@ export class Agent {
       this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
     const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), builtins];
-    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: this.log, limits: config.limits });
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: this.log, limits: config.limits, isolation: config.isolation ?? 'worker' });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,
@@ -214,6 +221,7 @@ export class Agent {
         token, readsOpen: config.adminReadsOpen ?? false,
         ready: () => this.ready(), refusals: () => this.refusals(),
         dialledEndpoints: async (query) => (dataplane ? dataplane.dialledEndpoints(query) : []),
+        ...(this.fleet?.statusReader ? { fleetStatus: this.fleet.statusReader } : {}),
       })] : []),
       // Stopped before the admin API closes: a pipeline build in progress
       // would otherwise hold admin.close() until it activated, only for the

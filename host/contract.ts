@@ -148,7 +148,7 @@ export interface StageTrace {
   /** The module's explanation of its reason code, when it gave one. */
   reason?: string;
   /** Set when the verdict came from the failure policy, not the module. */
-  failure?: 'trap' | 'fuel' | 'unavailable';
+  failure?: 'trap' | 'fuel' | 'deadline' | 'unavailable';
 }
 
 export interface DirectionResult {

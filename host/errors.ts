@@ -23,6 +23,7 @@ export const ErrorCatalogue = {
   KWP_ERR_SELF_TEST: { status: 422, summary: 'The module trapped or ran out of time in its self-test.' },
   KWP_ERR_TRAP: { status: 500, summary: 'The module trapped during a call.' },
   KWP_ERR_FUEL_EXHAUSTED: { status: 500, summary: 'The module ran out of fuel during a call.' },
+  KWP_ERR_DEADLINE_EXCEEDED: { status: 500, summary: 'A call into the module did not return within its wall-clock deadline; the thread running it was stopped.' },
   KWP_ERR_STATE_TOO_LARGE: { status: 507, summary: "A stage's module cannot hold the cluster state within its memory cap, even at the per-stage ceiling." },
   // Pipelines
   KWP_ERR_PIPELINE_INVALID: { status: 400, summary: 'The pipeline file or body does not have the expected shape.' },
@@ -62,6 +63,7 @@ export const ErrorCatalogue = {
   KWP_ERR_FLEET_OBJECT_INVALID: { status: 400, summary: 'An EvaluatorModule or Pipeline object (or a rollout/target in a pipeline file) does not have the expected shape.' },
   KWP_ERR_FLEET_FETCH: { status: 502, summary: "A node could not fetch a module's bytes from the OCI registry, ConfigMap or Secret its EvaluatorModule names." },
   KWP_ERR_FLEET_DIGEST_MISMATCH: { status: 422, summary: "The fetched bytes do not hash to the EvaluatorModule's sha256 (or the registry's digest)." },
+  KWP_ERR_FLEET_READ: { status: 502, summary: "The fleet's Pipeline or NodePipelineStatus objects could not be listed from the API server." },
   KWP_ERR_FLEET_PUBLISH: { status: 502, summary: 'The cluster-level admin API could not push the module to the registry or write the object to the API server.' },
   // Dataplane
   KWP_ERR_NFQUEUE_UNAVAILABLE: { status: 500, summary: 'The optional nfqueue native binding is not installed or did not load.' },

@@ -29,7 +29,7 @@ export type { SandboxLimits } from './runtime/limits.js';
 export { PolicyEngine } from './pipeline/engine.js';
 export type { PolicyEngineOptions, EngineListener } from './pipeline/engine.js';
 export { Pipeline } from './pipeline/pipeline.js';
-export { Stage } from './pipeline/stage.js';
+export { Stage, type StageIsolation, type InstanceFailure } from './pipeline/stage.js';
 export { BuiltinModules, ChainedModules, builtinWasmDir } from './pipeline/modules.js';
 export type { ModuleResolver } from './pipeline/modules.js';
 export { defaultPipeline, parsePipelineText, readPipelineFile, validatePipelineSpec, formatPipelineYAML } from './pipeline/spec.js';

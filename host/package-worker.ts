@@ -8,13 +8,21 @@ import { fork, type ChildProcess, type ForkOptions } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
 
 function typescriptHooks(): string {
   const tsUrl = pathToFileURL(createRequire(import.meta.url).resolve('typescript')).href;
+  // Transpiled sources are cached on disk by path, size and mtime: loading the
+  // TypeScript compiler takes seconds on a loaded machine, and stages that run
+  // each instance in a thread of its own start many threads from the same files.
+  const cacheDir = join(tmpdir(), `kwp-ts-transpiled-${process.getuid?.() ?? 'user'}`);
   const hooks = `
-import ts from ${JSON.stringify(tsUrl)};
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, statSync, mkdirSync, writeFileSync, renameSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+const cacheDir = ${JSON.stringify(cacheDir)};
+let ts;
 export async function resolve(specifier, context, next) {
   if (specifier.endsWith('.js') && context.parentURL?.endsWith('.ts')) {
     const candidate = new URL(specifier.slice(0, -3) + '.ts', context.parentURL);
@@ -25,10 +33,21 @@ export async function resolve(specifier, context, next) {
 export async function load(url, context, next) {
   if (!url.endsWith('.ts')) return next(url, context);
   const file = fileURLToPath(url);
+  const st = statSync(file);
+  const key = createHash('sha256').update(file + '|' + st.size + '|' + st.mtimeMs).digest('hex').slice(0, 32);
+  const cached = cacheDir + '/' + key + '.js';
+  if (existsSync(cached)) return { format: 'module', source: readFileSync(cached, 'utf8'), shortCircuit: true };
+  ts ??= (await import(${JSON.stringify(tsUrl)})).default;
   const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), {
     fileName: file,
     compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, sourceMap: false },
   });
+  try {
+    mkdirSync(cacheDir, { recursive: true });
+    const tmp = cached + '.' + process.pid + '.' + Math.random().toString(36).slice(2);
+    writeFileSync(tmp, outputText);
+    renameSync(tmp, cached);
+  } catch {}
   return { format: 'module', source: outputText, shortCircuit: true };
 }`;
   return `data:text/javascript,${encodeURIComponent(hooks)}`;

@@ -1,6 +1,6 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { adminHarness, auth, type AdminHarness } from './fixtures/admin-harness.js';
-import { closeHarnesses, slowestHealthAnswer } from './fixtures/health-watch.js';
+import { closeHarnesses, explainOverHttp as explain, slowestHealthAnswer } from './fixtures/health-watch.js';
 import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from './fixtures/sandbox-modules.js';
 
 // Hostile modules on the live decision path of an agent (store, controller,
@@ -42,15 +42,6 @@ async function agentWith(name: string, opts: Parameters<typeof sandboxModule>[0]
   return url;
 }
 
-async function explain(url: string, port: number): Promise<{ body: any; ms: number }> {
-  const started = performance.now();
-  const res = await fetch(`${url}/v1/explain`, {
-    method: 'POST', headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ src: 'default/a', dst: 'default/b', port }),
-  });
-  expect(res.status).toBe(200);
-  return { body: await res.json(), ms: performance.now() - started };
-}
 
 
 describe('a module filling memory in a loop for one port is bounded on the decision path', () => {

@@ -9,6 +9,12 @@
 import type { Packet } from '../contract.js';
 
 export const RECORD_SIZE = 64;
+/**
+ * The most records the host puts in one `kwp_decide` call (fewer when the
+ * module's kwp_batch_capacity is smaller): the call's fuel is fuelPerDecision
+ * times the count, so the sandbox limits are checked against this many.
+ */
+export const MAX_RECORDS_PER_CALL = 64;
 /** u8: 0 egress (the subject is the source pod), 1 ingress (the destination). */
 export const OFF_DIRECTION = 0;
 /** u8: 4 or 6. */

@@ -5,6 +5,7 @@ import type { ModuleInfo, UploadResult } from '../control/module-store.js';
 import type { HistoryEntry } from '../control/pipeline-history.js';
 import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
 import type { StageTrace } from '../contract.js';
+import type { FleetStatus } from '../fleet/fleet-status.js';
 import { SIGNATURE_HEADER } from './options.js';
 import type { DiffAnswer, DiffRequest } from '../impact/live-diff.js';
 
@@ -92,6 +93,11 @@ export class AdminClient {
   async removeModule(name: string, version?: string): Promise<Array<{ name: string; version: string; sha256: string }>> {
     const ref = version === undefined ? name : `${name}@${version}`;
     return (await this.call<{ removed: Array<{ name: string; version: string; sha256: string }> }>('DELETE', `/v1/modules/${encodeURIComponent(ref)}`)).body.removed;
+  }
+
+  /** The cluster-level admin API's view of the fleet (kwp agent --fleet); other agents answer 404. */
+  async fleetStatus(): Promise<FleetStatus> {
+    return (await this.call<FleetStatus>('GET', '/v1/fleet/status')).body;
   }
 
   async getPipeline(): Promise<PipelineAnswer> {

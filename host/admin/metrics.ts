@@ -24,8 +24,8 @@ export interface AdminMetricsOptions {
   dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'>;
 }
 
-type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable'> & { byDirection: Float64Array };
-const ZERO: Snapshot = { byDirection: new Float64Array(8), traps: 0, fuelExhausted: 0, unavailable: 0 };
+type Snapshot = Pick<StageCounters, 'traps' | 'fuelExhausted' | 'unavailable' | 'deadlineExceeded' | 'rebuilds'> & { byDirection: Float64Array };
+const ZERO: Snapshot = { byDirection: new Float64Array(8), traps: 0, fuelExhausted: 0, unavailable: 0, deadlineExceeded: 0, rebuilds: 0 };
 /** Label per ABI verdict number. */
 const VERDICT_LABELS = ['next', 'accept', 'deny', 'pass'] as const;
 
@@ -36,6 +36,8 @@ export class AdminMetrics {
   private readonly traps: Counter<'module' | 'stage'>;
   private readonly fuel: Counter<'module' | 'stage'>;
   private readonly unavailable: Counter<'module' | 'stage'>;
+  private readonly deadlines: Counter<'module' | 'stage'>;
+  private readonly rebuilds: Counter<'module' | 'stage'>;
   private readonly decisionSeconds: Histogram<'stage'>;
   private readonly swaps: Counter<'action'>;
   private readonly uploads: Counter<'outcome'>;
@@ -53,6 +55,12 @@ export class AdminMetrics {
     });
     this.traps = new Counter({ name: 'kwp_module_traps_total', help: 'Calls that trapped, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
     this.fuel = new Counter({ name: 'kwp_module_fuel_exhausted_total', help: 'Calls that ran out of fuel, by module and stage.', labelNames: ['module', 'stage'], registers, collect: sync });
+    this.deadlines = new Counter({
+      name: 'kwp_stage_deadline_exceeded_total',
+      help: 'Module calls that overran their wall-clock deadline (sandbox limits decisionDeadlineMs, callDeadlineMs): the thread running the module was stopped and the stage answered its failure policy.',
+      labelNames: ['module', 'stage'], registers, collect: sync,
+    });
+    this.rebuilds = new Counter({ name: 'kwp_stage_rebuilds_total', help: 'Instances a stage rebuilt after its module broke (trap, fuel, deadline) or outgrew its memory cap.', labelNames: ['module', 'stage'], registers, collect: sync });
     this.unavailable = new Counter({ name: 'kwp_stage_unavailable_total', help: 'Decisions answered by the failure policy while the stage rebuilt its module.', labelNames: ['module', 'stage'], registers, collect: sync });
     this.decisionSeconds = new Histogram({
       name: 'kwp_stage_decision_seconds',
@@ -215,7 +223,12 @@ export class AdminMetrics {
     add(this.traps, {}, c.traps, last.traps);
     add(this.fuel, {}, c.fuelExhausted, last.fuelExhausted);
     add(this.unavailable, {}, c.unavailable, last.unavailable);
-    this.seen.set(stage, { byDirection: Float64Array.from(byDirection), traps: c.traps, fuelExhausted: c.fuelExhausted, unavailable: c.unavailable });
+    add(this.deadlines, {}, c.deadlineExceeded, last.deadlineExceeded);
+    add(this.rebuilds, {}, c.rebuilds, last.rebuilds);
+    this.seen.set(stage, {
+      byDirection: Float64Array.from(byDirection), traps: c.traps, fuelExhausted: c.fuelExhausted, unavailable: c.unavailable,
+      deadlineExceeded: c.deadlineExceeded, rebuilds: c.rebuilds,
+    });
   }
 
   private syncUploads(): void {

@@ -3,6 +3,7 @@
 import type { ModuleStore } from '../control/module-store.js';
 import type { PipelineController } from '../control/pipeline-controller.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
+import type { FleetStatus } from '../fleet/fleet-status.js';
 import type { AdminMetrics } from './metrics.js';
 import type { Access } from './auth.js';
 import type { RouteErrorConfig } from './error-handler.js';
@@ -48,6 +49,8 @@ export interface AdminApiOptions {
    * endpoint it was rewritten to. Absent: every endpoint is explained.
    */
   dialledEndpoints?: (query: { family: 4 | 6; protocol: number; src: string; dst: string; dstPort: number }) => Promise<Array<{ address: string; port: number }>>;
+  /** The cluster-level admin API (kwp agent --fleet): what every node runs, served at GET /v1/fleet/status. Absent: no such route. */
+  fleetStatus?: () => Promise<FleetStatus>;
   /** The node's recorded flows, which POST /v1/diff decides when the request gives none (the agent's flow ring). */
   recordedFlows?: RecordedFlowSource;
   /** Serve the web console at /ui/ (docs/console.md). Default true. */

@@ -21,6 +21,7 @@ import { matrixRoutes } from './routes/matrix.js';
 import { diffRoutes } from './routes/diff.js';
 import { ImpactService } from '../impact/live-diff.js';
 import { consoleRoutes } from './routes/console.js';
+import { fleetRoutes } from './routes/fleet.js';
 import type { AdminApiOptions, AdminRouteConfig } from './options.js';
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
@@ -59,6 +60,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   explainRoutes(app, options.engine, options.dialledEndpoints);
   clusterRoutes(app, options.engine.state);
   matrixRoutes(app, options.engine);
+  if (options.fleetStatus) fleetRoutes(app, options.fleetStatus);
   diffRoutes(app, new ImpactService(options.engine, options.recordedFlows));
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;

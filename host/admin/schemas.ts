@@ -87,7 +87,7 @@ export const traceSchema = {
     verdict: { type: 'string', enum: ['Next', 'Accept', 'Deny', 'Pass'] },
     mode: { type: 'string', enum: ['enforce', 'audit'] },
     reason: { type: 'string' },
-    failure: { type: 'string', enum: ['trap', 'fuel', 'unavailable'] },
+    failure: { type: 'string', enum: ['trap', 'fuel', 'deadline', 'unavailable'] },
   },
 } as const;
 

@@ -42,7 +42,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const AGENT = ['agent', '--manifests', 'examples/basic/manifests', '--dataplane=off'];
 
 describe('kwp agent exits when it cannot do its job', () => {
-  it('exits 1 within a second when the admin token file is missing', async () => {
+  it('exits 2 (a usage error) within a second when the admin token file is missing', async () => {
     const run = await kwp([...AGENT, '--state-dir', join(dir, 'state-token'), '--admin-token-file', join(dir, 'no-such-token')]);
     expect(run.stderr).toMatch(/KWP_ERR_USAGE: .*no-such-token: cannot read the admin token file/);
     expect(run.code).toBe(2);

@@ -1,14 +1,12 @@
 // The whole path of a plugin author, in a temp dir, following
 // docs/plugin-guide.md: kwp sdk new, one npm install from this checkout, the
 // starter's own test, the guide's deny-ports module and test, the modules
-// deciding traffic in an in-process pipeline, pushed to an in-process admin
-// API, and finally pushed with the CLI to a `kwp agent --dataplane=off` and
-// explained, audit then enforce. Slow (an npm install and two asc builds), so
-// it is one test.
+// deciding traffic in an in-process pipeline and pushed to an in-process
+// admin API. (test/docs-sessions.test.ts runs the guide itself, word for word,
+// with the CLI and a real agent.) Slow (an npm install and two asc builds),
+// so it is one test.
 import { afterAll, describe, expect, it } from 'vitest';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createInterface } from 'node:readline';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -37,26 +35,6 @@ async function npm(args: string[], cwd: string): Promise<string> {
     const e = err as { stdout?: string; stderr?: string; message: string };
     throw new Error(`npm ${args.join(' ')} in ${cwd} failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
   }
-}
-
-/** Starts `kwp agent` as the guide does, but with the admin API on a free port; resolves to its URL. */
-function startAgent(project: string, kwp: string): Promise<{ agent: ChildProcess; url: string }> {
-  const agent = spawn(process.execPath, [kwp, 'agent', '--manifests', 'manifests', '--dataplane=off', '--state-dir', '.kwp-state',
-    '--admin-token-file', '.kwp-token', '--admin-address', '127.0.0.1:0'], { cwd: project, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  const seen: string[] = [];
-  return new Promise((resolvePromise, reject) => {
-    const timer = setTimeout(() => { agent.kill(); reject(new Error(`kwp agent did not report its admin API within 60 s:\n${seen.join('\n')}`)); }, 60_000);
-    agent.on('exit', (code) => { clearTimeout(timer); reject(new Error(`kwp agent exited with ${code}:\n${seen.join('\n')}`)); });
-    // The agent logs JSON lines; which stream they go to is the logger's business.
-    for (const stream of [agent.stdout!, agent.stderr!]) {
-      createInterface({ input: stream }).on('line', (line) => {
-        seen.push(line);
-        let entry: { msg?: string; url?: string };
-        try { entry = JSON.parse(line); } catch { return; }
-        if (entry.msg === 'admin API listening' && entry.url) { clearTimeout(timer); agent.removeAllListeners('exit'); resolvePromise({ agent, url: entry.url }); }
-      });
-    }
-  });
 }
 
 async function push(h: AdminHarness, wasm: string, name: string, version: string, config?: object) {
@@ -129,28 +107,6 @@ describe('a project from kwp sdk new', () => {
     } finally {
       await h.server.close();
       h.controller.stop();
-    }
-
-    // Step 5 with the real agent and CLI, word for word but for the port.
-    const kwp = join(project, 'node_modules', '.bin', 'kwp');
-    writeFileSync(join(project, '.kwp-token'), `${randomBytes(32).toString('hex')}\n`);
-    const { agent, url } = await startAgent(project, kwp);
-    const cli = async (...args: string[]) => {
-      const env = { ...childEnv(), KWP_ADMIN_TOKEN: readFileSync(join(project, '.kwp-token'), 'utf8').trim() };
-      return (await run(process.execPath, [kwp, ...args, '--server', url], { cwd: project, env })).stdout;
-    };
-    try {
-      expect(await cli('module', 'push', 'build/deny-ports.wasm', '--self-test-config', '{"ports":[23]}')).toMatch(/^stored deny-ports@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.2\)\n$/);
-      await cli('pipeline', 'set', 'pipeline.yaml');
-      const blocks = guideBlocks();
-      expect(await cli('explain', '--src', 'shop/web', '--dst', 'shop/db', '--port', '23')).toBe(blocks.get('walkthrough:audit'));
-      writeFileSync(join(project, 'pipeline.yaml'), readFileSync(join(project, 'pipeline.yaml'), 'utf8').replace('    mode: audit\n', '    mode: enforce\n'));
-      await cli('pipeline', 'set', 'pipeline.yaml');
-      expect(await cli('explain', '--src', 'shop/web', '--dst', 'shop/db', '--port', '23')).toBe(blocks.get('walkthrough:enforce'));
-    } finally {
-      const exited = new Promise((r) => agent.once('exit', r));
-      agent.kill('SIGTERM');
-      await exited;
     }
   }, 900_000);
 });

@@ -5,12 +5,14 @@ export class FailureWindow {
   private readonly times: number[] = [];
   traps = 0;
   fuel = 0;
+  deadlines = 0;
 
   constructor(private readonly threshold: number, private readonly windowMs: number) {}
 
   /** Records one failure at `now`; true when the window now holds `threshold` failures. */
-  record(kind: 'trap' | 'fuel', now: number): boolean {
+  record(kind: 'trap' | 'fuel' | 'deadline', now: number): boolean {
     if (kind === 'trap') this.traps++;
+    else if (kind === 'deadline') this.deadlines++;
     else this.fuel++;
     this.times.push(now);
     while (this.times.length && this.times[0] <= now - this.windowMs) this.times.shift();

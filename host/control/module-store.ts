@@ -309,7 +309,7 @@ export class ModuleStore implements ModuleResolver {
   private checkSignature(sha256: string, request: UploadRequest, source: string): string | undefined {
     if (this.trustedKeys.length === 0) return undefined;
     if (!request.signature) {
-      throw new KwpError('KWP_ERR_SIGNATURE_REQUIRED', `${source}: this agent accepts only signed modules; sign it with "kwp sign" (or "kwp module push --sign-key") and send the signature in X-KWP-Signature`);
+      throw new KwpError('KWP_ERR_SIGNATURE_REQUIRED', `${source}: this agent accepts only signed modules; push with "kwp module push --sign-key KEY" or "--signature FILE" (from "kwp sign --out FILE"), or send the signature in X-KWP-Signature`);
     }
     const index = verifyModuleSignature(this.trustedKeys, sha256, request.name, request.version, request.signature);
     if (index < 0) {
@@ -365,6 +365,14 @@ export class ModuleStore implements ModuleResolver {
     }
     this.logger?.info({}, `removed module ${targets.map((m) => `${m.name}@${m.version}`).join(', ')}`);
     return targets;
+  }
+
+  /**
+   * What DELETE /v1/modules does: remove() from this store. The cluster-level
+   * admin API's store also withdraws the module from the cluster.
+   */
+  async withdraw(name: string, version?: string): Promise<Array<Pick<StoredModule, 'name' | 'version' | 'sha256'>>> {
+    return this.remove(name, version);
   }
 
   /** `name` is the newest stored version, `name@version` an exact one. */

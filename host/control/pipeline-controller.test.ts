@@ -235,7 +235,7 @@ describe('automatic rollback', () => {
     expect(controller.revision).toBe(1);
     const last = controller.history().at(-1)!;
     expect(last).toMatchObject({ action: 'auto-rollback', from: 2, revision: 1 });
-    expect(last.reason).toMatch(/stage flaky \(module scripted@1\.0\.0\) failed 3 times within 60000 ms \(threshold 3; 3 traps and 0 fuel exhaustions/);
+    expect(last.reason).toMatch(/stage flaky \(module scripted@1\.0\.0\) failed 3 times within 60000 ms \(threshold 3; 3 traps, 0 fuel exhaustions and 0 deadline overruns/);
     expect(logged.some((l) => /^error pipeline rolled back from revision 2 to 1: stage flaky/.test(l))).toBe(true);
   });
 

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { KwpError } from '../errors.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
-import type { Stage } from '../pipeline/stage.js';
+import type { InstanceFailure, Stage } from '../pipeline/stage.js';
 import type { ModuleUsage } from './module-store.js';
 import { validatePipelineSpec, type PipelineSpec, type StageSpec } from '../pipeline/spec.js';
 import { writeFileAtomic } from './atomic-file.js';
@@ -414,7 +414,7 @@ export class PipelineController {
   }
 
   /** A stage failed (the engine tells every failure): counted only when the stage is in the active pipeline. */
-  private stageFailed(s: Stage, failure: 'trap' | 'fuel'): void {
+  private stageFailed(s: Stage, failure: InstanceFailure): void {
     const opts = this.options.autoRollback!;
     if (!this.engine.hasActive) return;
     const p = this.engine.active;
@@ -429,7 +429,7 @@ export class PipelineController {
     if (this.autoRollbackPending) return;
     this.autoRollbackPending = true;
     const { failures, windowMs } = this.options.autoRollback!;
-    const reason = `stage ${stage.name} (module ${stage.compiled.meta.name}@${stage.compiled.meta.version}) failed ${w.count} times within ${windowMs} ms (threshold ${failures}; ${w.traps} traps and ${w.fuel} fuel exhaustions so far)`;
+    const reason = `stage ${stage.name} (module ${stage.compiled.meta.name}@${stage.compiled.meta.version}) failed ${w.count} times within ${windowMs} ms (threshold ${failures}; ${w.traps} traps, ${w.fuel} fuel exhaustions and ${w.deadlines} deadline overruns so far)`;
     // Off the packet path: the failing decision has already got its failure verdict.
     setImmediate(() => {
       this.autoRollbackPending = false;

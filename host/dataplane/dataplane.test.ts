@@ -121,6 +121,40 @@ describe('Dataplane', () => {
     expect(dataplane.counters.parseErrors).toBe(1);
   });
 
+  it('answers the packets of one read wakeup with one allowsBatch call when the judge has it, each as allows would', async () => {
+    const { dataplane, queues } = setup({}, '', true);
+    const judge = new (class extends DenySourceJudge {
+      batches: number[] = [];
+      allowsBatch(packets: readonly Packet[], out: Uint8Array) {
+        this.batches.push(packets.length);
+        packets.forEach((p, i) => { out[i] = this.allows(p) ? 1 : 0; });
+      }
+    })('10.244.0.3');
+    await dataplane.start(judge);
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'), DEFAULT_MARKS.queue | 0x1);
+    queues.deliver(10, 2, tcpSyn('10.244.0.3', '10.244.0.2'));
+    queues.deliver(10, 3, tcpSyn('10.244.0.2', '10.244.0.3'));
+    expect(queues.verdicts).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(judge.batches).toEqual([3]);
+    expect(queues.verdicts).toEqual([
+      { queue: 10, id: 1, verdict: NF_ACCEPT, mark: DEFAULT_MARKS.accepted | 0x1 },
+      { queue: 10, id: 2, verdict: NF_DROP, mark: undefined },
+      { queue: 10, id: 3, verdict: NF_ACCEPT, mark: DEFAULT_MARKS.accepted },
+    ]);
+    expect(dataplane.decisionMicros.count).toBe(3);
+  });
+
+  it('answers a whole batch by the failure policy when allowsBatch throws', async () => {
+    const { dataplane, queues } = setup({ failOpen: false });
+    await dataplane.start({ allows: () => true, allowsBatch: () => { throw new Error('boom'); }, interest: () => ({ all: true, ips: [] }) });
+    queues.deliver(10, 3, tcpSyn('10.244.0.2', '10.244.0.3'));
+    queues.deliver(10, 4, tcpSyn('10.244.0.2', '10.244.0.3'));
+    await new Promise((r) => setImmediate(r));
+    expect(queues.verdicts.map((v) => v.verdict)).toEqual([NF_DROP, NF_DROP]);
+    expect(dataplane.counters.judgeErrors).toBe(2);
+  });
+
   it('answers by the failure policy when the judge throws', async () => {
     const { dataplane, queues } = setup({ failOpen: false });
     await dataplane.start({ allows: () => { throw new Error('boom'); }, interest: () => ({ all: true, ips: [] }) });

@@ -97,6 +97,10 @@ export class Dataplane {
   private readonly clearQueueBits: number;
   private acceptVerdict = NF_ACCEPT;
   private appliedNice: number | undefined;
+  /** Packets of the current read wakeup waiting for one allowsBatch call (judges that have it). */
+  private readonly waiting: Array<{ id: number; nfmark: number; packet: Packet; started: number }> = [];
+  private flushScheduled = false;
+  private batchVerdicts = new Uint8Array(64);
 
   constructor(private readonly options: DataplaneOptions) {
     this.marks = options.marks ?? DEFAULT_MARKS;
@@ -263,7 +267,6 @@ export class Dataplane {
   }
 
   private onPolicyPacket(id: number, nfmark: number, payload: Buffer): void {
-    const queue = this.policyQueue!;
     this.counters.packets++;
     const started = performance.now();
     const packet: Packet | undefined = parsePacket(payload);
@@ -279,18 +282,51 @@ export class Dataplane {
       // goes over loopback, which the classify chains skip. docs/semantics.md, "Hairpin".
       if (sameAddress(packet.src, packet.dst)) packet.serviceHairpin = true;
     }
-    let allowed: boolean;
     if (packet === undefined) {
       this.counters.parseErrors++;
-      allowed = this.options.failOpen;
-    } else {
-      try {
-        allowed = this.judge!.allows(packet);
-      } catch {
-        this.counters.judgeErrors++;
-        allowed = this.options.failOpen;
-      }
+      this.answer(id, nfmark, this.options.failOpen, started);
+      return;
     }
+    if (this.judge!.allowsBatch) {
+      // Answered together with the rest of this wakeup's packets, right after the read loop.
+      this.waiting.push({ id, nfmark, packet, started });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flushWaiting());
+      }
+      return;
+    }
+    let allowed: boolean;
+    try {
+      allowed = this.judge!.allows(packet);
+    } catch {
+      this.counters.judgeErrors++;
+      allowed = this.options.failOpen;
+    }
+    this.answer(id, nfmark, allowed, started);
+  }
+
+  private flushWaiting(): void {
+    this.flushScheduled = false;
+    const batch = this.waiting.splice(0);
+    if (batch.length === 0) return;
+    if (this.batchVerdicts.length < batch.length) this.batchVerdicts = new Uint8Array(batch.length * 2);
+    const out = this.batchVerdicts;
+    let failed = false;
+    try {
+      this.judge!.allowsBatch!(batch.map((w) => w.packet), out);
+    } catch {
+      this.counters.judgeErrors += batch.length;
+      failed = true;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const w = batch[i];
+      this.answer(w.id, w.nfmark, failed ? this.options.failOpen : out[i] === 1, w.started);
+    }
+  }
+
+  private answer(id: number, nfmark: number, allowed: boolean, started: number): void {
+    const queue = this.policyQueue!;
     if (allowed) {
       this.counters.accepted++;
       // The commit chain copies this bit to the conntrack mark, then clears it.

@@ -6,6 +6,14 @@ import type { Packet } from '../contract.js';
 export interface PacketJudge {
   /** Decide one packet. src/dst pods are looked up by the judge itself. Called on the packet path: keep it synchronous and fast. */
   allows(packet: Packet): boolean;
+  /**
+   * Optional: decide many packets at once, `out[i] = 1` when `packets[i]` is
+   * allowed, 0 when denied, each exactly as `allows` would. When the judge
+   * has it, the dataplane collects the packets one read wakeup brings and
+   * answers them together (verdicts go back by packet id), so a judge whose
+   * calls cost a thread crossing pays it per batch, not per packet.
+   */
+  allowsBatch?(packets: readonly Packet[], out: Uint8Array): void;
   /** Which traffic the dataplane must queue: every packet, or only packets to/from these IPs. */
   interest(): { all: boolean; ips: string[] };
 }

@@ -17,6 +17,8 @@ import { FleetPublisher } from './publisher.js';
 import { PublishingModuleStore, PublishingPipelineController } from './publishing-services.js';
 import { RolloutController } from './rollout-controller.js';
 import { ControllerRuntime } from './runtime.js';
+import type { NodeReport } from './objects.js';
+import { readFleetStatus, type FleetStatus } from './fleet-status.js';
 import type { HostLogger } from '../logger.js';
 
 export interface FleetConfig {
@@ -102,6 +104,16 @@ export class FleetWiring {
     }
     this.node = new FleetNode({ kubeConfig: this.kubeConfig, nodeName: parts.nodeName, runtime, fetcher, metrics, logger: parts.logger, statusIntervalMs: this.config.statusIntervalMs });
     await this.node.start();
+  }
+
+  /** The cluster-level admin API's read of the fleet (GET /v1/fleet/status); undefined on a node. */
+  get statusReader(): (() => Promise<FleetStatus>) | undefined {
+    return this.publisher ? () => readFleetStatus(this.kubeConfig, 'GET /v1/fleet/status') : undefined;
+  }
+
+  /** What this agent's fleet part runs and has seen (the cluster-level agent writes no status object of its own). */
+  report(): NodeReport | undefined {
+    return this.node?.report();
   }
 
   async stop(): Promise<void> {

@@ -161,6 +161,7 @@ export function nodeFleetRules(): V1PolicyRule[] {
 export function clusterFleetRules(): V1PolicyRule[] {
   return [
     { apiGroups: [FLEET_GROUP], resources: [EVALUATOR_MODULE.plural, PIPELINE.plural], verbs: ['get', 'list', 'watch', 'create', 'update'] },
+    { apiGroups: [FLEET_GROUP], resources: [EVALUATOR_MODULE.plural], verbs: ['delete'] },
     { apiGroups: [FLEET_GROUP], resources: [`${PIPELINE.plural}/status`], verbs: ['get', 'update'] },
     { apiGroups: [FLEET_GROUP], resources: [NODE_PIPELINE_STATUS.plural], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },

@@ -17,7 +17,7 @@ import { node as nodeObject } from '../../test/apiserver/fixtures.js';
 import { writeKubeconfig } from '../../test/apiserver/kubeconfig.js';
 import { pollUntil } from '../../test/apiserver/poll.js';
 import { TestRegistry } from '../../test/fleet/registry.js';
-import { fleetEmulatedResources, nodeReportWhen } from '../../test/fleet/cluster.js';
+import { fleetEmulatedResources, nodeReportWhen, rolloutCompleted } from '../../test/fleet/cluster.js';
 import { EVALUATOR_MODULE, NODE_PIPELINE_STATUS, PIPELINE, nodeReportOf, type NodeReport } from './objects.js';
 
 const TOKEN = 'fleet-test-token-0123456789abcdef';
@@ -85,12 +85,14 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     }
     for (const a of agents.slice(1)) expect(a.controller!.get().stages[0].module).toBe('deny-ports@1.0.0');
     // The rollout controller (in the cluster-level agent) records that every node runs it.
-    // The rollout of this generation: an earlier one's Complete would pass before this one is judged.
-    await pollUntil(() => {
-      const rollout = (api.get(PIPELINE.kind, 'default') as any).status?.rollout;
-      return rollout?.generation === generation && rollout.phase === 'Complete';
-    }, `the rollout of generation ${generation} to complete`, 30_000);
+    await rolloutCompleted(api, generation, 'one push', 30_000);
     expect((api.get(PIPELINE.kind, 'default') as any).status.stable.generation).toBe(generation);
+    // Reads on the cluster-level admin API show the fleet: what kwp fleet status --server prints.
+    const fleet = await client.fleetStatus();
+    expect(fleet.pipelines).toEqual([{ name: 'default', generation, rollout: expect.objectContaining({ generation, phase: 'Complete', admittedCount: 2, admittedThrough: 'node-b' }) }]);
+    expect(fleet.nodes.map((n) => [n.nodeName, n.appliedGeneration])).toEqual([['node-a', generation], ['node-b', generation]]);
+    // A node's own admin API knows only itself.
+    expect(await new AdminClient(agents[1].adminUrl!, TOKEN).fleetStatus().catch((err) => err.code)).toBe('KWP_ERR_ROUTE_NOT_FOUND');
   });
 
   it('a module whose sha256 does not match its bytes is refused by every node, which keeps its pipeline', async () => {
@@ -121,5 +123,41 @@ describe('the fleet over the API-server emulator and a real registry', { timeout
     const r = await nodeReportWhen(api, 'node-a', (r) => r.appliedGeneration === generation, 'node-a to follow the cluster again', 150_000);
     expect(r.localOverride).toBe(false);
     expect(r.stages.map((s) => s.name)).toEqual(['cnp-admin', 'anp', 'np', 'banp', 'cnp-baseline']);
+  });
+
+  it('the cluster-level agent follows a Pipeline written around it (kubectl, an automatic rollback) without writing it back', async () => {
+    const p = api.get(PIPELINE.kind, 'default') as any;
+    const rollout = { strategy: 'Steps', step: 1, pauseSeconds: 0, maxFailures: 3 };
+    const target = { nodeSelector: { matchLabels: {} } };
+    api.update({ ...p, metadata: { ...p.metadata, annotations: { 'kwp.io/rollback-of': '1' } }, stages: p.stages.filter((s: any) => s.name !== 'anp'), rollout, target });
+    const generation = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
+    // At or past it: an agent that wrote the object back would have made a newer generation, and the assertions below say so.
+    await pollUntil(() => (cluster.fleet!.report()?.appliedGeneration ?? 0) >= generation, `the cluster-level agent to run generation ${generation}`, 150_000);
+    expect(cluster.fleet!.report()!.appliedGeneration).toBe(generation);
+    expect(cluster.controller!.get().stages.map((s) => s.name)).toEqual(['cnp-admin', 'np', 'banp', 'cnp-baseline']);
+    const now = api.get(PIPELINE.kind, 'default') as any;
+    expect(Number(now.metadata.generation)).toBe(generation);
+    expect(now).toMatchObject({ rollout, target, metadata: { annotations: { 'kwp.io/rollback-of': '1' } } });
+  });
+
+  it('DELETE /v1/modules on the cluster-level admin API is refused while a Pipeline names the module, and then deletes its EvaluatorModules', async () => {
+    // Until the current generation completes, the stable stages (with deny-ports) are what a rollback would write back.
+    const current = Number(api.get(PIPELINE.kind, 'default')!.metadata.generation);
+    await rolloutCompleted(api, current, 'before the delete', 150_000);
+    // A Pipeline this agent does not follow (it targets no node), so only the cluster-wide check can see the module is needed.
+    api.create({ apiVersion: 'kwp.io/v1alpha1', kind: 'Pipeline', metadata: { name: 'edge' }, target: { nodeSelector: { matchLabels: { 'kwp.io/pool': 'none' } } },
+      stages: [{ name: 'deny-ports', module: 'deny-ports@1.0.0', config: { ports: [81] } }] } as never);
+    const refused = await client.removeModule('deny-ports').catch((err) => err);
+    expect(refused.code).toBe('KWP_ERR_MODULE_IN_USE');
+    expect(refused.message).toMatch(/stage deny-ports \(deny-ports@1\.0\.0\) of Pipeline edge/);
+    expect(api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.0')).toBeDefined();
+    expect((await client.listModules()).map((m) => m.name)).toContain('deny-ports');
+
+    api.remove(PIPELINE.kind, 'edge');
+    const removed = await client.removeModule('deny-ports');
+    expect(removed.map((m) => m.version).sort()).toEqual(['1.0.0', '1.0.1']);
+    expect(api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.0')).toBeUndefined();
+    expect(api.get(EVALUATOR_MODULE.kind, 'deny-ports.1.0.1')).toBeUndefined();
+    expect((await client.listModules()).map((m) => m.name)).not.toContain('deny-ports');
   });
 });

@@ -70,6 +70,7 @@ export class FleetNode {
   private statusTimer: NodeJS.Timeout | undefined;
   private readonly runner = new SerialRunner(() => this.reconcile(), (err) => this.log.error({ err: (err as Error).message }, 'fleet: reconcile failed unexpectedly'));
   private stopped = false;
+  private applying = false;
   private warnedSeveral = '';
 
   constructor(private readonly options: FleetNodeOptions) {
@@ -82,7 +83,11 @@ export class FleetNode {
       ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}),
     });
     this.status = new StatusWriter({ kubeConfig: options.kubeConfig, nodeName: options.nodeName, logger: options.logger, metrics: options.metrics });
-    options.runtime.onActivation(() => this.publishStatus());
+    // An activation this node's own reconcile makes is reported once, when the reconcile has recorded the generation it ran:
+    // reporting it here too would cost every node a second write (the new revision with the old generation) per change.
+    options.runtime.onActivation(() => {
+      if (!this.applying) this.publishStatus();
+    });
   }
 
   async start(): Promise<void> {
@@ -189,7 +194,12 @@ export class FleetNode {
       if (sameStages(spec.stages, active.spec)) {
         this.appliedRevision = active.revision;
       } else {
-        this.appliedRevision = await runtime.apply(spec, where);
+        this.applying = true;
+        try {
+          this.appliedRevision = await runtime.apply(spec, where);
+        } finally {
+          this.applying = false;
+        }
         this.log.info({ pipeline: p.objectName, generation: p.generation, revision: this.appliedRevision }, 'fleet: pipeline applied');
       }
       this.appliedGeneration = p.generation;

@@ -164,8 +164,16 @@ export interface PipelineRolloutStatus {
   /** The generation this rollout is for. */
   generation: number;
   phase: 'Progressing' | 'Complete' | 'RolledBack' | 'Halted';
-  /** Nodes admitted to run this generation, in admission order. */
-  admitted: string[];
+  /**
+   * The admitted nodes, as a boundary: nodes are admitted in node-name order,
+   * so every targeted node whose name sorts at or before this one may run the
+   * generation. A boundary instead of a list keeps the status (which every
+   * watching agent receives on each write) the same size at any cluster size.
+   * Absent while no node is admitted (no node targeted).
+   */
+  admittedThrough?: string;
+  /** How many targeted nodes were admitted when the status was written (for people; admission follows admittedThrough). */
+  admittedCount: number;
   /** When the last step's nodes all reported healthy (the pause runs from there). */
   stepHealthySince?: string;
   message?: string;
@@ -228,6 +236,15 @@ export function parseTarget(value: unknown, where: string): LabelSelector | unde
   return value.nodeSelector === undefined ? undefined : validateLabelSelector(value.nodeSelector, `${where}.nodeSelector`);
 }
 
+/** A status as first written (a list of admitted names, before the boundary) reads as the boundary it implies. */
+function statusOf(status: PipelineStatus & { rollout?: { admitted?: unknown } }): PipelineStatus {
+  const r = status.rollout as (PipelineRolloutStatus & { admitted?: unknown }) | undefined;
+  if (!r || !Array.isArray(r.admitted)) return status;
+  const { admitted, ...rest } = r;
+  const names = (admitted as unknown[]).filter((n): n is string => typeof n === 'string').sort();
+  return { ...status, rollout: { ...rest, admittedCount: names.length, ...(names.length ? { admittedThrough: names[names.length - 1] } : {}) } };
+}
+
 export function parsePipelineObject(object: KubeObject): FleetPipeline {
   const where = `Pipeline ${object.metadata?.name ?? '(no name)'}`;
   const o = object as KubeObject & Record<string, unknown>;
@@ -236,7 +253,7 @@ export function parsePipelineObject(object: KubeObject): FleetPipeline {
   // Only the generation right after the one rolled back is the rollback: a later `kubectl apply` keeps the annotation.
   const generation = Number(object.metadata.generation ?? 1);
   const rollbackOf = Number(object.metadata.annotations?.[ROLLBACK_ANNOTATION]);
-  const status = isObject(o.status) ? (o.status as PipelineStatus) : {};
+  const status = isObject(o.status) ? statusOf(o.status as PipelineStatus & { rollout?: { admitted?: unknown } }) : {};
   return {
     objectName: object.metadata.name,
     generation,

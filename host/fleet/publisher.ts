@@ -9,9 +9,10 @@ import type { StoredModule, UploadRequest } from '../control/module-store.js';
 import type { StageSpec } from '../pipeline/spec.js';
 import { requestJson } from '../sources/kubernetes/request.js';
 import type { LabelSelector } from './node-selector.js';
+import { compareVersions } from '../control/versions.js';
 import {
-  EVALUATOR_MODULE, FLEET_API_VERSION, PIPELINE, ROLLBACK_ANNOTATION, evaluatorModuleObject, fleetPath, formatOciReference, formatRollout,
-  type EvaluatorModuleSpec, type ModuleSource, type RolloutStrategy,
+  EVALUATOR_MODULE, FLEET_API_VERSION, PIPELINE, ROLLBACK_ANNOTATION, evaluatorModuleObject, fleetPath, formatOciReference, formatRollout, parseEvaluatorModule,
+  type EvaluatorModuleObject, type EvaluatorModuleSpec, type ModuleSource, type RolloutStrategy,
 } from './objects.js';
 import type { OciClient } from './oci.js';
 
@@ -112,6 +113,69 @@ export class FleetPublisher {
       return current
         ? await requestJson(this.options.kubeConfig, 'PUT', fleetPath(PIPELINE, this.options.pipelineName), { body: object, timeoutMs: 15_000 })
         : await requestJson(this.options.kubeConfig, 'POST', fleetPath(PIPELINE), { body: object, timeoutMs: 15_000 });
+    } catch (err) {
+      throw publishError(what, err);
+    }
+  }
+
+  /** The EvaluatorModule objects of module `name` (every version), newest first; invalid objects are skipped. */
+  async modulesNamed(name: string): Promise<EvaluatorModuleObject[]> {
+    const items = await this.list(fleetPath(EVALUATOR_MODULE), `listing EvaluatorModules`);
+    const out: EvaluatorModuleObject[] = [];
+    for (const o of items) {
+      try {
+        const m = parseEvaluatorModule(o);
+        if (m.spec.name === name) out.push(m);
+      } catch {
+        // not one this API could withdraw by name; nodes report it where a stage names it
+      }
+    }
+    return out.sort((a, b) => compareVersions(b.spec.version, a.spec.version));
+  }
+
+  /**
+   * Stages of the cluster's Pipelines that would run one of `versions` of
+   * module `name`: a stage naming `name@VERSION` exactly, or naming `name`
+   * alone while the newest version would go. The stable stages count too:
+   * an automatic rollback writes them back.
+   */
+  async stagesUsing(name: string, versions: string[], newest: string | undefined): Promise<string[]> {
+    const users: string[] = [];
+    for (const o of await this.list(fleetPath(PIPELINE), 'listing Pipelines')) {
+      const p = o as KubeObject & { stages?: StageSpec[]; status?: { stable?: { generation?: number; stages?: StageSpec[] } } };
+      const check = (stages: StageSpec[] | undefined, what: string) => {
+        for (const st of Array.isArray(stages) ? stages : []) {
+          if (typeof st?.module !== 'string') continue;
+          const [n, v] = st.module.split('@');
+          if (n === name && (v === undefined ? newest !== undefined && versions.includes(newest) : versions.includes(v))) users.push(`stage ${st.name} (${st.module}) of ${what}`);
+        }
+      };
+      check(p.stages, `Pipeline ${o.metadata.name}`);
+      check(p.status?.stable?.stages, `the stable stages of Pipeline ${o.metadata.name} (generation ${p.status?.stable?.generation}, what an automatic rollback writes back)`);
+    }
+    return users;
+  }
+
+  /** Deletes the EvaluatorModule object, and the ConfigMap this API wrote its bytes to; registry artifacts stay. */
+  async withdrawModule(m: EvaluatorModuleObject): Promise<void> {
+    const what = `deleting EvaluatorModule ${m.objectName}`;
+    const gone = async (path: string) => {
+      try {
+        await requestJson(this.options.kubeConfig, 'DELETE', path, { timeoutMs: 15_000 });
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode !== 404) throw publishError(what, err);
+      }
+    };
+    await gone(fleetPath(EVALUATOR_MODULE, m.objectName));
+    const source = m.spec.source;
+    if ('configMap' in source && source.configMap.namespace === this.options.namespace && source.configMap.name.startsWith('kwp-module-')) {
+      await gone(`/api/v1/namespaces/${encodeURIComponent(source.configMap.namespace)}/configmaps/${encodeURIComponent(source.configMap.name)}`);
+    }
+  }
+
+  private async list(path: string, what: string): Promise<KubeObject[]> {
+    try {
+      return ((await requestJson(this.options.kubeConfig, 'GET', path, { timeoutMs: 15_000 })).items ?? []) as KubeObject[];
     } catch (err) {
       throw publishError(what, err);
     }

@@ -5,7 +5,7 @@
 // pipeline is built here against the cluster's state first (so a bad stage
 // is refused before any node sees it), then written to the Pipeline object.
 import { KwpError } from '../errors.js';
-import { ModuleStore, type ModuleStoreOptions, type UploadRequest, type UploadResult } from '../control/module-store.js';
+import { ModuleStore, type ModuleStoreOptions, type StoredModule, type UploadRequest, type UploadResult } from '../control/module-store.js';
 import { PipelineController, type PipelineControllerOptions, type PipelineView } from '../control/pipeline-controller.js';
 import { parseRollout, parseTarget } from './objects.js';
 import type { FleetPublisher, PipelineExtras } from './publisher.js';
@@ -13,6 +13,28 @@ import type { FleetPublisher, PipelineExtras } from './publisher.js';
 export class PublishingModuleStore extends ModuleStore {
   constructor(options: ModuleStoreOptions, private readonly publisher: FleetPublisher) {
     super(options);
+  }
+
+  /**
+   * DELETE /v1/modules at fleet scale: refused while a Pipeline object names
+   * the module (nodes would lose what their next generation or a rollback
+   * needs); otherwise removed here (with the store's own checks) and its
+   * EvaluatorModule objects deleted. Nodes keep the bytes they cached.
+   */
+  override async withdraw(name: string, version?: string): Promise<Array<Pick<StoredModule, 'name' | 'version' | 'sha256'>>> {
+    const objects = await this.publisher.modulesNamed(name);
+    const targets = objects.filter((m) => version === undefined || m.spec.version === version);
+    const local = this.list().filter((m) => m.name === name && (version === undefined || m.version === version));
+    if (!targets.length) return super.withdraw(name, version); // nothing in the cluster: the store's answer (removed, or not found)
+    const users = await this.publisher.stagesUsing(name, targets.map((m) => m.spec.version), objects[0]?.spec.version);
+    if (users.length) {
+      throw new KwpError('KWP_ERR_MODULE_IN_USE', `module ${version === undefined ? name : `${name}@${version}`} is named by ${users.join('; ')}; set a pipeline without it (and let that rollout complete) before deleting it`);
+    }
+    const removed = local.length ? await super.withdraw(name, version) : [];
+    for (const m of targets) await this.publisher.withdrawModule(m);
+    const out = new Map(removed.map((m) => [m.sha256, m]));
+    for (const m of targets) if (!out.has(m.spec.sha256)) out.set(m.spec.sha256, { name: m.spec.name, version: m.spec.version, sha256: m.spec.sha256 });
+    return [...out.values()];
   }
 
   /** Also when the bytes were already stored: publishing again repairs an object someone deleted. */
@@ -48,6 +70,17 @@ export class PublishingPipelineController extends PipelineController {
     const view = await super.rollback(ifMatch, reason);
     await this.publishOrUndo(() => this.publisher.publishPipeline(view.stages, undefined, generation || undefined));
     return view;
+  }
+
+  /**
+   * Runs what the Pipeline object already says (this agent follows it, like a
+   * node): built and swapped here, not written back. Writing it back would
+   * replace the object with one that lacks its target, rollout and rollback
+   * mark, as a new generation, each time this agent follows a change that did
+   * not come through its own API (an automatic rollback, kubectl apply).
+   */
+  async applyFromCluster(spec: unknown, where: string): Promise<PipelineView> {
+    return super.set(spec, undefined, where);
   }
 
   /** A change the cluster did not take is undone here too, so this API never shows what the nodes were not told. */

@@ -14,14 +14,28 @@
 //   so nodes never admitted never run the failed one.
 //
 // The state lives in the Pipeline's status, so a restarted controller or API
-// server resumes where the rollout was.
+// server resumes where the rollout was. Nodes are admitted in node-name
+// order, so the status names only the last node admitted (a boundary), not
+// every admitted node: its size, sent to every watching agent on each write,
+// does not grow with the cluster.
 import { reportedFailures, type FleetPipeline, type NodeReport, type PipelineStatus } from './objects.js';
 
 /** Whether `node` may run the Pipeline's current generation. */
 export function isAdmitted(p: FleetPipeline, node: string): boolean {
   if (p.rollout.strategy === 'AllAtOnce' || p.rollbackOf !== undefined) return true;
   const r = p.status.rollout;
-  return r !== undefined && r.generation === p.generation && (r.phase === 'Complete' || r.admitted.includes(node));
+  return r !== undefined && r.generation === p.generation && (r.phase === 'Complete' || withinBoundary(node, r.admittedThrough));
+}
+
+/** Admission is in node-name order (plain string order, the same on the controller and every node). */
+function withinBoundary(node: string, through: string | undefined): boolean {
+  return through !== undefined && node <= through;
+}
+
+/** The rollout's admission fields for the first `count` of the (sorted) targeted nodes. */
+function admitting(targeted: string[], count: number): { admittedCount: number; admittedThrough?: string } {
+  const n = Math.min(count, targeted.length);
+  return n > 0 ? { admittedCount: n, admittedThrough: targeted[n - 1] } : { admittedCount: 0 };
 }
 
 export type RolloutAction =
@@ -60,31 +74,34 @@ export function planRollout(p: FleetPipeline, targeted: string[], reports: Map<s
   const stable = p.status.stable;
   const allAtOnce = p.rollout.strategy === 'AllAtOnce' || p.rollbackOf !== undefined;
   if (!r || r.generation !== p.generation) {
-    const admitted = allAtOnce ? [...targeted] : targeted.slice(0, stepSize(p, targeted.length));
-    return { kind: 'status', status: { ...(stable ? { stable } : {}), rollout: { generation: p.generation, phase: 'Progressing', admitted, message: `admitted ${admitted.length} of ${targeted.length} nodes` } } };
+    const admission = admitting(targeted, allAtOnce ? targeted.length : stepSize(p, targeted.length));
+    return { kind: 'status', status: { ...(stable ? { stable } : {}), rollout: { generation: p.generation, phase: 'Progressing', ...admission, message: `admitted ${admission.admittedCount} of ${targeted.length} nodes` } } };
   }
   // RolledBack for the current generation: the status was written but the stages were not yet (the write failed); write them again.
   if (r.phase === 'RolledBack' && stable) return { kind: 'rollback', reason: r.message ?? 'a rollout step failed', status: p.status };
   if (r.phase !== 'Progressing') return { kind: 'none' };
+  // Nodes that joined the target since the rollout began are admitted with the next step, or at once when
+  // their name sorts within the boundary (AllAtOnce: at once, the boundary moves to the last targeted node).
+  const last = targeted[targeted.length - 1];
+  const through = allAtOnce && last !== undefined && !withinBoundary(last, r.admittedThrough) ? last : r.admittedThrough;
+  const current = targeted.filter((n) => withinBoundary(n, through));
   if (!allAtOnce) {
-    for (const node of r.admitted) {
+    for (const node of current) {
       const why = failureOf(p, node, reports.get(node));
       if (!why) continue;
       if (!stable) {
-        return { kind: 'status', status: { rollout: { ...r, phase: 'Halted', message: `${why}; no earlier generation completed its rollout, so there is nothing to roll back to: nodes not admitted yet keep what they run` } } };
+        return { kind: 'status', status: { rollout: { ...r, admittedCount: current.length, phase: 'Halted', message: `${why}; no earlier generation completed its rollout, so there is nothing to roll back to: nodes not admitted yet keep what they run` } } };
       }
-      return { kind: 'rollback', reason: why, status: { stable, rollout: { ...r, phase: 'RolledBack', message: `${why}; rolled back to the stages of generation ${stable.generation}` } } };
+      return { kind: 'rollback', reason: why, status: { stable, rollout: { ...r, admittedCount: current.length, phase: 'RolledBack', message: `${why}; rolled back to the stages of generation ${stable.generation}` } } };
     }
   }
-  // Nodes that joined the target since the rollout began are admitted with the next step (AllAtOnce: at once).
-  const admitted = allAtOnce ? [...new Set([...r.admitted, ...targeted])] : r.admitted;
-  const current = admitted.filter((n) => targeted.includes(n));
+  const admission = { admittedCount: current.length, ...(through !== undefined ? { admittedThrough: through } : {}) };
   if (!current.every((n) => healthy(p, reports.get(n)))) {
-    return admitted.length !== r.admitted.length ? { kind: 'status', status: { ...p.status, rollout: { ...r, admitted } } } : { kind: 'none' };
+    return through !== r.admittedThrough ? { kind: 'status', status: { ...p.status, rollout: { ...r, ...admission } } } : { kind: 'none' };
   }
-  const remaining = targeted.filter((n) => !admitted.includes(n));
+  const remaining = targeted.filter((n) => !withinBoundary(n, through));
   if (remaining.length === 0) {
-    return { kind: 'status', status: { stable: { generation: p.generation, stages: p.spec.stages }, rollout: { ...r, admitted, phase: 'Complete', message: `all ${targeted.length} nodes run generation ${p.generation}` } } };
+    return { kind: 'status', status: { stable: { generation: p.generation, stages: p.spec.stages }, rollout: { ...r, ...admission, phase: 'Complete', message: `all ${targeted.length} nodes run generation ${p.generation}` } } };
   }
   const pauseMs = p.rollout.strategy === 'Steps' ? p.rollout.pauseSeconds * 1000 : 0;
   if (!r.stepHealthySince) {
@@ -92,7 +109,7 @@ export function planRollout(p: FleetPipeline, targeted: string[], reports: Map<s
   } else if (now.getTime() - Date.parse(r.stepHealthySince) < pauseMs) {
     return { kind: 'none' };
   }
-  const next = [...admitted, ...remaining.slice(0, stepSize(p, targeted.length))];
+  const next = admitting(targeted, current.length + stepSize(p, targeted.length));
   const { stepHealthySince: _s, ...rest } = r;
-  return { kind: 'status', status: { ...p.status, rollout: { ...rest, admitted: next, message: `admitted ${next.length} of ${targeted.length} nodes` } } };
+  return { kind: 'status', status: { ...p.status, rollout: { ...rest, ...next, message: `admitted ${next.admittedCount} of ${targeted.length} nodes` } } };
 }

@@ -2,6 +2,7 @@
 // PipelineController and engine (the same build-then-swap as a REST change),
 // or, in the fleet simulation, something that only records the change.
 import type { PipelineController } from '../control/pipeline-controller.js';
+import { PublishingPipelineController } from './publishing-services.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import type { PipelineSpec, StageSpec } from '../pipeline/spec.js';
 import type { NodeStageStatus } from './objects.js';
@@ -41,7 +42,9 @@ export class ControllerRuntime implements NodePipelineRuntime {
   }
 
   async apply(spec: PipelineSpec, where: string): Promise<number> {
-    return (await this.controller.set(spec, undefined, where)).revision;
+    // The cluster-level agent follows the object it publishes: following it must not publish it again.
+    const c = this.controller;
+    return (c instanceof PublishingPipelineController ? await c.applyFromCluster(spec, where) : await c.set(spec, undefined, where)).revision;
   }
 
   onActivation(listener: () => void): void {

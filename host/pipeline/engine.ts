@@ -8,7 +8,7 @@ import { KwpError } from '../errors.js';
 import { resolveLimits, type SandboxLimits } from '../runtime/limits.js';
 import { MemoryBudget } from '../runtime/memory-budget.js';
 import { Pipeline } from './pipeline.js';
-import { Stage } from './stage.js';
+import { Stage, type InstanceFailure, type StageIsolation } from './stage.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
 import type { PipelineSpec, StageSpec } from './spec.js';
 import type { HostLogger } from '../logger.js';
@@ -17,8 +17,14 @@ export interface PolicyEngineOptions {
   state: ClusterState;
   modules: ModuleResolver;
   logger?: HostLogger;
-  /** Told about every trap or fuel exhaustion of any stage of any live pipeline. */
-  onStageFailure?: (stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void;
+  /** Told about every trap, fuel exhaustion or deadline overrun of any stage of any live pipeline. */
+  onStageFailure?: (stage: Stage, failure: InstanceFailure, err: KwpError) => void;
+  /**
+   * Where stages run their module instances (default `thread`): `worker`
+   * gives each instance a thread of its own, so that a call overrunning its
+   * wall-clock deadline is stopped (the agent's choice; docs/sandbox.md).
+   */
+  isolation?: StageIsolation;
   /** buildAsync: pods or objects fed to a stage between two turns of the event loop (default 1000). */
   feedSlice?: number;
   /** The sandbox limits this engine's pipelines are held to: maxStages and memoryBudgetMiB are the engine's. */
@@ -30,7 +36,7 @@ export interface EngineListener {
   /** After every activation, e.g. so the dataplane can refresh what it queues. */
   activated?(next: Pipeline, previous: Pipeline | undefined): void;
   /** Every trap or fuel exhaustion of any stage of any pipeline this engine built (the controller's automatic rollback counts them). */
-  stageFailed?(stage: Stage, failure: 'trap' | 'fuel', err: KwpError): void;
+  stageFailed?(stage: Stage, failure: InstanceFailure, err: KwpError): void;
 }
 
 export interface BuildAsyncOptions {
@@ -70,7 +76,7 @@ export class PolicyEngine {
     return () => { this.listeners.delete(listener); };
   }
 
-  private stageFailed(stage: Stage, failure: 'trap' | 'fuel', err: KwpError): void {
+  private stageFailed(stage: Stage, failure: InstanceFailure, err: KwpError): void {
     this.options.onStageFailure?.(stage, failure, err);
     for (const l of this.listeners) l.stageFailed?.(stage, failure, err);
   }
@@ -140,7 +146,7 @@ export class PolicyEngine {
     const at = `${where}: stages[${i}] (${s.name})`;
     const compiled = resolveOrThrow(this.modules, s.module, at);
     const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}`, compiled.reservedBytes);
-    const stage = new Stage(s, compiled, this.state, this.logger);
+    const stage = new Stage(s, compiled, this.state, this.logger, this.options.isolation);
     stage.onDisposed = release;
     // A stage whose state outgrows what its module reserved reserves the rest when it builds the bigger instance.
     stage.reserveMemory = (bytes) => this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}, growing with its state`, bytes);
@@ -194,6 +200,11 @@ export class PolicyEngine {
   /** The packet path (PacketJudge). */
   allows(packet: Packet): boolean {
     return this.active.allows(packet);
+  }
+
+  /** The batched packet path (PacketJudge.allowsBatch). */
+  allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
+    this.active.allowsBatch(packets, out);
   }
 
   evaluate(packet: Packet, srcPod?: PodInfo, dstPod?: PodInfo): Decision {

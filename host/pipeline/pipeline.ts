@@ -6,12 +6,12 @@ import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
-import { encodeRecord, encodeRecordWords, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
+import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 
 export const EGRESS = RecordDirection.Egress;
 export const INGRESS = RecordDirection.Ingress;
-/** Packets per module call on the batched path: the ABI's largest batch (kwp_batch_capacity is at most 64). */
-export const BATCH_RECORDS = 64;
+/** Packets per module call on the batched path (a module with a smaller kwp_batch_capacity gets fewer). */
+export const BATCH_RECORDS = MAX_RECORDS_PER_CALL;
 
 function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;

@@ -7,7 +7,8 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type RejectedObject } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type RejectedObject } from '../runtime/instance.js';
+import { IsolatedInstance } from '../runtime/isolated-instance.js';
 import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
@@ -38,7 +39,7 @@ export interface StageStateProblem {
 }
 
 /** Of an instance that trapped: whether it had used most of its cap, so that a bigger cap may help. */
-function nearCap(inst: EvaluatorInstance): boolean {
+function nearCap(inst: ModuleInstance): boolean {
   return inst.memoryBytes >= 0.75 * inst.memoryCapPages * PAGE_BYTES;
 }
 
@@ -54,12 +55,26 @@ export interface StageCounters {
   fuelExhausted: number;
   /** Decisions answered by the failure policy because no healthy instance existed. */
   unavailable: number;
+  /** Calls that overran their wall-clock deadline (decisionDeadlineMs, callDeadlineMs): the thread running them was stopped. */
+  deadlineExceeded: number;
   rebuilds: number;
   /** Of `decisions`: records answered Next without a call, because neither pod is one the module named in kwp_subjects. */
   skipped: number;
 }
 
-export type StageFailure = 'trap' | 'fuel' | 'unavailable';
+export type StageFailure = 'trap' | 'fuel' | 'deadline' | 'unavailable';
+/** What broke an instance (the failures an automatic rollback counts). */
+export type InstanceFailure = Exclude<StageFailure, 'unavailable'>;
+
+/**
+ * Where a stage's instances run: `thread`, in the thread that calls the stage
+ * (fuel is the only bound on time); `worker`, each in a thread of its own
+ * that the host stops when a call overruns its deadline (isolated-instance.ts).
+ */
+export type StageIsolation = 'thread' | 'worker';
+
+/** A quarantine starts over after this long without an overrun. */
+const QUARANTINE_RESET_MS = 300_000;
 
 export class Stage implements StateListener {
   readonly name: string;
@@ -68,7 +83,7 @@ export class Stage implements StateListener {
   readonly failurePolicy: FailurePolicy;
   readonly spec: StageSpec;
   readonly compiled: CompiledEvaluator;
-  readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, rebuilds: 0, skipped: 0 };
+  readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, deadlineExceeded: 0, rebuilds: 0, skipped: 0 };
   /**
    * Verdicts by direction: index `direction << 2 | verdict` (0 egress, 1
    * ingress; verdicts as in the ABI). Decisions answered without a call
@@ -79,7 +94,7 @@ export class Stage implements StateListener {
   readonly failureVerdict: number;
   /** Why the last decision used the failure policy, when it did. */
   lastFailure: StageFailure | undefined;
-  private instance: EvaluatorInstance | undefined;
+  private instance: ModuleInstance | undefined;
   private readonly kindIndex = new Map<KindKey, number>();
   private unsubscribe: (() => void) | undefined;
   private rebuildScheduled = false;
@@ -95,7 +110,7 @@ export class Stage implements StateListener {
   private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
-  private feedQueue: Array<(inst: EvaluatorInstance) => void> | undefined;
+  private feedQueue: Array<(inst: ModuleInstance) => void> | undefined;
   /** What the instance holds (set whenever `instance` is). */
   private held: HeldState | undefined;
   private building = false;
@@ -118,7 +133,10 @@ export class Stage implements StateListener {
   private reservedPages: number;
   private readonly releases: Array<() => void> = [];
   /** Called after a trap or fuel exhaustion, for metrics and automatic rollback. */
-  onFailure: ((stage: Stage, failure: 'trap' | 'fuel', err: KwpError) => void) | undefined;
+  onFailure: ((stage: Stage, failure: InstanceFailure, err: KwpError) => void) | undefined;
+  /** Overruns of a deadline: each doubles how long the stage answers its failure policy before a rebuild. */
+  private readonly quarantine: RetryBackoff;
+  private lastOverrunAt = 0;
 
   /** The failure-policy error lines: a module failing on every packet would otherwise write one per packet. */
   private readonly failureLines: LineRate;
@@ -128,7 +146,8 @@ export class Stage implements StateListener {
   /** The instances' logger: the stage's, with each rejection recorded and its line naming the stage. */
   private readonly instanceLogger: HostLogger;
 
-  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: HostLogger) {
+  constructor(spec: StageSpec, compiled: CompiledEvaluator, private readonly state: ClusterState, private readonly logger?: HostLogger, readonly isolation: StageIsolation = 'thread') {
+    this.quarantine = new RetryBackoff(compiled.limits.deadlineQuarantineMs, QUARANTINE_RESET_MS);
     this.instanceLogger = loggerOf((level, message, fields) => {
       const rejected = (fields as { rejected?: RejectedObject }).rejected;
       if (rejected) this.rejectedObjects.add(rejected);
@@ -165,7 +184,7 @@ export class Stage implements StateListener {
    */
   async startAsync(slice = 1000): Promise<void> {
     this.slice = slice;
-    const queued: Array<(inst: EvaluatorInstance) => void> = [];
+    const queued: Array<(inst: ModuleInstance) => void> = [];
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
@@ -187,6 +206,7 @@ export class Stage implements StateListener {
     this.retry.cancel();
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+    this.instance?.close();
     this.instance = undefined;
     this.held = undefined;
     this.onDisposed?.();
@@ -201,7 +221,16 @@ export class Stage implements StateListener {
   /** Bytes of state delivered to the current instance. */
   get heldBytes(): number { return this.held?.bytes ?? 0; }
   /** The current instance's decision-cache hits and misses (they restart with a rebuilt instance); undefined without a cache. */
-  decisionCacheStats(): DecisionCacheStats | undefined { return this.instance?.decisionCacheStats(); }
+  decisionCacheStats(): DecisionCacheStats | undefined {
+    const inst = this.instance;
+    if (!inst) return undefined;
+    try {
+      return inst.decisionCacheStats();
+    } catch (err) {
+      this.failed(err);
+      return undefined;
+    }
+  }
   get kinds(): readonly string[] { return this.compiled.meta.kinds; }
 
   // ---- building instances: the memory cap follows the state ----
@@ -220,7 +249,7 @@ export class Stage implements StateListener {
   }
 
   /** Configures and feeds `inst` with `source`, yielding after every pod and object. */
-  private *feeding(inst: EvaluatorInstance, source: HeldState): Generator<void> {
+  private *feeding(inst: ModuleInstance, source: HeldState): Generator<void> {
     inst.configure(this.spec.config ?? {});
     for (const pod of source.pods.values()) {
       inst.upsertPod(encodePodInfo(pod));
@@ -241,15 +270,16 @@ export class Stage implements StateListener {
    * when a bigger cap cannot help (the module defines its own memory, did not
    * run out of it, or the cap is at the ceiling).
    */
-  private biggerCap(inst: EvaluatorInstance | undefined, err: unknown): number | undefined {
+  private biggerCap(inst: ModuleInstance | undefined, err: unknown): number | undefined {
     if (!inst || !this.compiled.memoryImport || !(err instanceof KwpError) || err.code !== 'KWP_ERR_TRAP') return undefined;
     if (!nearCap(inst) || inst.memoryCapPages >= this.limits.maxStageMemoryPages) return undefined;
     return Math.min(this.limits.maxStageMemoryPages, inst.memoryCapPages * 2);
   }
 
   /** The error for a state the module cannot hold: names the stage, the state and the limit. */
-  private cannotHold(err: unknown, inst: EvaluatorInstance | undefined, source: HeldState): KwpError {
-    if (err instanceof KwpError && (err.code === 'KWP_ERR_CONFIG_REJECTED' || err.code === 'KWP_ERR_MEMORY_BUDGET')) return err;
+  private cannotHold(err: unknown, inst: ModuleInstance | undefined, source: HeldState): KwpError {
+    // A refused config, the budget and a deadline are not about the state's size: their own message says what happened.
+    if (err instanceof KwpError && (err.code === 'KWP_ERR_CONFIG_REJECTED' || err.code === 'KWP_ERR_MEMORY_BUDGET' || err.code === 'KWP_ERR_DEADLINE_EXCEEDED')) return err;
     const cap = inst?.memoryCapPages ?? 0;
     const limit = this.compiled.memoryImport
       ? `its memory cap of ${cap} pages (${mib(cap * PAGE_BYTES)}; the ceiling is the sandbox limit maxStageMemoryPages = ${this.limits.maxStageMemoryPages})`
@@ -261,7 +291,20 @@ export class Stage implements StateListener {
   }
 
   /** An instance capped at `cap` pages, once the memory budget has room for a cap above what the stage reserved. */
-  private newInstance(cap: number): EvaluatorInstance {
+  private newInstance(cap: number): ModuleInstance {
+    this.reserveCap(cap);
+    if (this.isolation === 'worker') return IsolatedInstance.start(this.compiled, this.instanceLogger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
+  }
+
+  /** `newInstance`, without blocking the event loop while an instance thread starts. */
+  private async newInstanceAsync(cap: number): Promise<ModuleInstance> {
+    this.reserveCap(cap);
+    if (this.isolation === 'worker') return IsolatedInstance.startAsync(this.compiled, this.instanceLogger, { memoryPages: cap });
+    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
+  }
+
+  private reserveCap(cap: number): void {
     if (this.compiled.memoryImport && cap > this.reservedPages && this.reserveMemory) {
       try {
         this.releases.push(this.reserveMemory((cap - this.reservedPages) * PAGE_BYTES));
@@ -270,18 +313,18 @@ export class Stage implements StateListener {
       }
       this.reservedPages = cap;
     }
-    return new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap });
   }
 
-  private buildSync(source: HeldState): EvaluatorInstance {
+  private buildSync(source: HeldState): ModuleInstance {
     let cap = this.capFor(source.bytes);
     for (;;) {
-      let inst: EvaluatorInstance | undefined;
+      let inst: ModuleInstance | undefined;
       try {
         inst = this.newInstance(cap);
         for (const _ of this.feeding(inst, source));
         return inst;
       } catch (err) {
+        inst?.close();
         const next = this.biggerCap(inst, err);
         if (next === undefined) throw this.cannotHold(err, inst, source);
         cap = next;
@@ -295,13 +338,14 @@ export class Stage implements StateListener {
    * state, which includes them, so the queue starts over); without, it is
    * fed `from` only. A cap that proves too small is doubled up to the ceiling.
    */
-  private async buildAsync(queued: Array<(inst: EvaluatorInstance) => void> | null, from?: HeldState, floor = 0): Promise<{ inst: EvaluatorInstance; held: HeldState }> {
+  private async buildAsync(queued: Array<(inst: ModuleInstance) => void> | null, from?: HeldState, floor = 0): Promise<{ inst: ModuleInstance; held: HeldState }> {
     let source = from ?? this.currentState();
     let cap = this.capFor(source.bytes, floor);
     for (;;) {
-      let inst: EvaluatorInstance | undefined;
+      let inst: ModuleInstance | undefined;
       try {
-        inst = this.newInstance(cap);
+        inst = await this.newInstanceAsync(cap);
+        if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
         let fed = 0;
         for (const _ of this.feeding(inst, source)) {
           if (++fed % this.slice !== 0) continue;
@@ -315,6 +359,7 @@ export class Stage implements StateListener {
         }
         return { inst, held: source };
       } catch (err) {
+        inst?.close();
         const next = this.disposed ? undefined : this.biggerCap(inst, err);
         if (next === undefined) throw this.cannotHold(err, inst, source);
         cap = next;
@@ -337,11 +382,15 @@ export class Stage implements StateListener {
     if (this.building || this.disposed) return;
     this.building = true;
     this.stateProblem = problem;
-    const queued: Array<(inst: EvaluatorInstance) => void> = [];
+    const queued: Array<(inst: ModuleInstance) => void> = [];
     this.feedQueue = queued;
     try {
       const { inst, held } = await this.buildAsync(queued, undefined, floor);
-      if (this.disposed) return;
+      if (this.disposed) {
+        inst.close();
+        return;
+      }
+      this.instance?.close();
       this.instance = inst;
       this.held = held;
       this.subjectsState = 'never';
@@ -373,7 +422,10 @@ export class Stage implements StateListener {
     // The instance broke on a delivery: the last good state goes into a new one.
     try {
       const { inst } = await this.buildAsync(null, held, held.bytes ? this.capFor(held.bytes) : 0);
-      if (this.disposed) return;
+      if (this.disposed) {
+        inst.close();
+        return;
+      }
       this.instance = inst;
       this.subjectsState = 'never';
       this.counters.rebuilds++;
@@ -394,13 +446,24 @@ export class Stage implements StateListener {
 
   private failed(err: unknown): void {
     const kerr = err instanceof KwpError ? err : new KwpError('KWP_ERR_TRAP', String(err));
-    const failure = kerr.code === 'KWP_ERR_FUEL_EXHAUSTED' ? 'fuel' : 'trap';
+    const failure: InstanceFailure = kerr.code === 'KWP_ERR_FUEL_EXHAUSTED' ? 'fuel' : kerr.code === 'KWP_ERR_DEADLINE_EXCEEDED' ? 'deadline' : 'trap';
     if (failure === 'fuel') this.counters.fuelExhausted++;
+    else if (failure === 'deadline') this.counters.deadlineExceeded++;
     else this.counters.traps++;
     this.lastFailure = failure;
     const broken = this.instance;
-    this.logFailure(`stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, kerr.code);
+    if (failure === 'deadline') {
+      // Quarantine: the stage answers its failure policy, without calling the module, until the rebuild.
+      const now = Date.now();
+      if (now - this.lastOverrunAt > QUARANTINE_RESET_MS) this.quarantine.succeeded();
+      this.quarantine.failed();
+      this.lastOverrunAt = now;
+      this.logFailure(`stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} and quarantined for ${this.quarantine.nextDelayMs} ms before the module is rebuilt (overrun ${this.quarantine.failures} in a row; sandbox limit deadlineQuarantineMs)`, kerr.code);
+    } else {
+      this.logFailure(`stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, kerr.code);
+    }
     this.instance = undefined;
+    broken?.close();
     this.onFailure?.(this, failure, kerr);
     this.scheduleRebuild(broken && nearCap(broken) ? broken.memoryCapPages * 2 : 0);
   }
@@ -423,7 +486,7 @@ export class Stage implements StateListener {
       if (this.disposed || this.instance) return;
       void this.replaceInstance({ kind: 'rebuilding', message: `stage ${this.name}: the module broke and is being rebuilt; answering ${this.failurePolicy} meanwhile`, since: Date.now() }, floor);
     };
-    const wait = this.retry.waitMs;
+    const wait = Math.max(this.retry.waitMs, this.quarantine.waitMs);
     if (wait > 0) setTimeout(run, wait).unref?.();
     else setImmediate(run);
   }
@@ -593,7 +656,7 @@ export class Stage implements StateListener {
    * is the held state's size once applied: a delivery that takes it past
    * what the instance's cap is sized for goes to a bigger instance instead.
    */
-  private deliver(fn: (inst: EvaluatorInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
+  private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
       this.feedQueue.push(fn);
       return;

@@ -63,7 +63,35 @@ interface Exports extends AbiExports {
 /** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
 export interface DecisionCacheStats { hits: number; misses: number }
 
-export class EvaluatorInstance {
+/**
+ * What a stage calls on an instance, wherever the instance runs: in the
+ * calling thread (EvaluatorInstance) or in a thread of its own that the host
+ * can stop (IsolatedInstance, isolated-instance.ts). Every method throws a
+ * KwpError when the call traps, runs out of fuel or (isolated) out of time,
+ * and the instance is then broken for good.
+ */
+export interface ModuleInstance {
+  readonly name: string;
+  readonly batchCapacity: number;
+  readonly memoryCapPages: number;
+  readonly memoryBytes: number;
+  readonly broken: KwpError | undefined;
+  configure(config: unknown): void;
+  upsertPod(record: Uint8Array): void;
+  deletePod(id: number): void;
+  object(kind: number, op: number, json?: Uint8Array): void;
+  decideOne(record: Uint8Array): number;
+  lastReason(): number;
+  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void;
+  explain(reason: number): string;
+  decisionCacheStats(): DecisionCacheStats | undefined;
+  /** 'all', or the pod ids the module selects; a count above `maxIds` (the pods delivered) means all. */
+  subjects(maxIds?: number): 'all' | number[];
+  /** Frees what the instance holds beyond its memory (an isolated one's thread). Idempotent. */
+  close(): void;
+}
+
+export class EvaluatorInstance implements ModuleInstance {
   readonly compiled: CompiledEvaluator;
   private readonly exports: Exports;
   private readonly memory: WebAssembly.Memory;
@@ -128,6 +156,9 @@ export class EvaluatorInstance {
   }
 
   get name(): string { return this.compiled.meta.name; }
+
+  /** Nothing to free: the garbage collector takes the instance with its last reference. */
+  close(): void {}
 
   /** The memory view, re-created when memory.grow detached the old buffer. */
   private bytes(): Uint8Array {

@@ -5,6 +5,8 @@
 // engine or the admin API; a value that cannot be enforced is refused rather
 // than accepted and ignored.
 
+import { MAX_RECORDS_PER_CALL } from '../abi/record.js';
+
 export interface SandboxLimits {
   /** Largest module accepted, in bytes. */
   maxModuleBytes: number;
@@ -81,6 +83,28 @@ export interface SandboxLimits {
    * fresh process.
    */
   selfTestTimeoutMs: number;
+  /**
+   * One kwp_decide call (a batch of up to 64 records, or the one record of
+   * an explanation), in ms, counted from when the instance's thread began
+   * it. Past it the thread is stopped, the call's records get the stage's
+   * failure policy and the stage is rebuilt (docs/sandbox.md, "The
+   * wall-clock backstop"). Below 1000: the calling thread waits for it.
+   */
+  decisionDeadlineMs: number;
+  /**
+   * Every other call into a module (instantiation with its start function,
+   * kwp_configure, pod and object deliveries, kwp_subjects, kwp_explain's
+   * text), in ms, counted the same way. Below 1000 for the same reason.
+   */
+  callDeadlineMs: number;
+  /**
+   * How long a stage whose call overran a deadline answers its failure
+   * policy before its module is rebuilt, in ms; it doubles with every
+   * further overrun (up to 5 minutes) and starts over after 5 minutes
+   * without one. Stops a module that hangs on every packet from turning the
+   * agent into a loop of thread starts and state replays.
+   */
+  deadlineQuarantineMs: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -113,7 +137,18 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   maxMetaKinds: 64,
   failureLinesPerSecond: 1,
   selfTestTimeoutMs: 1000,
+  decisionDeadlineMs: 50,
+  callDeadlineMs: 500,
+  deadlineQuarantineMs: 1000,
 };
+
+/**
+ * The thread that asks a module for a decision (the agent's main thread,
+ * which also answers /healthz and the admin API) waits for the call up to
+ * its deadline, so a deadline must stay below the 1 s within which /healthz
+ * answers.
+ */
+export const MAX_DEADLINE_MS = 999;
 
 /** What one table element costs the host: V8 keeps the table and the instance's dispatch table, 8 bytes an entry each. */
 export const TABLE_ELEMENT_BYTES = 16;
@@ -132,8 +167,8 @@ export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
   if (limits.maxMemoryPages > limits.maxStageMemoryPages) {
     throw new RangeError(`sandbox limit maxMemoryPages (${limits.maxMemoryPages}) cannot exceed maxStageMemoryPages (${limits.maxStageMemoryPages})`);
   }
-  if (limits.fuelPerCall > 0x7fffffff || limits.fuelPerDecision * 64 > 0x7fffffff) {
-    throw new RangeError('fuel limits must fit the 31-bit fuel counter (fuelPerDecision * 64 and fuelPerCall <= 2^31-1)');
+  if (limits.fuelPerCall > 0x7fffffff || limits.fuelPerDecision * MAX_RECORDS_PER_CALL > 0x7fffffff) {
+    throw new RangeError(`fuel limits must fit the 31-bit fuel counter (fuelPerDecision * ${MAX_RECORDS_PER_CALL} and fuelPerCall <= 2^31-1)`);
   }
   if (limits.maxTableElements > V8_MAX_TABLE_ELEMENTS) {
     throw new RangeError(`sandbox limit maxTableElements cannot exceed ${V8_MAX_TABLE_ELEMENTS} (V8's own table limit)`);
@@ -142,6 +177,10 @@ export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
   if (limits.memoryBudgetMiB < oneStageMiB) {
     throw new RangeError(`sandbox limit memoryBudgetMiB (${limits.memoryBudgetMiB}) is below one stage at maxMemoryPages (${oneStageMiB} MiB), so no pipeline could be built`);
   }
+  for (const key of ['decisionDeadlineMs', 'callDeadlineMs'] as const) {
+    if (limits[key] > MAX_DEADLINE_MS) throw new RangeError(`sandbox limit ${key} cannot exceed ${MAX_DEADLINE_MS} ms: the agent's main thread waits for a module call up to its deadline, and /healthz must answer within a second`);
+  }
+  if (limits.deadlineQuarantineMs > 300_000) throw new RangeError('sandbox limit deadlineQuarantineMs cannot exceed 300000 (5 minutes, the most a quarantine doubles to)');
   if (limits.validationHeapMiB < 16) throw new RangeError('sandbox limit validationHeapMiB must be at least 16 (V8 needs that much to start a thread)');
   return limits;
 }

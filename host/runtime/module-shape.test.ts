@@ -86,6 +86,10 @@ describe('limits that cannot be enforced are refused', () => {
     [{ validationHeapMiB: 4 }, /validationHeapMiB must be at least 16/],
     [{ maxStages: 0 }, /maxStages must be a positive integer/],
     [{ maxTables: 1.5 }, /maxTables must be a positive integer/],
+    [{ decisionDeadlineMs: 1000 }, /decisionDeadlineMs cannot exceed 999 ms: the agent's main thread waits/],
+    [{ callDeadlineMs: 5000 }, /callDeadlineMs cannot exceed 999 ms/],
+    [{ decisionDeadlineMs: 0 }, /decisionDeadlineMs must be a positive integer/],
+    [{ deadlineQuarantineMs: 600_000 }, /deadlineQuarantineMs cannot exceed 300000/],
     [{ noSuchLimit: 3 } as Partial<SandboxLimits>, /unknown sandbox limit\(s\) noSuchLimit/],
   ])('%j', (partial, message) => {
     expect(() => resolveLimits(partial)).toThrow(message);

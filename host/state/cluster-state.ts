@@ -4,30 +4,31 @@
 // packet path resolves addresses with, and the DNS answers ClusterNetworkPolicy
 // `domainNames` peers match on. Everything downstream (evaluator instances, the
 // admin API, `kwp eval`) reads from here and learns of changes by subscribing.
+//
+// This class keeps the objects and the pod records and says when things
+// change; each job has its own file: pod-info.ts derives PodInfo (local and
+// remote), pod-placement.ts finds the pods of a namespace or node,
+// ip-owners.ts elects each address's owner, resolved-names.ts is the DNS
+// cache, state-events.ts queues events and delivers them.
 
-import { Ipv4PodIndex } from './ipv4-index.js';
 import {
   Kinds,
-  type ContainerPort,
   type KindKey,
   type KubeObject,
   type ObjectEvent,
   type ObjectSink,
   type PodInfo,
-  Protocol,
 } from '../contract.js';
-import { KwpError } from '../errors.js';
-import { formatIP, parseIP } from '../net/ip.js';
-import { sharedJson, sharedLabels, storedForm } from './stored-form.js';
+import { parseIP } from '../net/ip.js';
+import { IpOwners } from './ip-owners.js';
+import { EMPTY_LABELS, labelsOf, localPodInfo, podNodeName, remotePodInfo, sameLabels, samePodInfo, type RemotePod } from './pod-info.js';
+import { PodPlacement } from './pod-placement.js';
+import { ResolvedNames } from './resolved-names.js';
+import { StateEvents, type StateListener } from './state-events.js';
+import { storedForm } from './stored-form.js';
 
-export interface StateListener {
-  /** A pod was added, or anything in its PodInfo changed (labels, namespace or node labels, ports, IPs). */
-  podUpserted(pod: PodInfo): void;
-  podDeleted(pod: PodInfo): void;
-  /** A full snapshot of one kind, Pods, Namespaces and Nodes included. */
-  objectsReplaced(kind: KindKey, objects: KubeObject[]): void;
-  objectApplied(kind: KindKey, event: ObjectEvent): void;
-}
+export type { StateListener } from './state-events.js';
+export { CLUSTER_LABEL, NAMESPACE_NAME_LABEL, type RemotePod } from './pod-info.js';
 
 export interface ClusterStateOptions {
   /** Written into every PodInfo; "" for the local cluster. */
@@ -39,24 +40,6 @@ export interface ClusterStateOptions {
    */
   multicluster?: boolean;
 }
-
-/** The namespace label naming a pod's cluster in multicluster mode (SIG-Multicluster's ClusterSet naming). */
-export const CLUSTER_LABEL = 'cluster.clusterset.k8s.io';
-
-/**
- * A pod of another cluster of the set, as an IP tracker publishes it. Remote
- * pods only answer address lookups the local cluster leaves open: a local pod
- * always wins an address, whatever its phase.
- */
-export interface RemotePod extends Omit<PodInfo, 'id' | 'hostNetwork'> {
-  /** Changes the pod's host id when it changes (a new pod under an old name). */
-  uid?: string;
-}
-
-/** Kubernetes puts this label on every namespace; policies select namespaces by name through it. */
-export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
-
-const EMPTY_LABELS: Readonly<Record<string, string>> = Object.freeze({});
 
 interface PodRecord {
   /** `namespace/name`: where the object is stored. */
@@ -78,122 +61,6 @@ export function objectKeyOf(obj: KubeObject): string {
   return ns ? `${ns}/${obj.metadata.name}` : obj.metadata.name;
 }
 
-function labelsOf(obj: KubeObject | undefined): Record<string, string> {
-  return obj?.metadata?.labels ?? EMPTY_LABELS;
-}
-
-function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
-  const aKeys = Object.keys(a);
-  if (aKeys.length !== Object.keys(b).length) return false;
-  for (const key of aKeys) if (a[key] !== b[key] || !Object.prototype.hasOwnProperty.call(b, key)) return false;
-  return true;
-}
-
-function samePodInfo(a: PodInfo, b: PodInfo): boolean {
-  return (
-    a.id === b.id &&
-    a.name === b.name &&
-    a.namespace === b.namespace &&
-    a.nodeName === b.nodeName &&
-    a.clusterId === b.clusterId &&
-    a.hostNetwork === b.hostNetwork &&
-    a.ips.length === b.ips.length &&
-    a.ips.every((ip, i) => ip === b.ips[i]) &&
-    a.containerPorts.length === b.containerPorts.length &&
-    a.containerPorts.every(
-      (p, i) =>
-        p.name === b.containerPorts[i].name &&
-        p.port === b.containerPorts[i].port &&
-        p.protocol === b.containerPorts[i].protocol,
-    ) &&
-    sameLabels(a.podLabels, b.podLabels) &&
-    sameLabels(a.namespaceLabels, b.namespaceLabels) &&
-    sameLabels(a.nodeLabels, b.nodeLabels)
-  );
-}
-
-const PROTOCOL_NUMBERS: Record<string, number> = { TCP: Protocol.TCP, UDP: Protocol.UDP, SCTP: Protocol.SCTP };
-
-function containerPortsOf(spec: any): ContainerPort[] {
-  const ports: ContainerPort[] = [];
-  // Native sidecars (init containers that keep running) serve traffic like regular containers.
-  const sidecars = Array.isArray(spec?.initContainers)
-    ? spec.initContainers.filter((c: any) => c?.restartPolicy === 'Always')
-    : [];
-  const containers = [...(Array.isArray(spec?.containers) ? spec.containers : []), ...sidecars];
-  for (const container of containers) {
-    if (!Array.isArray(container?.ports)) continue;
-    for (const port of container.ports) {
-      const number = Number(port?.containerPort);
-      if (!Number.isInteger(number) || number < 1 || number > 65535) continue;
-      const protocol = PROTOCOL_NUMBERS[String(port.protocol ?? 'TCP').toUpperCase()];
-      if (protocol === undefined) continue;
-      ports.push({ name: typeof port.name === 'string' ? port.name : '', port: number, protocol });
-    }
-  }
-  return ports;
-}
-
-function podIPsOf(status: any): string[] {
-  const candidates: unknown[] = [];
-  if (Array.isArray(status?.podIPs)) for (const entry of status.podIPs) candidates.push(entry?.ip);
-  if (candidates.length === 0) candidates.push(status?.podIP);
-  const ips: string[] = [];
-  for (const candidate of candidates) {
-    if (typeof candidate !== 'string') continue;
-    const parsed = parseIP(candidate);
-    if (!parsed) continue;
-    const formatted = formatIP(parsed.bytes);
-    // The stored object's string when it is already canonical: one copy of each address.
-    const text = formatted === candidate ? candidate : formatted;
-    if (!ips.includes(text)) ips.push(text);
-  }
-  return ips;
-}
-
-/**
- * The IPv4 index key: the address's 32 bits read as a signed int32. Same bits
- * as the u32, but always a small integer in V8, so a lookup with any address
- * (192.168.x.x included) never boxes a heap number.
- */
-function ipv4Key(bytes: Uint8Array): number {
-  return (bytes[0] << 24) | (bytes[1] << 16) | (bytes[2] << 8) | bytes[3];
-}
-
-/** The IPv6 index key: the eight 16-bit groups as an eight-character string, built in one call. */
-function ipv6Key(b: Uint8Array): string {
-  return String.fromCharCode(
-    (b[0] << 8) | b[1],
-    (b[2] << 8) | b[3],
-    (b[4] << 8) | b[5],
-    (b[6] << 8) | b[7],
-    (b[8] << 8) | b[9],
-    (b[10] << 8) | b[11],
-    (b[12] << 8) | b[13],
-    (b[14] << 8) | b[15],
-  );
-}
-
-function normalizeDnsName(name: string): string {
-  let normalized = name.trim().toLowerCase();
-  if (normalized.endsWith('.')) normalized = normalized.slice(0, -1);
-  return normalized;
-}
-
-function compareAddresses(a: string, b: string): number {
-  const pa = parseIP(a)!.bytes;
-  const pb = parseIP(b)!.bytes;
-  if (pa.length !== pb.length) return pa.length - pb.length;
-  for (let i = 0; i < pa.length; i++) if (pa[i] !== pb[i]) return pa[i] - pb[i];
-  return 0;
-}
-
-type PendingEvent =
-  | { type: 'podUpserted'; pod: PodInfo }
-  | { type: 'podDeleted'; pod: PodInfo }
-  | { type: 'objectsReplaced'; kind: KindKey; objects: KubeObject[] }
-  | { type: 'objectApplied'; kind: KindKey; event: ObjectEvent };
-
 export class ClusterState implements ObjectSink {
   private clusterId: string;
   private multicluster: boolean;
@@ -202,22 +69,12 @@ export class ClusterState implements ObjectSink {
   private readonly objectsByKind = new Map<KindKey, Map<string, KubeObject>>();
   private readonly podRecords = new Map<string, PodRecord>();
   private readonly podsById = new Map<number, PodInfo>();
-  private readonly podKeysByNamespace = new Map<string, Set<string>>();
-  private readonly podKeysByNode = new Map<string, Set<string>>();
-  /**
-   * Every pod claiming an address, by canonical address text; the winner goes
-   * into the lookup maps. A lone claimant (nearly every address) is stored
-   * as itself: a Set per pod IP cost ~150 bytes each.
-   */
-  private readonly ipClaims = new Map<string, PodRecord | Set<PodRecord>>();
-  private readonly podsByIPv4 = new Ipv4PodIndex();
-  private readonly podsByIPv6 = new Map<string, PodInfo>();
-  /** name → address → expiry (ms since the epoch). */
-  private readonly resolvedNames = new Map<string, Map<string, number>>();
-  private readonly listeners = new Set<StateListener>();
+  private readonly placement = new PodPlacement();
+  private readonly ipOwners = new IpOwners<PodRecord>();
+  private readonly resolvedNames = new ResolvedNames();
+  private readonly events = new StateEvents();
   private nextPodId = 1;
   private changeCount = 0;
-  private pending: PendingEvent[] = [];
 
   constructor(options: ClusterStateOptions = {}) {
     this.clusterId = options.clusterId ?? '';
@@ -239,10 +96,7 @@ export class ClusterState implements ObjectSink {
    * through `pods()` and `objects()` when they subscribe.
    */
   subscribe(listener: StateListener): () => void {
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return this.events.subscribe(listener);
   }
 
   // ---- ObjectSink ----
@@ -261,17 +115,17 @@ export class ClusterState implements ObjectSink {
       for (const [key, obj] of next) this.upsertPodRecord(key, obj);
     } else if (kind === Kinds.Namespace) {
       for (const name of new Set([...previous.keys(), ...next.keys()])) {
-        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.podKeysByNamespace.get(name));
+        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.inNamespace(name));
       }
     } else if (kind === Kinds.Node) {
       for (const name of new Set([...previous.keys(), ...next.keys()])) {
-        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.podKeysByNode.get(name));
+        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.onNode(name));
       }
     }
 
-    this.pending.push({ type: 'objectsReplaced', kind, objects: [...next.values()] });
+    this.events.queue({ type: 'objectsReplaced', kind, objects: [...next.values()] });
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   apply(kind: KindKey, event: ObjectEvent): void {
@@ -282,7 +136,7 @@ export class ClusterState implements ObjectSink {
       this.objectsByKind.get(kind)!.delete(key);
       if (kind === Kinds.Pod) this.deletePodRecord(key);
       else this.afterLabelsMayHaveChanged(kind, key, labelsOf(stored), EMPTY_LABELS);
-      this.pending.push({ type: 'objectApplied', kind, event: { type: 'delete', object: stored } });
+      this.events.queue({ type: 'objectApplied', kind, event: { type: 'delete', object: stored } });
     } else {
       const trimmed = storedForm(kind, event.object);
       const key = objectKeyOf(trimmed);
@@ -292,10 +146,10 @@ export class ClusterState implements ObjectSink {
       store.set(key, trimmed);
       if (kind === Kinds.Pod) this.upsertPodRecord(key, trimmed);
       else this.afterLabelsMayHaveChanged(kind, key, labelsOf(previous), labelsOf(trimmed));
-      this.pending.push({ type: 'objectApplied', kind, event: { type: 'upsert', object: trimmed } });
+      this.events.queue({ type: 'objectApplied', kind, event: { type: 'upsert', object: trimmed } });
     }
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   // ---- Remote pods (multicluster) ----
@@ -312,7 +166,7 @@ export class ClusterState implements ObjectSink {
     this.multicluster = true;
     for (const record of this.podRecords.values()) this.refreshRecord(record);
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   get multiclusterMode(): boolean {
@@ -323,14 +177,14 @@ export class ClusterState implements ObjectSink {
   upsertRemotePod(key: string, pod: RemotePod): void {
     this.putRemoteRecord(key, pod);
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   deleteRemotePod(key: string): void {
     if (!this.remoteRecords.has(key)) return;
     this.dropRemoteRecord(key);
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   /** A full snapshot of the remote pods (after a relist): keys absent from `pods` are deleted. */
@@ -338,7 +192,7 @@ export class ClusterState implements ObjectSink {
     for (const key of [...this.remoteRecords.keys()]) if (!pods.has(key)) this.dropRemoteRecord(key);
     for (const [key, pod] of pods) this.putRemoteRecord(key, pod);
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   remotePodKeys(): string[] {
@@ -365,30 +219,7 @@ export class ClusterState implements ObjectSink {
       this.remoteRecords.set(key, record);
     }
     const old = record.info;
-    const ips: string[] = [];
-    for (const ip of pod.ips) {
-      const parsed = parseIP(ip);
-      if (!parsed) continue;
-      const text = formatIP(parsed.bytes);
-      if (!ips.includes(text)) ips.push(text);
-    }
-    const next: PodInfo | undefined = ips.length === 0 ? undefined : Object.freeze({
-      id: record.id,
-      name: pod.name,
-      namespace: pod.namespace,
-      podLabels: sharedLabels(pod.podLabels),
-      namespaceLabels: sharedLabels({
-        ...pod.namespaceLabels,
-        [NAMESPACE_NAME_LABEL]: pod.namespace,
-        ...(this.multicluster ? { [CLUSTER_LABEL]: pod.clusterId } : {}),
-      }),
-      nodeName: pod.nodeName,
-      nodeLabels: sharedLabels(pod.nodeLabels),
-      clusterId: pod.clusterId,
-      containerPorts: sharedJson(pod.containerPorts.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol }))),
-      hostNetwork: false,
-      ips: Object.freeze(ips) as string[],
-    });
+    const next = remotePodInfo(record.id, pod, this.multicluster);
     if (next && old && samePodInfo(old, next)) return;
     this.commitPodInfo(record, old, next);
   }
@@ -401,8 +232,8 @@ export class ClusterState implements ObjectSink {
     if (!old) return;
     record.info = undefined;
     this.podsById.delete(old.id);
-    this.updateIPClaims(record, old, undefined);
-    this.pending.push({ type: 'podDeleted', pod: old });
+    this.ipOwners.update(record, old, undefined);
+    this.events.queue({ type: 'podDeleted', pod: old });
   }
 
   // ---- Reading ----
@@ -414,9 +245,7 @@ export class ClusterState implements ObjectSink {
       if (!parsed) return undefined;
       ip = parsed.bytes;
     }
-    if (ip.length === 4) return this.podsByIPv4.get(ipv4Key(ip));
-    if (ip.length === 16) return this.podsByIPv6.get(ipv6Key(ip));
-    return undefined;
+    return this.ipOwners.ownerOf(ip);
   }
 
   podById(id: number): PodInfo | undefined {
@@ -458,72 +287,46 @@ export class ClusterState implements ObjectSink {
    * answer just extends the expiry.
    */
   recordResolvedName(name: string, address: string, ttlSeconds: number, now: number = Date.now()): void {
-    const normalizedName = normalizeDnsName(name);
-    if (normalizedName === '') {
-      throw new KwpError('KWP_ERR_USAGE', `a resolved name must not be empty (address ${address}); give a DNS name such as www.example.com`);
-    }
-    const parsed = parseIP(address);
-    if (!parsed) {
-      throw new KwpError('KWP_ERR_USAGE', `"${address}" recorded for ${normalizedName} is not an IPv4 or IPv6 address; give one address such as 192.0.2.10`);
-    }
-    const canonical = formatIP(parsed.bytes);
-    const ttlMs = Number.isFinite(ttlSeconds) && ttlSeconds > 0 ? ttlSeconds * 1000 : 0;
-    let addresses = this.resolvedNames.get(normalizedName);
-    if (!addresses) this.resolvedNames.set(normalizedName, (addresses = new Map()));
-    const known = addresses.get(canonical);
-    addresses.set(canonical, Math.max(known ?? -Infinity, now + ttlMs));
-    if (known !== undefined) return;
-    this.emitResolvedName(normalizedName, addresses);
+    const changed = this.resolvedNames.record(name, address, ttlSeconds, now);
+    if (changed !== undefined) this.emitResolvedName(changed);
   }
 
   /** Forgets addresses whose TTL has run out; a name with none left is deleted. */
   expireResolvedNames(now: number = Date.now()): void {
-    for (const [name, addresses] of [...this.resolvedNames]) {
-      let changed = false;
-      for (const [address, expiresAt] of [...addresses]) {
-        if (expiresAt <= now) {
-          addresses.delete(address);
-          changed = true;
-        }
-      }
-      if (changed) this.emitResolvedName(name, addresses);
-    }
+    this.resolvedNames.expire(now, (name) => this.emitResolvedName(name));
   }
 
   /** When the next address expires (ms since the epoch), for scheduling `expireResolvedNames`. */
   nextResolvedNameExpiry(): number | undefined {
-    let earliest: number | undefined;
-    for (const addresses of this.resolvedNames.values()) {
-      for (const expiresAt of addresses.values()) if (earliest === undefined || expiresAt < earliest) earliest = expiresAt;
-    }
-    return earliest;
+    return this.resolvedNames.nextExpiry();
   }
 
   /** The addresses `name` currently resolves to, sorted (IPv4 first). */
   resolvedAddresses(name: string): string[] {
-    return [...(this.resolvedNames.get(normalizeDnsName(name))?.keys() ?? [])].sort(compareAddresses);
+    return this.resolvedNames.addresses(name);
   }
 
-  private emitResolvedName(name: string, addresses: Map<string, number>): void {
+  /** Stores the ResolvedName object of `name` (normalized) as its addresses now are, or deletes it, and tells listeners. */
+  private emitResolvedName(name: string): void {
+    const addresses = this.resolvedNames.addresses(name);
     let store = this.objectsByKind.get(Kinds.ResolvedName);
     if (!store) this.objectsByKind.set(Kinds.ResolvedName, (store = new Map()));
-    if (addresses.size === 0) {
-      this.resolvedNames.delete(name);
+    if (addresses.length === 0) {
       const last = store.get(name);
       store.delete(name);
-      if (last) this.pending.push({ type: 'objectApplied', kind: Kinds.ResolvedName, event: { type: 'delete', object: last } });
+      if (last) this.events.queue({ type: 'objectApplied', kind: Kinds.ResolvedName, event: { type: 'delete', object: last } });
     } else {
       const object: KubeObject = {
         apiVersion: 'dns.kwp.io/v1',
         kind: 'ResolvedName',
         metadata: { name },
-        addresses: [...addresses.keys()].sort(compareAddresses),
+        addresses,
       };
       store.set(name, object);
-      this.pending.push({ type: 'objectApplied', kind: Kinds.ResolvedName, event: { type: 'upsert', object } });
+      this.events.queue({ type: 'objectApplied', kind: Kinds.ResolvedName, event: { type: 'upsert', object } });
     }
     this.changeCount++;
-    this.flush();
+    this.events.flush();
   }
 
   // ---- Pods ----
@@ -542,10 +345,10 @@ export class ClusterState implements ObjectSink {
       record = { objectKey: key, identity, id: this.nextPodId++, object: obj, running: false, info: undefined, remote: false };
       this.podRecords.set(key, record);
     } else {
-      this.unindexPlacement(record);
+      this.placement.remove(record.objectKey, record.object);
     }
     record.object = obj;
-    this.indexPlacement(record);
+    this.placement.add(record.objectKey, record.object);
     this.refreshRecord(record);
   }
 
@@ -553,17 +356,17 @@ export class ClusterState implements ObjectSink {
     const record = this.podRecords.get(key);
     if (!record) return;
     this.podRecords.delete(key);
-    this.unindexPlacement(record);
+    this.placement.remove(record.objectKey, record.object);
     const old = record.info;
     if (old) {
       record.info = undefined;
       this.podsById.delete(old.id);
-      this.updateIPClaims(record, old, undefined);
-      this.pending.push({ type: 'podDeleted', pod: old });
+      this.ipOwners.update(record, old, undefined);
+      this.events.queue({ type: 'podDeleted', pod: old });
     }
   }
 
-  private refreshPods(keys: Set<string> | undefined): void {
+  private refreshPods(keys: ReadonlySet<string> | undefined): void {
     if (!keys) return;
     for (const key of keys) {
       const record = this.podRecords.get(key);
@@ -573,8 +376,8 @@ export class ClusterState implements ObjectSink {
 
   private afterLabelsMayHaveChanged(kind: KindKey, key: string, before: Record<string, string>, after: Record<string, string>): void {
     if (sameLabels(before, after)) return;
-    if (kind === Kinds.Namespace) this.refreshPods(this.podKeysByNamespace.get(key));
-    else if (kind === Kinds.Node) this.refreshPods(this.podKeysByNode.get(key));
+    if (kind === Kinds.Namespace) this.refreshPods(this.placement.inNamespace(key));
+    else if (kind === Kinds.Node) this.refreshPods(this.placement.onNode(key));
   }
 
   /** Installs a record's new PodInfo: the id and IP indexes, then the event for listeners. */
@@ -582,9 +385,9 @@ export class ClusterState implements ObjectSink {
     record.info = next;
     if (old) this.podsById.delete(old.id);
     if (next) this.podsById.set(next.id, next);
-    this.updateIPClaims(record, old, next);
-    if (next) this.pending.push({ type: 'podUpserted', pod: next });
-    else if (old) this.pending.push({ type: 'podDeleted', pod: old });
+    this.ipOwners.update(record, old, next);
+    if (next) this.events.queue({ type: 'podUpserted', pod: next });
+    else if (old) this.events.queue({ type: 'podDeleted', pod: old });
   }
 
   /** Recomputes one pod's PodInfo and running state, and emits what changed. */
@@ -595,7 +398,7 @@ export class ClusterState implements ObjectSink {
     record.running = record.object.status?.phase === 'Running';
 
     if (next && old && samePodInfo(old, next)) {
-      if (wasRunning !== record.running) this.updateIPClaims(record, old, old);
+      if (wasRunning !== record.running) this.ipOwners.update(record, old, old);
       return;
     }
     this.commitPodInfo(record, old, next);
@@ -603,151 +406,9 @@ export class ClusterState implements ObjectSink {
 
   private derivePodInfo(record: PodRecord): PodInfo | undefined {
     const obj = record.object;
-    const ips = podIPsOf(obj.status);
-    if (ips.length === 0) return undefined;
-    const namespace = obj.metadata.namespace ?? 'default';
-    const nodeName = typeof obj.spec?.nodeName === 'string' ? obj.spec.nodeName : '';
-    const namespaceObject = this.objectsByKind.get(Kinds.Namespace)?.get(namespace);
+    const nodeName = podNodeName(obj);
+    const namespaceObject = this.objectsByKind.get(Kinds.Namespace)?.get(obj.metadata.namespace ?? 'default');
     const nodeObject = nodeName ? this.objectsByKind.get(Kinds.Node)?.get(nodeName) : undefined;
-    return Object.freeze({
-      id: record.id,
-      name: obj.metadata.name,
-      namespace,
-      // Stored labels are already shared and frozen (stored-form.ts).
-      podLabels: labelsOf(obj),
-      namespaceLabels: sharedLabels({
-        ...labelsOf(namespaceObject),
-        [NAMESPACE_NAME_LABEL]: namespace,
-        ...(this.multicluster ? { [CLUSTER_LABEL]: this.clusterId } : {}),
-      }),
-      nodeName,
-      nodeLabels: labelsOf(nodeObject),
-      clusterId: this.clusterId,
-      containerPorts: sharedJson(containerPortsOf(obj.spec)),
-      hostNetwork: obj.spec?.hostNetwork === true,
-      ips: Object.freeze(ips) as string[],
-    });
+    return localPodInfo(record.id, obj, namespaceObject, nodeObject, { clusterId: this.clusterId, multicluster: this.multicluster });
   }
-
-  private indexPlacement(record: PodRecord): void {
-    const namespace = record.object.metadata.namespace ?? 'default';
-    const nodeName = record.object.spec?.nodeName;
-    addToIndex(this.podKeysByNamespace, namespace, record.objectKey);
-    if (typeof nodeName === 'string' && nodeName) addToIndex(this.podKeysByNode, nodeName, record.objectKey);
-  }
-
-  private unindexPlacement(record: PodRecord): void {
-    const namespace = record.object.metadata.namespace ?? 'default';
-    const nodeName = record.object.spec?.nodeName;
-    removeFromIndex(this.podKeysByNamespace, namespace, record.objectKey);
-    if (typeof nodeName === 'string' && nodeName) removeFromIndex(this.podKeysByNode, nodeName, record.objectKey);
-  }
-
-  /**
-   * Moves `record`'s address claims from `before` to `after` and re-elects the
-   * owner of every address involved. Host-networked pods claim nothing: their
-   * address is the node's.
-   */
-  private updateIPClaims(record: PodRecord, before: PodInfo | undefined, after: PodInfo | undefined): void {
-    const oldIPs = before && !before.hostNetwork ? before.ips : [];
-    const newIPs = after && !after.hostNetwork ? after.ips : [];
-    for (const ip of oldIPs) {
-      if (newIPs.includes(ip)) continue;
-      const claimants = this.ipClaims.get(ip);
-      if (claimants === record) this.ipClaims.delete(ip);
-      else if (claimants instanceof Set) {
-        claimants.delete(record);
-        if (claimants.size === 1) this.ipClaims.set(ip, claimants.values().next().value!);
-      }
-    }
-    for (const ip of newIPs) {
-      const claimants = this.ipClaims.get(ip);
-      if (claimants === undefined) this.ipClaims.set(ip, record);
-      else if (claimants instanceof Set) claimants.add(record);
-      else if (claimants !== record) this.ipClaims.set(ip, new Set([claimants, record]));
-    }
-    for (const ip of new Set([...oldIPs, ...newIPs])) this.electIPOwner(ip);
-  }
-
-  /**
-   * A local pod beats a remote one (a remote entry never shadows a local pod);
-   * then a Running pod beats one that is not; among equals the newest pod
-   * (highest id) wins.
-   */
-  private electIPOwner(ip: string): void {
-    let winner: PodRecord | undefined;
-    const claimants = this.ipClaims.get(ip);
-    for (const candidate of claimants instanceof Set ? claimants : claimants ? [claimants] : []) {
-      if (!candidate.info) continue;
-      const candidateLocal = candidate.remote !== true;
-      const winnerLocal = winner?.remote !== true;
-      if (
-        !winner ||
-        (candidateLocal && !winnerLocal) ||
-        (candidateLocal === winnerLocal &&
-          ((candidate.running && !winner.running) || (candidate.running === winner.running && candidate.id > winner.id)))
-      ) {
-        winner = candidate;
-      }
-    }
-    const bytes = parseIP(ip)!.bytes;
-    if (bytes.length === 4) {
-      if (winner) this.podsByIPv4.set(ipv4Key(bytes), winner.info!);
-      else this.podsByIPv4.delete(ipv4Key(bytes));
-    } else {
-      if (winner) this.podsByIPv6.set(ipv6Key(bytes), winner.info!);
-      else this.podsByIPv6.delete(ipv6Key(bytes));
-    }
-  }
-
-  /**
-   * Delivers the queued events once the state is consistent again, so a
-   * listener that reads back sees the state the events describe. A throwing
-   * listener does not stop the others; the first error is rethrown afterwards.
-   */
-  private flush(): void {
-    const events = this.pending;
-    this.pending = [];
-    let firstError: unknown;
-    let failed = false;
-    for (const event of events) {
-      for (const listener of [...this.listeners]) {
-        try {
-          switch (event.type) {
-            case 'podUpserted':
-              listener.podUpserted(event.pod);
-              break;
-            case 'podDeleted':
-              listener.podDeleted(event.pod);
-              break;
-            case 'objectsReplaced':
-              listener.objectsReplaced(event.kind, event.objects);
-              break;
-            case 'objectApplied':
-              listener.objectApplied(event.kind, event.event);
-              break;
-          }
-        } catch (err) {
-          if (!failed) {
-            failed = true;
-            firstError = err;
-          }
-        }
-      }
-    }
-    if (failed) throw firstError;
-  }
-}
-
-function addToIndex(index: Map<string, Set<string>>, key: string, value: string): void {
-  let set = index.get(key);
-  if (!set) index.set(key, (set = new Set()));
-  set.add(value);
-}
-
-function removeFromIndex(index: Map<string, Set<string>>, key: string, value: string): void {
-  const set = index.get(key);
-  if (!set) return;
-  set.delete(value);
-  if (set.size === 0) index.delete(key);
 }

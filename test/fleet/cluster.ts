@@ -3,7 +3,7 @@
 // status subresource), as `kwp manifests` installs them.
 import { customResource, defaultEmulatedResources, type ApiServerEmulator, type EmulatedResource } from '../apiserver/emulator.js';
 import { pollUntil } from '../apiserver/poll.js';
-import { FLEET_RESOURCES, NODE_PIPELINE_STATUS, nodeReportOf, type NodeReport } from '../../host/fleet/objects.js';
+import { FLEET_RESOURCES, NODE_PIPELINE_STATUS, PIPELINE, nodeReportOf, type NodeReport } from '../../host/fleet/objects.js';
 
 export function fleetEmulatedResources(): EmulatedResource[] {
   return [
@@ -24,4 +24,12 @@ export async function nodeReportWhen(api: ApiServerEmulator, node: string, condi
     return found;
   }, `${node} ${what}`, timeoutMs, 100);
   return found!;
+}
+
+/** Waits until the rollout controller has recorded `Complete` for exactly this generation of Pipeline `name`. */
+export async function rolloutCompleted(api: ApiServerEmulator, generation: number, what: string, timeoutMs = 90_000, name = 'default'): Promise<void> {
+  await pollUntil(() => {
+    const r = (api.get(PIPELINE.kind, name) as { status?: { rollout?: { generation?: number; phase?: string } } } | undefined)?.status?.rollout;
+    return r?.generation === generation && r.phase === 'Complete';
+  }, `${what}: the rollout of generation ${generation} to complete`, timeoutMs, 100);
 }

@@ -38,7 +38,8 @@ function repositoryRoot(file: string): string {
   throw new Error(`node-script: no package.json above ${file}`);
 }
 
-const LOCAL_IMPORT = /(?:from\s+|import\s*\(\s*)['"](\.{1,2}\/[^'"]+)\.js['"]/g;
+// Imports, and worker entries (`new URL('./x.js', import.meta.url)`), which the child starts as threads.
+const LOCAL_IMPORT = /(?:from\s+|import\s*\(\s*|new URL\(\s*)['"](\.{1,2}\/[^'"]+)\.js['"]/g;
 
 function transpileTree(file: string, root: string, cache: string): void {
   if (transpiled.has(file)) return;

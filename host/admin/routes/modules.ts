@@ -92,7 +92,7 @@ export function moduleRoutes(app: FastifyInstance, store: ModuleStore, buckets: 
     config: { access: 'write' } satisfies AdminRouteConfig,
     schema: {
       summary: 'Remove a module (every version), or one version as NAME@VERSION or ?version=', tags: ['modules'],
-      description: 'Refused with 409 KWP_ERR_MODULE_IN_USE while a stage of the active pipeline runs it.',
+      description: 'Refused with 409 KWP_ERR_MODULE_IN_USE while a stage of the active pipeline runs it. On the cluster-level admin API (kwp agent --fleet) also refused while a Pipeline object (its stages or its stable stages) names it; otherwise its EvaluatorModule objects are deleted too (docs/fleet.md).',
       params: { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'NAME or NAME@VERSION' } } },
       querystring: { type: 'object', properties: { version: { type: 'string' } } },
       response: {
@@ -106,7 +106,7 @@ export function moduleRoutes(app: FastifyInstance, store: ModuleStore, buckets: 
   }, async (request) => {
     const [name, atVersion] = request.params.name.split('@');
     const version = atVersion ?? request.query.version;
-    const removed = store.remove(name, version);
+    const removed = await store.withdraw(name, version);
     return { removed: removed.map((m) => ({ name: m.name, version: m.version, sha256: m.sha256 })) };
   });
 }

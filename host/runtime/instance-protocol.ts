@@ -1,0 +1,89 @@
+// The shared-memory protocol between an IsolatedInstance (the host's side)
+// and the thread that runs its module (instance-worker.ts). One call at a
+// time: the host writes the arguments, bumps REQ and waits for DONE to reach
+// the same number, so a call costs two futex wake-ups and no message; only
+// payloads too large for the data area and error details travel as messages.
+import { RECORD_SIZE } from '../abi/record.js';
+
+/** Int32 slots of the control buffer. */
+export const Ctl = {
+  /** Sequence number of the latest request (host writes). */
+  REQ: 0,
+  /** Sequence number of the latest finished request (worker writes). */
+  DONE: 1,
+  OP: 2,
+  A0: 3,
+  A1: 4,
+  A2: 5,
+  /** The call's i32 result. */
+  RESULT: 6,
+  /** 0: returned; 1: threw (the error follows as a message). */
+  STATUS: 7,
+  /** Pages of the instance's memory after the call. */
+  PAGES: 8,
+  /** 0 while booting, 1 instantiated (A0: batch capacity, A1: memory cap pages), 2 failed (the error follows as a message). */
+  READY: 9,
+  /** Sequence number of the request the worker began (BOOT_SEQ while instantiating); its start time is in the clock slot. */
+  PICKED: 10,
+  /** 1 when a new data buffer waits on the port (host writes, worker clears). */
+  NEW_DATA: 11,
+  /** 1 when the reply's payload did not fit the data area and follows as a message. */
+  REPLY_MESSAGE: 12,
+  /** Reason code of record 0 of the last decided batch. */
+  REASON: 13,
+} as const;
+export const CTL_INTS = 16;
+/** Float64 slot (index in a Float64Array over the same buffer): when the worker picked up the current request, in monotonic ms. */
+export const CLOCK_SLOT = CTL_INTS / 2;
+export const CTL_BYTES = CTL_INTS * 4 + 8;
+/** PICKED while the worker instantiates the module (its start function runs then). */
+export const BOOT_SEQ = -1;
+
+export const Op = {
+  DECIDE: 1,
+  CONFIGURE: 2,
+  POD_UPSERT: 3,
+  POD_DELETE: 4,
+  OBJECT: 5,
+  EXPLAIN: 6,
+  SUBJECTS: 7,
+  CACHE_STATS: 8,
+} as const;
+
+/** Layout of the data buffer: the records of a batch, their verdicts, then the payload area. */
+export const MAX_BATCH = 64;
+export const VERDICTS_OFFSET = MAX_BATCH * RECORD_SIZE;
+export const PAYLOAD_OFFSET = VERDICTS_OFFSET + MAX_BATCH;
+export const INITIAL_PAYLOAD_BYTES = 256 * 1024;
+
+/** Both threads read the same clock: process.hrtime is CLOCK_MONOTONIC, whichever thread reads it. */
+export function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+export interface WorkerSetup {
+  module: WebAssembly.Module;
+  compiled: {
+    meta: unknown;
+    sha256: string;
+    size: number;
+    memoryImport?: { min: number; max?: number };
+    limits: unknown;
+    source: string;
+    reservedBytes: number;
+  };
+  memoryPages?: number;
+  control: SharedArrayBuffer;
+  data: SharedArrayBuffer;
+  /** Errors, replies too large for the data area (worker → host) and new data buffers (host → worker). */
+  port: import('node:worker_threads').MessagePort;
+}
+
+/** A message on the port. */
+export type PortMessage =
+  | { error: { code: string; message: string } }
+  | { reply: unknown }
+  | { data: SharedArrayBuffer };
+
+/** A log line of the module, posted to the worker's parent port (read by the host's event loop). */
+export interface LogMessage { log: { level: 'debug' | 'info' | 'warn' | 'error'; message: string; fields?: Record<string, unknown> } }

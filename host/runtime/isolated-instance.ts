@@ -1,0 +1,280 @@
+// A module instance in a thread of its own: the wall-clock backstop that does
+// not depend on fuel. The calling thread (the agent's main thread, which also
+// runs the sources, the admin API and /healthz) hands each call to the
+// instance's thread through shared memory and waits for it with a deadline
+// (sandbox limits decisionDeadlineMs for kwp_decide, callDeadlineMs for every
+// other call). A call that has not returned by then is abandoned: the thread
+// is terminated (V8 stops wasm at the next loop back-edge or call, ~10 ms),
+// the instance is broken with KWP_ERR_DEADLINE_EXCEEDED, and the stage answers
+// its failure policy and rebuilds off the packet path (stage.ts).
+//
+// The deadline counts from the moment the thread picked the call up, not from
+// the request: on a loaded node a thread may wait for a core, and that wait
+// is not the module's. A thread that does not even pick a call up within
+// PICKUP_GRACE_MS is taken for dead.
+import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
+import { KwpError } from '../errors.js';
+import { startPackageWorker } from '../package-worker.js';
+import { RECORD_SIZE } from '../abi/record.js';
+import type { CompiledEvaluator } from './loader.js';
+import type { DecisionCacheStats, ModuleInstance } from './instance.js';
+import type { HostLogger } from '../logger.js';
+import {
+  BOOT_SEQ, CLOCK_SLOT, CTL_BYTES, Ctl, INITIAL_PAYLOAD_BYTES, MAX_BATCH, Op, PAYLOAD_OFFSET, VERDICTS_OFFSET,
+  monotonicMs, type LogMessage, type PortMessage, type WorkerSetup,
+} from './instance-protocol.js';
+
+/** How long a thread may take to start before it runs module code (loading the host's code, not the module's). */
+const BOOT_GRACE_MS = 60_000;
+/** How long an idle instance thread may take to pick up a call before it is taken for dead. */
+const PICKUP_GRACE_MS = 2_000;
+
+/** Atomics.waitAsync (Node 16+); the compiler's ES2022 library does not declare it yet. */
+const waitAsync = (Atomics as unknown as {
+  waitAsync(array: Int32Array, index: number, value: number, timeoutMs: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}).waitAsync;
+
+const textEncoder = new TextEncoder();
+const textDecoder = new TextDecoder();
+
+/** Threads started and stopped by deadlines, process-wide: evidence for tests and the bench. */
+export const isolationCounters = { threadsStarted: 0, threadsStopped: 0 };
+
+export class IsolatedInstance implements ModuleInstance {
+  readonly name: string;
+  private readonly worker: Worker;
+  private readonly port: MessagePort;
+  private readonly ctl: Int32Array;
+  private readonly clock: Float64Array;
+  private data: Uint8Array;
+  private seq = 0;
+  private closed = false;
+  private exited = false;
+  private reason = 0;
+  private readonly decisionDeadlineMs: number;
+  private readonly callDeadlineMs: number;
+  batchCapacity = 0;
+  memoryCapPages = 0;
+  broken: KwpError | undefined;
+
+  private constructor(private readonly compiled: CompiledEvaluator, logger: HostLogger | undefined, memoryPages: number | undefined) {
+    this.name = compiled.meta.name;
+    this.decisionDeadlineMs = compiled.limits.decisionDeadlineMs;
+    this.callDeadlineMs = compiled.limits.callDeadlineMs;
+    const control = new SharedArrayBuffer(CTL_BYTES);
+    const data = new SharedArrayBuffer(PAYLOAD_OFFSET + INITIAL_PAYLOAD_BYTES);
+    this.ctl = new Int32Array(control, 0, 16);
+    this.clock = new Float64Array(control);
+    this.data = new Uint8Array(data);
+    const { port1, port2 } = new MessageChannel();
+    this.port = port1;
+    const { meta, sha256, size, memoryImport, limits, source, reservedBytes } = compiled;
+    const setup: WorkerSetup = { module: compiled.module, compiled: { meta, sha256, size, memoryImport, limits, source, reservedBytes }, memoryPages, control, data, port: port2 };
+    this.worker = startPackageWorker(new URL('./instance-worker.js', import.meta.url), { workerData: setup, transferList: [port2] });
+    isolationCounters.threadsStarted++;
+    // The thread never keeps the process alive, and its log lines arrive through the event loop.
+    this.worker.unref();
+    this.port.unref();
+    this.worker.on('message', (m: LogMessage) => {
+      if (m && typeof m === 'object' && 'log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
+    });
+    this.worker.on('error', () => { this.exited = true; });
+    this.worker.on('exit', () => { this.exited = true; });
+  }
+
+  /** Starts the thread and waits (blocking) until the module is instantiated. Throws KWP_ERR_INSTANTIATE or KWP_ERR_DEADLINE_EXCEEDED. */
+  static start(compiled: CompiledEvaluator, logger?: HostLogger, options: { memoryPages?: number } = {}): IsolatedInstance {
+    const inst = new IsolatedInstance(compiled, logger, options.memoryPages);
+    const started = monotonicMs();
+    for (;;) {
+      Atomics.wait(inst.ctl, Ctl.READY, 0, 50);
+      if (inst.bootDone(started)) return inst;
+    }
+  }
+
+  /** `start`, waiting without blocking the calling thread's event loop (thread start-up takes tens of ms). */
+  static async startAsync(compiled: CompiledEvaluator, logger?: HostLogger, options: { memoryPages?: number } = {}): Promise<IsolatedInstance> {
+    const inst = new IsolatedInstance(compiled, logger, options.memoryPages);
+    const started = monotonicMs();
+    for (;;) {
+      const wait = waitAsync(inst.ctl, Ctl.READY, 0, 50);
+      if (wait.async) await wait.value;
+      if (inst.bootDone(started)) return inst;
+    }
+  }
+
+  /** True once instantiated; throws when instantiation failed or overran its deadline. */
+  private bootDone(started: number): boolean {
+    const ready = Atomics.load(this.ctl, Ctl.READY);
+    if (ready === 1) {
+      // The thread splits a batch by the module's own capacity (ctl A0), so one call carries any batch.
+      this.batchCapacity = MAX_BATCH;
+      this.memoryCapPages = this.ctl[Ctl.A1];
+      return true;
+    }
+    if (ready === 2) {
+      const err = this.portError() ?? new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: instantiation failed`);
+      this.close();
+      throw err;
+    }
+    const now = monotonicMs();
+    if (Atomics.load(this.ctl, Ctl.PICKED) === BOOT_SEQ) {
+      if (now - this.clock[CLOCK_SLOT] >= this.callDeadlineMs) this.overran('instantiation (its start function)', this.callDeadlineMs, 'callDeadlineMs');
+    } else if (this.exited || now - started > BOOT_GRACE_MS) {
+      this.close();
+      throw new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: the thread for its instance did not start within ${BOOT_GRACE_MS / 1000} s`);
+    }
+    return false;
+  }
+
+  private portError(): KwpError | undefined {
+    const msg = receiveMessageOnPort(this.port)?.message as PortMessage | undefined;
+    if (msg && 'error' in msg) return new KwpError(msg.error.code as ConstructorParameters<typeof KwpError>[0], msg.error.message);
+    return undefined;
+  }
+
+  get memoryBytes(): number { return this.ctl[Ctl.PAGES] * 65536; }
+
+  /** Runs one operation whose arguments are in place; returns its result. */
+  private call(op: number, deadlineMs: number, what: string, limitName: string): number {
+    if (this.broken) throw this.broken;
+    if (this.exited) this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance stopped`));
+    const ctl = this.ctl;
+    const seq = ++this.seq;
+    ctl[Ctl.OP] = op;
+    Atomics.store(ctl, Ctl.REQ, seq);
+    Atomics.notify(ctl, Ctl.REQ);
+    const requested = monotonicMs();
+    let wait = deadlineMs;
+    while (Atomics.load(ctl, Ctl.DONE) !== seq) {
+      if (Atomics.wait(ctl, Ctl.DONE, seq - 1, wait) !== 'timed-out') continue;
+      const now = monotonicMs();
+      if (Atomics.load(ctl, Ctl.PICKED) !== seq) {
+        // Not started yet: the thread waits for a core. Not the module's time.
+        if (now - requested < PICKUP_GRACE_MS) continue;
+        this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance did not pick up ${what} within ${PICKUP_GRACE_MS} ms; it was stopped`));
+      }
+      const ran = now - this.clock[CLOCK_SLOT];
+      if (ran >= deadlineMs) this.overran(what, deadlineMs, limitName);
+      wait = Math.max(1, deadlineMs - ran);
+    }
+    if (ctl[Ctl.STATUS] !== 0) this.fail(this.portError() ?? new KwpError('KWP_ERR_TRAP', `module ${this.name}: ${what} failed`));
+    return ctl[Ctl.RESULT];
+  }
+
+  private overran(what: string, deadlineMs: number, limitName: string): never {
+    isolationCounters.threadsStopped++;
+    this.fail(new KwpError('KWP_ERR_DEADLINE_EXCEEDED', `module ${this.name}: ${what} did not return within ${deadlineMs} ms (sandbox limit ${limitName}); the thread running it was stopped`));
+  }
+
+  private fail(err: KwpError): never {
+    this.broken = err;
+    this.close();
+    throw err;
+  }
+
+  /** Puts `bytes` in the payload area, first handing the thread a larger data buffer when they do not fit. */
+  private setPayload(bytes: Uint8Array): void {
+    if (PAYLOAD_OFFSET + bytes.length > this.data.length) {
+      let size = this.data.length - PAYLOAD_OFFSET;
+      while (size < bytes.length) size *= 2;
+      const next = new SharedArrayBuffer(PAYLOAD_OFFSET + size);
+      this.data = new Uint8Array(next);
+      this.port.postMessage({ data: next } satisfies PortMessage);
+      this.ctl[Ctl.NEW_DATA] = 1;
+    }
+    this.data.set(bytes, PAYLOAD_OFFSET);
+  }
+
+  /** The reply of the last call: from the payload area, or the message it came in when too large. */
+  private replyBytes(len: number): Uint8Array {
+    if (this.ctl[Ctl.REPLY_MESSAGE] === 1) {
+      const msg = receiveMessageOnPort(this.port)?.message as PortMessage | undefined;
+      if (msg && 'reply' in msg) return msg.reply as Uint8Array;
+      return new Uint8Array(0);
+    }
+    return this.data.slice(PAYLOAD_OFFSET, PAYLOAD_OFFSET + len);
+  }
+
+  configure(config: unknown): void {
+    const bytes = textEncoder.encode(JSON.stringify(config ?? {}));
+    this.setPayload(bytes);
+    this.ctl[Ctl.A0] = bytes.length;
+    this.call(Op.CONFIGURE, this.callDeadlineMs, 'kwp_configure', 'callDeadlineMs');
+  }
+
+  upsertPod(record: Uint8Array): void {
+    this.setPayload(record);
+    this.ctl[Ctl.A0] = record.length;
+    this.call(Op.POD_UPSERT, this.callDeadlineMs, 'kwp_pod_upsert', 'callDeadlineMs');
+  }
+
+  deletePod(id: number): void {
+    this.ctl[Ctl.A0] = id;
+    this.call(Op.POD_DELETE, this.callDeadlineMs, 'kwp_pod_delete', 'callDeadlineMs');
+  }
+
+  object(kind: number, op: number, json?: Uint8Array): void {
+    if (json) this.setPayload(json);
+    this.ctl[Ctl.A0] = kind;
+    this.ctl[Ctl.A1] = op;
+    this.ctl[Ctl.A2] = json ? json.length : -1;
+    this.call(Op.OBJECT, this.callDeadlineMs, 'kwp_object', 'callDeadlineMs');
+  }
+
+  decideOne(record: Uint8Array): number {
+    this.data.set(record.subarray(0, RECORD_SIZE), 0);
+    this.ctl[Ctl.A0] = 1;
+    this.call(Op.DECIDE, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
+    this.reason = this.ctl[Ctl.REASON] >>> 0;
+    return this.data[VERDICTS_OFFSET];
+  }
+
+  lastReason(): number { return this.reason; }
+
+  /** Any n up to MAX_BATCH in one call: the thread splits it by the module's batch capacity. */
+  decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void {
+    for (let done = 0; done < n; done += MAX_BATCH) {
+      const m = Math.min(MAX_BATCH, n - done);
+      const from = (first + done) * RECORD_SIZE;
+      this.data.set(records.subarray(from, from + m * RECORD_SIZE), 0);
+      this.ctl[Ctl.A0] = m;
+      this.call(Op.DECIDE, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
+      verdicts.set(this.data.subarray(VERDICTS_OFFSET, VERDICTS_OFFSET + m), first + done);
+    }
+    this.reason = 0;
+  }
+
+  explain(reason: number): string {
+    if (reason === 0) return '';
+    this.ctl[Ctl.A0] = reason;
+    const len = this.call(Op.EXPLAIN, this.callDeadlineMs, 'kwp_explain', 'callDeadlineMs');
+    return textDecoder.decode(this.replyBytes(len));
+  }
+
+  decisionCacheStats(): DecisionCacheStats | undefined {
+    if (this.broken) return undefined;
+    if (this.call(Op.CACHE_STATS, this.callDeadlineMs, 'kwp_decision_cache_stats', 'callDeadlineMs') === 0) return undefined;
+    const bytes = this.replyBytes(16);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, 16);
+    return { hits: view.getFloat64(0, true), misses: view.getFloat64(8, true) };
+  }
+
+  subjects(maxIds = Infinity): 'all' | number[] {
+    this.ctl[Ctl.A0] = Number.isFinite(maxIds) ? Math.min(maxIds, 0x7fffffff) : -1;
+    const n = this.call(Op.SUBJECTS, this.callDeadlineMs, 'kwp_subjects', 'callDeadlineMs');
+    if (n < 0) return 'all';
+    const bytes = this.replyBytes(n * 4);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) ids.push(view.getUint32(i * 4, true));
+    return ids;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.port.close();
+    void this.worker.terminate().catch(() => undefined);
+  }
+}
