@@ -15,7 +15,7 @@ import type { SandboxLimits } from '../host/runtime/limits.js';
 // failure policy, /healthz answers within a second throughout, and the stage
 // is rebuilt.
 const HOSTILE_PORT = 4242;
-const LIMITS: Partial<SandboxLimits> = { fuelPerDecision: 30_000_000, fuelPerCall: 2_000_000_000, deadlineQuarantineMs: 500 };
+const LIMITS: Partial<SandboxLimits> = { fuelPerDecision: 30_000_000, fuelPerCall: 2_000_000_000, feedDeadlineMs: 2000, deadlineQuarantineMs: 500 };
 /** The default decisionDeadlineMs (50) and callDeadlineMs (500), plus what a loaded machine adds to one HTTP request. */
 const DECISION_BOUND_MS = 3000;
 const HEALTH_BOUND_MS = 1000;

@@ -124,6 +124,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     trustedKeyFiles: flags['trusted-key'] ? String(flags['trusted-key']).split('\n') : [],
     autoRollback,
     limits,
+    isolation: flags['module-threads'] === true ? 'worker' : 'thread',
     multicluster: multiclusterSettings(flags),
     fleet: {
       mode: flags.fleet ? 'cluster' : flags['fleet-node'] ? 'node' : 'off',

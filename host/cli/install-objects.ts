@@ -11,6 +11,7 @@ import type { KindKey } from '../contract.js';
 import { agentFlags, flagSpelling } from './agent-flags.js';
 import { multiclusterAgentArgs, multiclusterObjects, type MulticlusterInstallOptions } from '../multicluster/install-objects.js';
 import { fleetCrds, nodeFleetRules } from '../fleet/crds.js';
+import { fleetControllerObjects } from '../fleet/install-objects.js';
 
 export interface InstallOptions {
   namespace: string;
@@ -25,6 +26,8 @@ export interface InstallOptions {
   packetThreadNice?: number;
   /** Kinds the agent watches; the ClusterRole grants exactly these. */
   kinds?: readonly KindKey[];
+  /** The cluster-level admin API (kwp agent --fleet) as a Deployment, with the registry it pushes to (docs/fleet.md). */
+  fleetController?: { registry?: string };
   /** Flat-network multicluster: the IP tracker objects, and the agent flags that read its records. */
   multicluster?: Omit<MulticlusterInstallOptions, 'namespace' | 'image'>;
 }
@@ -69,13 +72,18 @@ export function agentArgs(opts: InstallOptions): string[] {
     ...(opts.packetThreadNice !== undefined ? [['packet-thread-nice', String(opts.packetThreadNice)] as [string, string]] : []),
     ...(opts.multicluster ? multiclusterAgentArgs({ namespace: opts.namespace, image: opts.image, ...opts.multicluster }) : []),
   ];
+  return spellAgentFlags(values);
+}
+
+/** Each flag as the agent spells it; a name the agent does not know is a bug here. */
+function spellAgentFlags(values: Array<[string, string | boolean]>): string[] {
   return values.map(([name, value]) => {
     if (!agentFlags.some((f) => f.name === name)) throw new Error(`internal: "${name}" is not an agent flag`);
     return `${flagSpelling(name)}=${value}`;
   });
 }
 
-export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1Role | V1RoleBinding | V1ConfigMap | V1DaemonSet | ReturnType<typeof fleetCrds>[number] | ReturnType<typeof multiclusterObjects>[number])[] {
+export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1Role | V1RoleBinding | V1ConfigMap | V1DaemonSet | ReturnType<typeof fleetCrds>[number] | ReturnType<typeof multiclusterObjects>[number] | ReturnType<typeof fleetControllerObjects>[number])[] {
   const ns = opts.namespace;
   const probe = probeTarget(opts.adminAddress);
   const httpGet = (path: string): V1HTTPGetAction => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
@@ -167,7 +175,8 @@ export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1Clus
     },
   };
   const tracker = opts.multicluster ? multiclusterObjects({ namespace: ns, image: opts.image, ...opts.multicluster }) : [];
-  return [...fleetCrds(), serviceAccount, clusterRole, binding, moduleReader, moduleReaderBinding, configMap, daemonSet, ...tracker];
+  const fleet = opts.fleetController ? fleetControllerObjects({ namespace: ns, image: opts.image, ...opts.fleetController, args: spellAgentFlags }) : [];
+  return [...fleetCrds(), serviceAccount, clusterRole, binding, moduleReader, moduleReaderBinding, configMap, daemonSet, ...tracker, ...fleet];
 }
 
 /** The install YAML: a comment header, then one document per object. */

@@ -274,4 +274,28 @@ describe('kwp manifests and its default image', () => {
       o.mockRestore();
     }
   });
+  it('adds the cluster-level admin API with --fleet-controller: one Recreate Deployment of kwp agent --fleet that the agent accepts, its RBAC and a Service', () => {
+    expect(objects().some((o) => o.metadata?.name === 'kwp-fleet')).toBe(false);
+    const objs = objects(['--fleet-controller', '--registry', 'registry.example.com/kwp', '--namespace', 'kwp']);
+    const deployment = objs.find((o) => o.kind === 'Deployment' && o.metadata.name === 'kwp-fleet');
+    expect(deployment.metadata.namespace).toBe('kwp');
+    expect(deployment.spec).toMatchObject({ replicas: 1, strategy: { type: 'Recreate' } });
+    const c = deployment.spec.template.spec.containers[0];
+    expect(c.args[0]).toBe('agent');
+    expect(parseAgentFlags(c.args.slice(1))).toMatchObject({
+      fleet: true, dataplane: 'off', 'admin-address': '0.0.0.0:9443', 'admin-token-file': '/etc/kwp-fleet/token', registry: 'registry.example.com/kwp', 'fleet-namespace': 'kwp',
+    });
+    expect(deployment.spec.template.spec.volumes).toContainEqual({ name: 'token', secret: { secretName: 'kwp-fleet-admin-token', items: [{ key: 'token', path: 'token' }] } });
+    const role = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'kwp-fleet');
+    expect(role.rules).toContainEqual({ apiGroups: ['kwp.io'], resources: ['evaluatormodules'], verbs: ['delete'] });
+    expect(role.rules).toContainEqual({ apiGroups: ['kwp.io'], resources: ['pipelines/status'], verbs: ['get', 'update'] });
+    expect(objs.find((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === 'kwp-fleet').subjects).toEqual([{ kind: 'ServiceAccount', name: 'kwp-fleet', namespace: 'kwp' }]);
+    expect(objs.find((o) => o.kind === 'Role' && o.metadata.name === 'kwp-fleet-modules').rules[0].verbs).toEqual(['get', 'create', 'update', 'delete']);
+    expect(objs.find((o) => o.kind === 'Service' && o.metadata.name === 'kwp-fleet').spec.ports[0].port).toBe(9443);
+  });
+
+  it('refuses --registry without --fleet-controller, and a registry that is not HOST/PREFIX', () => {
+    expect(usageError(['--registry', 'registry.example.com/kwp'])).toMatch(/^KWP_ERR_USAGE: kwp manifests: --registry only applies with --fleet-controller/);
+    expect(usageError(['--fleet-controller', '--registry', 'registry.example.com'])).toMatch(/^KWP_ERR_USAGE: kwp manifests: --registry must be HOST\[:PORT\]\/REPOSITORY-PREFIX/);
+  });
 });

@@ -10,6 +10,7 @@ import { parseFlags } from './args.js';
 import { parseHostPort, renderInstallYaml, type InstallOptions } from './install-objects.js';
 import { toMulticlusterPipeline } from '../multicluster/pipeline.js';
 import { parseEtcdEndpoints } from '../multicluster/etcd-client.js';
+import { FleetPublisher } from '../fleet/publisher.js';
 
 /**
  * The DaemonSet raises the packet thread: on a busy node the endpoints a
@@ -36,6 +37,11 @@ flags:
                           the agent's packet thread priority, -20..19 (a negative N needs the "=");
                           a negative one adds the SYS_NICE capability; off leaves both out
                           (default ${DEFAULT_PACKET_THREAD_NICE})
+  --fleet-controller      add the cluster-level admin API and rollout controller (a Deployment of
+                          the agent in fleet mode, its RBAC and a Service; the admin token comes from the
+                          Secret kwp-fleet-admin-token, key token, which you create; docs/fleet.md)
+  --registry HOST/PREFIX  with --fleet-controller: the OCI registry uploads are pushed to
+                          (default none: modules go to ConfigMaps)
   --multicluster          add the IP tracker (Deployment, RBAC, kubeconfig Secret) for a
                           flat-network cluster set; the agents read its records (docs/multicluster.md)
   --etcd URL[,URL...]     with --multicluster: the etcd the tracker writes and the agents read
@@ -112,6 +118,8 @@ function manifestFlags(argv: string[]) {
     'admin-address': { type: 'string' },
     'packet-thread-nice': { type: 'string' },
     multicluster: { type: 'boolean' },
+    'fleet-controller': { type: 'boolean' },
+    registry: { type: 'string' },
     etcd: { type: 'string' },
     'cluster-id': { type: 'string' },
     'tracker-cluster-id': { type: 'string', multiple: true },
@@ -138,6 +146,14 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
   if (!values.multicluster && (values.etcd !== undefined || values['cluster-id'] !== undefined || values['tracker-cluster-id'] !== undefined)) {
     throw new KwpError('KWP_ERR_USAGE', 'kwp manifests: --etcd, --cluster-id and --tracker-cluster-id only apply with --multicluster; add --multicluster');
   }
+  if (values.registry !== undefined && !values['fleet-controller']) throw new KwpError('KWP_ERR_USAGE', 'kwp manifests: --registry only applies with --fleet-controller; add --fleet-controller');
+  if (values.registry !== undefined) {
+    try {
+      FleetPublisher.parseRegistry(values.registry);
+    } catch (err) {
+      throw new KwpError('KWP_ERR_USAGE', (err as Error).message.replace(/^kwp agent:/, 'kwp manifests:'));
+    }
+  }
   let multicluster: InstallOptions['multicluster'];
   if (values.multicluster) {
     const etcd = values.etcd ?? `http://kwp-etcd.${namespace}.svc:2379`;
@@ -160,6 +176,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     adminAddress,
     ...(nice !== undefined ? { packetThreadNice: nice } : {}),
     ...(multicluster ? { multicluster } : {}),
+    ...(values['fleet-controller'] ? { fleetController: values.registry !== undefined ? { registry: values.registry } : {} } : {}),
   };
 }
 

@@ -251,17 +251,20 @@ export class Stage implements StateListener {
   /** Configures and feeds `inst` with `source`, yielding after every pod and object. */
   private *feeding(inst: ModuleInstance, source: HeldState): Generator<void> {
     inst.configure(this.spec.config ?? {});
+    yield;
     for (const pod of source.pods.values()) {
       inst.upsertPod(encodePodInfo(pod));
       yield;
     }
     for (const index of this.kindIndex.values()) {
       inst.object(index, ObjectOp.Reset);
+      yield;
       for (const obj of source.objects[index].values()) {
         inst.object(index, ObjectOp.Upsert, encodeObject(obj));
         yield;
       }
       inst.object(index, ObjectOp.Synced);
+      yield;
     }
   }
 
@@ -347,11 +350,20 @@ export class Stage implements StateListener {
         inst = await this.newInstanceAsync(cap);
         if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
         let fed = 0;
+        // An isolated instance takes each call in its own thread while this
+        // one awaits it (feedDeadlineMs): nothing here waits on module code.
+        inst.feeding = inst.settle !== undefined;
         for (const _ of this.feeding(inst, source)) {
+          if (inst.settle) {
+            await inst.settle();
+            if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
+            continue;
+          }
           if (++fed % this.slice !== 0) continue;
           await new Promise<void>((resolve) => setImmediate(resolve));
           if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
         }
+        inst.feeding = false;
         if (queued) {
           for (const fn of queued) fn(inst);
           queued.length = 0;

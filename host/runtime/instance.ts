@@ -89,6 +89,14 @@ export interface ModuleInstance {
   subjects(maxIds?: number): 'all' | number[];
   /** Frees what the instance holds beyond its memory (an isolated one's thread). Idempotent. */
   close(): void;
+  /**
+   * Isolated instances only: while `feeding` is set, configuration and
+   * delivery calls return at once and run in the instance's thread; `settle`
+   * waits for the last one without blocking (feedDeadlineMs) and throws its
+   * error. A build feeds an instance this way before it answers anything.
+   */
+  feeding?: boolean;
+  settle?(): Promise<void>;
 }
 
 export class EvaluatorInstance implements ModuleInstance {

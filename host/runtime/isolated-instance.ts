@@ -53,6 +53,11 @@ export class IsolatedInstance implements ModuleInstance {
   private reason = 0;
   private readonly decisionDeadlineMs: number;
   private readonly callDeadlineMs: number;
+  private readonly feedDeadlineMs: number;
+  /** See ModuleInstance.feeding: configuration and deliveries return at once, `settle` waits. */
+  feeding = false;
+  /** The call posted while feeding that nobody waited for yet. */
+  private pending: { seq: number; what: string } | undefined;
   batchCapacity = 0;
   memoryCapPages = 0;
   broken: KwpError | undefined;
@@ -61,6 +66,7 @@ export class IsolatedInstance implements ModuleInstance {
     this.name = compiled.meta.name;
     this.decisionDeadlineMs = compiled.limits.decisionDeadlineMs;
     this.callDeadlineMs = compiled.limits.callDeadlineMs;
+    this.feedDeadlineMs = compiled.limits.feedDeadlineMs;
     const control = new SharedArrayBuffer(CTL_BYTES);
     const data = new SharedArrayBuffer(PAYLOAD_OFFSET + INITIAL_PAYLOAD_BYTES);
     this.ctl = new Int32Array(control, 0, 16);
@@ -99,12 +105,12 @@ export class IsolatedInstance implements ModuleInstance {
     for (;;) {
       const wait = waitAsync(inst.ctl, Ctl.READY, 0, 50);
       if (wait.async) await wait.value;
-      if (inst.bootDone(started)) return inst;
+      if (inst.bootDone(started, inst.feedDeadlineMs, 'feedDeadlineMs')) return inst;
     }
   }
 
   /** True once instantiated; throws when instantiation failed or overran its deadline. */
-  private bootDone(started: number): boolean {
+  private bootDone(started: number, deadlineMs = this.callDeadlineMs, limitName = 'callDeadlineMs'): boolean {
     const ready = Atomics.load(this.ctl, Ctl.READY);
     if (ready === 1) {
       // The thread splits a batch by the module's own capacity (ctl A0), so one call carries any batch.
@@ -119,7 +125,7 @@ export class IsolatedInstance implements ModuleInstance {
     }
     const now = monotonicMs();
     if (Atomics.load(this.ctl, Ctl.PICKED) === BOOT_SEQ) {
-      if (now - this.clock[CLOCK_SLOT] >= this.callDeadlineMs) this.overran('instantiation (its start function)', this.callDeadlineMs, 'callDeadlineMs');
+      if (now - this.clock[CLOCK_SLOT] >= deadlineMs) this.overran('instantiation (its start function)', deadlineMs, limitName);
     } else if (this.exited || now - started > BOOT_GRACE_MS) {
       this.close();
       throw new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: the thread for its instance did not start within ${BOOT_GRACE_MS / 1000} s`);
@@ -136,27 +142,71 @@ export class IsolatedInstance implements ModuleInstance {
   get memoryBytes(): number { return this.ctl[Ctl.PAGES] * 65536; }
 
   /** Runs one operation whose arguments are in place; returns its result. */
-  private call(op: number, deadlineMs: number, what: string, limitName: string): number {
+  private call(op: number, deadlineMs: number, what: string, limitName: string, feedable = false): number {
     if (this.broken) throw this.broken;
+    if (this.pending) this.waitPendingSync();
     if (this.exited) this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance stopped`));
     const ctl = this.ctl;
     const seq = ++this.seq;
     ctl[Ctl.OP] = op;
     Atomics.store(ctl, Ctl.REQ, seq);
     Atomics.notify(ctl, Ctl.REQ);
+    if (feedable && this.feeding) {
+      this.pending = { seq, what };
+      return 0;
+    }
+    return this.waitFor(seq, deadlineMs, what, limitName);
+  }
+
+  /** Before writing a call's arguments: the call posted while feeding must be done with them. */
+  private ready(): void {
+    if (this.pending) this.waitPendingSync();
+  }
+
+  /** A call posted while feeding, waited for by a caller that did not settle it: blocking, with the feed deadline. */
+  private waitPendingSync(): void {
+    const { seq, what } = this.pending!;
+    this.pending = undefined;
+    this.waitFor(seq, this.feedDeadlineMs, what, 'feedDeadlineMs');
+  }
+
+  /** Waits, without blocking the event loop, for the call posted while feeding; throws its error. */
+  async settle(): Promise<void> {
+    const pending = this.pending;
+    if (!pending) return;
+    const ctl = this.ctl;
+    const requested = monotonicMs();
+    let wait = this.feedDeadlineMs;
+    while (Atomics.load(ctl, Ctl.DONE) !== pending.seq) {
+      const w = waitAsync(ctl, Ctl.DONE, pending.seq - 1, wait);
+      if ((w.async ? await w.value : w.value) !== 'timed-out') continue;
+      if (this.broken) throw this.broken;
+      wait = this.remaining(pending.seq, requested, this.feedDeadlineMs, pending.what, 'feedDeadlineMs');
+    }
+    this.pending = undefined;
+    if (ctl[Ctl.STATUS] !== 0) this.fail(this.portError() ?? new KwpError('KWP_ERR_TRAP', `module ${this.name}: ${pending.what} failed`));
+  }
+
+  /** After a wait timed out: how much longer to wait, or throws when the call overran (or its thread is dead). */
+  private remaining(seq: number, requested: number, deadlineMs: number, what: string, limitName: string): number {
+    const now = monotonicMs();
+    if (Atomics.load(this.ctl, Ctl.PICKED) !== seq) {
+      // Not started yet: the thread waits for a core. Not the module's time.
+      if (now - requested < PICKUP_GRACE_MS) return deadlineMs;
+      this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance did not pick up ${what} within ${PICKUP_GRACE_MS} ms; it was stopped`));
+    }
+    const ran = now - this.clock[CLOCK_SLOT];
+    if (ran >= deadlineMs) this.overran(what, deadlineMs, limitName);
+    return Math.max(1, deadlineMs - ran);
+  }
+
+  private waitFor(seq: number, deadlineMs: number, what: string, limitName: string): number {
+    const ctl = this.ctl;
     const requested = monotonicMs();
     let wait = deadlineMs;
     while (Atomics.load(ctl, Ctl.DONE) !== seq) {
       if (Atomics.wait(ctl, Ctl.DONE, seq - 1, wait) !== 'timed-out') continue;
-      const now = monotonicMs();
-      if (Atomics.load(ctl, Ctl.PICKED) !== seq) {
-        // Not started yet: the thread waits for a core. Not the module's time.
-        if (now - requested < PICKUP_GRACE_MS) continue;
-        this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance did not pick up ${what} within ${PICKUP_GRACE_MS} ms; it was stopped`));
-      }
-      const ran = now - this.clock[CLOCK_SLOT];
-      if (ran >= deadlineMs) this.overran(what, deadlineMs, limitName);
-      wait = Math.max(1, deadlineMs - ran);
+      wait = this.remaining(seq, requested, deadlineMs, what, limitName);
     }
     if (ctl[Ctl.STATUS] !== 0) this.fail(this.portError() ?? new KwpError('KWP_ERR_TRAP', `module ${this.name}: ${what} failed`));
     return ctl[Ctl.RESULT];
@@ -197,32 +247,37 @@ export class IsolatedInstance implements ModuleInstance {
   }
 
   configure(config: unknown): void {
+    this.ready();
     const bytes = textEncoder.encode(JSON.stringify(config ?? {}));
     this.setPayload(bytes);
     this.ctl[Ctl.A0] = bytes.length;
-    this.call(Op.CONFIGURE, this.callDeadlineMs, 'kwp_configure', 'callDeadlineMs');
+    this.call(Op.CONFIGURE, this.callDeadlineMs, 'kwp_configure', 'callDeadlineMs', true);
   }
 
   upsertPod(record: Uint8Array): void {
+    this.ready();
     this.setPayload(record);
     this.ctl[Ctl.A0] = record.length;
-    this.call(Op.POD_UPSERT, this.callDeadlineMs, 'kwp_pod_upsert', 'callDeadlineMs');
+    this.call(Op.POD_UPSERT, this.callDeadlineMs, 'kwp_pod_upsert', 'callDeadlineMs', true);
   }
 
   deletePod(id: number): void {
+    this.ready();
     this.ctl[Ctl.A0] = id;
-    this.call(Op.POD_DELETE, this.callDeadlineMs, 'kwp_pod_delete', 'callDeadlineMs');
+    this.call(Op.POD_DELETE, this.callDeadlineMs, 'kwp_pod_delete', 'callDeadlineMs', true);
   }
 
   object(kind: number, op: number, json?: Uint8Array): void {
+    this.ready();
     if (json) this.setPayload(json);
     this.ctl[Ctl.A0] = kind;
     this.ctl[Ctl.A1] = op;
     this.ctl[Ctl.A2] = json ? json.length : -1;
-    this.call(Op.OBJECT, this.callDeadlineMs, 'kwp_object', 'callDeadlineMs');
+    this.call(Op.OBJECT, this.callDeadlineMs, 'kwp_object', 'callDeadlineMs', true);
   }
 
   decideOne(record: Uint8Array): number {
+    this.ready();
     this.data.set(record.subarray(0, RECORD_SIZE), 0);
     this.ctl[Ctl.A0] = 1;
     this.call(Op.DECIDE, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
@@ -234,6 +289,7 @@ export class IsolatedInstance implements ModuleInstance {
 
   /** Any n up to MAX_BATCH in one call: the thread splits it by the module's batch capacity. */
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): void {
+    this.ready();
     for (let done = 0; done < n; done += MAX_BATCH) {
       const m = Math.min(MAX_BATCH, n - done);
       const from = (first + done) * RECORD_SIZE;
@@ -246,6 +302,7 @@ export class IsolatedInstance implements ModuleInstance {
   }
 
   explain(reason: number): string {
+    this.ready();
     if (reason === 0) return '';
     this.ctl[Ctl.A0] = reason;
     const len = this.call(Op.EXPLAIN, this.callDeadlineMs, 'kwp_explain', 'callDeadlineMs');
@@ -253,6 +310,7 @@ export class IsolatedInstance implements ModuleInstance {
   }
 
   decisionCacheStats(): DecisionCacheStats | undefined {
+    this.ready();
     if (this.broken) return undefined;
     if (this.call(Op.CACHE_STATS, this.callDeadlineMs, 'kwp_decision_cache_stats', 'callDeadlineMs') === 0) return undefined;
     const bytes = this.replyBytes(16);
@@ -261,6 +319,7 @@ export class IsolatedInstance implements ModuleInstance {
   }
 
   subjects(maxIds = Infinity): 'all' | number[] {
+    this.ready();
     this.ctl[Ctl.A0] = Number.isFinite(maxIds) ? Math.min(maxIds, 0x7fffffff) : -1;
     const n = this.call(Op.SUBJECTS, this.callDeadlineMs, 'kwp_subjects', 'callDeadlineMs');
     if (n < 0) return 'all';

@@ -98,6 +98,14 @@ export interface SandboxLimits {
    */
   callDeadlineMs: number;
   /**
+   * A build's calls into an instance that does not answer yet (kwp_configure
+   * and the deliveries that feed it the state), in ms, counted the same way.
+   * The main thread does not wait for them (it awaits each, answering
+   * /healthz meanwhile), so this may be long: a large state's processing on
+   * a loaded node takes seconds; it only stops a build that would not end.
+   */
+  feedDeadlineMs: number;
+  /**
    * How long a stage whose call overran a deadline answers its failure
    * policy before its module is rebuilt, in ms; it doubles with every
    * further overrun (up to 5 minutes) and starts over after 5 minutes
@@ -139,6 +147,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   selfTestTimeoutMs: 1000,
   decisionDeadlineMs: 50,
   callDeadlineMs: 500,
+  feedDeadlineMs: 60_000,
   deadlineQuarantineMs: 1000,
 };
 
@@ -180,6 +189,7 @@ export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
   for (const key of ['decisionDeadlineMs', 'callDeadlineMs'] as const) {
     if (limits[key] > MAX_DEADLINE_MS) throw new RangeError(`sandbox limit ${key} cannot exceed ${MAX_DEADLINE_MS} ms: the agent's main thread waits for a module call up to its deadline, and /healthz must answer within a second`);
   }
+  if (limits.feedDeadlineMs > 600_000) throw new RangeError('sandbox limit feedDeadlineMs cannot exceed 600000 (10 minutes)');
   if (limits.deadlineQuarantineMs > 300_000) throw new RangeError('sandbox limit deadlineQuarantineMs cannot exceed 300000 (5 minutes, the most a quarantine doubles to)');
   if (limits.validationHeapMiB < 16) throw new RangeError('sandbox limit validationHeapMiB must be at least 16 (V8 needs that much to start a thread)');
   return limits;

@@ -109,3 +109,24 @@ export function abortsLoudly(name: string, port: number): Uint8Array {
 }
 
 export { meta as hostileMeta };
+
+/** kwp_decide loops forever for this port on straight-line code: one unit of fuel per 2,000 additions. */
+export const STRAIGHT_LINE_PORT = 4250;
+const STRAIGHT_LINE_LOOP = `(loop $l ${'(global.set $sink (i32.add (global.get $sink) (i32.const 7)))'.repeat(2000)} (br $l))`;
+
+/**
+ * Decides every flow Accept, except STRAIGHT_LINE_PORT, for which kwp_decide
+ * loops on 2,000 additions an iteration: with the largest tank the limits
+ * allow (30 million units a decision), minutes of CPU that fuel lets through.
+ * Only the wall-clock backstop bounds it. Configured with anything but `{}`
+ * (the self-test's configuration), kwp_configure loops the same way.
+ */
+export function straightLineLoops(name: string): Uint8Array {
+  return sandboxModule({
+    memory: BIG_MEMORY,
+    meta: meta(name),
+    decideBody: `(if (i32.eq (i32.load16_u (i32.const ${DST_PORT})) (i32.const ${STRAIGHT_LINE_PORT})) (then ${STRAIGHT_LINE_LOOP}))
+      (i32.store8 (i32.const ${VERDICT}) (i32.const 1)) (i32.store (i32.const ${REASON}) (i32.const 1)) (i32.const 0)`,
+    configureBody: `(if (i32.gt_u (local.get $len) (i32.const 2)) (then ${STRAIGHT_LINE_LOOP})) (i32.const 0)`,
+  });
+}
