@@ -19,10 +19,18 @@ import { pipelineStatusRoutes } from './routes/pipeline-status.js';
 import { clusterRoutes } from './routes/cluster.js';
 import { matrixRoutes } from './routes/matrix.js';
 import { diffRoutes } from './routes/diff.js';
-import { ImpactService } from '../impact/live-diff.js';
+import { ImpactService, type RecordedFlowSource } from '../impact/live-diff.js';
 import { consoleRoutes } from './routes/console.js';
 import { fleetRoutes } from './routes/fleet.js';
 import type { AdminApiOptions, AdminRouteConfig } from './options.js';
+
+/** POST /v1/diff's recorded flows: those given apart, else the agent's flow recorder (the `flows` option, docs/flows.md). */
+function recordedFlowsOf(options: AdminApiOptions): RecordedFlowSource | undefined {
+  if (options.recordedFlows) return options.recordedFlows;
+  // Read structurally: the recorder (host/flow-records) is built beside this route, and only its query() is needed.
+  const recorder = (options as { flows?: { query(): unknown[] } }).flows;
+  return recorder ? { records: () => recorder.query() } : undefined;
+}
 
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options) => {
   const tokens = new TokenCheck(options.token, options.readsOpen ?? false);
@@ -61,7 +69,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   clusterRoutes(app, options.engine.state);
   matrixRoutes(app, options.engine);
   if (options.fleetStatus) fleetRoutes(app, options.fleetStatus);
-  diffRoutes(app, new ImpactService(options.engine, options.recordedFlows));
+  diffRoutes(app, new ImpactService(options.engine, recordedFlowsOf(options)));
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;
   const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));
