@@ -5,7 +5,7 @@
 //   test/fixtures/wasm/<name>/index.ts -> dist/wasm/fixtures/<name>.wasm
 // A module is rebuilt only when a source it may depend on is newer than it.
 import { readdirSync, statSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, renameSync } from 'node:fs';
-import { basename, join, dirname, resolve } from 'node:path';
+import { join, dirname, relative, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -124,8 +124,8 @@ console.log(`build:wasm: ${count} module(s) built in ${Date.now() - started} ms`
 // start fuel and rewrite version, so an existing entry is never stale. The
 // rewrite and the default limits are the host's own TypeScript, transpiled
 // here before tsc has run into a scratch directory (the rewrite imports its
-// bulk-metering sibling, so they must sit side by side as .js files); none of
-// them imports anything else at run time.
+// bulk-metering sibling, and the limits host/abi/record.ts, so each sits at its
+// place under host/ as a .js file); none of them imports anything else.
 async function importTs(...files) {
   const { default: ts } = await import('typescript');
   const dir = mkdtempSync(join(tmpdir(), 'kwp-build-wasm-'));
@@ -135,9 +135,12 @@ async function importTs(...files) {
         fileName: file,
         compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
       });
-      writeFileSync(join(dir, basename(file).replace(/\.ts$/, '.js')), outputText);
+      // Each file keeps its place under host/, so relative imports between them resolve.
+      const target = join(dir, relative(join(root, 'host'), file).replace(/\.ts$/, '.js'));
+      mkdirSync(dirname(target), { recursive: true });
+      writeFileSync(target, outputText);
     }
-    return await import(pathToFileURL(join(dir, basename(files[0]).replace(/\.ts$/, '.js'))).href);
+    return await import(pathToFileURL(join(dir, relative(join(root, 'host'), files[0]).replace(/\.ts$/, '.js'))).href);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -147,7 +150,7 @@ const cacheDir = join(out, '.instrumented');
 const builtins = existsSync(out) ? readdirSync(out).filter((f) => f.endsWith('.wasm')) : [];
 if (builtins.length) {
   const { rewriteForFuel, instrumentedFileName } = await importTs(join(root, 'host', 'runtime', 'fuel-rewrite.ts'), join(root, 'host', 'runtime', 'bulk-metering.ts'));
-  const { DEFAULT_LIMITS } = await importTs(join(root, 'host', 'runtime', 'limits.ts'));
+  const { DEFAULT_LIMITS } = await importTs(join(root, 'host', 'runtime', 'limits.ts'), join(root, 'host', 'abi', 'record.ts'));
   let written = 0;
   for (const f of builtins) {
     const bytes = readFileSync(join(out, f));

@@ -187,8 +187,14 @@ export class AgentProcess {
   }
 }
 
-/** docs/sandbox.md: the agent's RSS stays below memoryBudgetMiB plus about 150 MiB of base. */
-export const rssBoundMiB = (memoryBudgetMiB = DEFAULT_LIMITS.memoryBudgetMiB) => memoryBudgetMiB + 150;
+/**
+ * docs/sandbox.md: the agent's RSS stays below memoryBudgetMiB plus about
+ * 150 MiB of base, plus up to 8 MiB for the thread of each stage instance
+ * kept (active, rollback and building pipelines), which the budget does not
+ * count.
+ */
+export const THREAD_MIB = 8;
+export const rssBoundMiB = (memoryBudgetMiB = DEFAULT_LIMITS.memoryBudgetMiB, stagesKept = 0) => memoryBudgetMiB + 150 + THREAD_MIB * stagesKept;
 
 /**
  * Issue 14's "bounded": the agent is alive, every /healthz asked during the
