@@ -72,6 +72,19 @@ describe('flow records from the packet path', () => {
     expect(r.audit).toEqual([{ stage: 'np-audit', direction: 'ingress', policy: 'y/allow-web', rule: 'ingress rule 1', action: 'Accept' }]);
   });
 
+  it('records the connections of a batched wakeup, the dataplane\'s path, with the same verdicts and policies', () => {
+    const { engine, recorder } = setUp();
+    const out = new Uint8Array(3);
+    engine.allowsBatch([packet(IP.xa, IP.ya, 80, 40001), packet(IP.xb, IP.ya, 80, 40002), packet(IP.yb, IP.ya, 81, 40003)], out);
+    expect([...out]).toEqual([1, 0, 1]);
+    const flows = recorder.flush();
+    expect(flows.map((f) => [f.src, f.verdict, f.ingress.policy, f.ingress.rule]).sort()).toEqual([
+      ['x/batch', 'deny', 'y/deny-all', 'default deny'],
+      ['x/web-1', 'allow', 'y/allow-web', 'ingress rule 1'],
+      ['y/cache', 'allow', 'y/allow-web', 'ingress rule 0'],
+    ]);
+  });
+
   it('keeps a deny apart from an allow, attributes the default deny to the isolating policy, and names the other rule for another peer', () => {
     const { engine, recorder } = setUp();
     expect(engine.allows(packet(IP.xb, IP.ya, 80))).toBe(false);

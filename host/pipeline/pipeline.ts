@@ -134,6 +134,14 @@ export class Pipeline {
    * earlier stage decided, so each verdict equals the one `allows` gives.
    */
   allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
+    // A flow record needs each direction's deciding stage, policy and rule,
+    // which only the one-packet walk keeps: while recording, the batch is
+    // decided packet by packet, so the dataplane's batched wakeups are
+    // recorded like any other decision.
+    if (this.flowBuffer !== undefined) {
+      for (let i = 0; i < packets.length; i++) out[i] = this.allows(packets[i]) ? 1 : 0;
+      return;
+    }
     for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
       this.decideChunk(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out);
     }
