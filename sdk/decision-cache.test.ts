@@ -46,7 +46,7 @@ const delta = (h: ModuleHarness, fn: () => void) => {
   return { hits: after.hits - before.hits, misses: after.misses - before.misses };
 };
 
-const relabel = (p: HarnessPod, labels: Record<string, string>): HarnessPod => ({ ...p, labels });
+const relabel = (p: HarnessPod, podLabels: Record<string, string>): HarnessPod => ({ ...p, podLabels });
 
 describe('the decision cache', () => {
   it('answers a repeated question from the cache with the verdict and reason the module computed', async () => {
