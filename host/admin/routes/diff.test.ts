@@ -22,7 +22,8 @@ let dir: string;
 
 beforeAll(async () => {
   // The agent runs the shop with its lockdown applied.
-  agent = await startAgentProcess(['--manifests', join(EXAMPLE, 'manifests'), '--manifests', join(EXAMPLE, 'proposed')]);
+  // Without a flow recorder (--flow-ring 0): every request brings its flows, and one without them is refused.
+  agent = await startAgentProcess(['--manifests', join(EXAMPLE, 'manifests'), '--manifests', join(EXAMPLE, 'proposed'), '--flow-ring', '0']);
   ({ url: server, token } = agent);
   dir = mkdtempSync(join(tmpdir(), 'kwp-diff-route-'));
 }, 120_000);
