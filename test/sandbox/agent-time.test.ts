@@ -71,7 +71,12 @@ describe('an upload whose self-test never ends is refused within selfTestTimeout
     const name = `never-${where}-${how}`;
     const { result, health } = await agent.during(() => agent.uploadPatiently(neverStarts(name, where, how), name, '0.0.1'));
     expect(result.status).toBe(422);
-    expect(result.json.code, JSON.stringify(result.json)).toBe('KWP_ERR_SELF_TEST');
+    // A fill loop may spend fuelPerCall's tank (64 MiB a unit per 16 bytes) before the
+    // deadline on a quiet machine: refused on time either way, by the fuel
+    // (a trap in the start function fails instantiation) or by the deadline.
+    // The plain loop pays one unit per 2,000 additions: only the deadline stops it.
+    if (how === 'loop') expect(result.json.code, JSON.stringify(result.json)).toBe('KWP_ERR_SELF_TEST');
+    else expect(['KWP_ERR_SELF_TEST', 'KWP_ERR_INSTANTIATE'], JSON.stringify(result.json)).toContain(result.json.code);
     expect(result.ms).toBeLessThan(UPLOAD_BOUND_MS);
     expectBounded(agent, health);
   }, 60_000);

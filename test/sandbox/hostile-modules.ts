@@ -44,11 +44,14 @@ export function slowForSomePorts(name: string): Uint8Array {
   });
 }
 
+const STRAIGHT_LINE_LOOP = `(loop $l ${'(global.set $sink (i32.add (global.get $sink) (i32.const 7)))'.repeat(2000)} (br $l))`;
+
 /** A module that never finishes in `where` (start function or kwp_configure), whatever the input: the self-test must stop it. */
 export function neverStarts(name: string, where: 'start' | 'configure', how: 'fill' | 'loop'): Uint8Array {
   const body = how === 'fill'
     ? `(loop $l (memory.fill (i32.const 0) (i32.const 7) (i32.const ${FILL})) (br $l))`
-    : '(loop $l (global.set $sink (i32.add (global.get $sink) (i32.const 1))) (br $l))';
+    // 2,000 additions per unit of fuel: the tank of fuelPerCall lasts minutes, so only the self-test deadline stops it.
+    : STRAIGHT_LINE_LOOP;
   return sandboxModule({ memory: BIG_MEMORY, meta: meta(name), ...(where === 'start' ? { startBody: body } : { configureBody: `${body} (i32.const 0)` }) });
 }
 
@@ -112,7 +115,6 @@ export { meta as hostileMeta };
 
 /** kwp_decide loops forever for this port on straight-line code: one unit of fuel per 2,000 additions. */
 export const STRAIGHT_LINE_PORT = 4250;
-const STRAIGHT_LINE_LOOP = `(loop $l ${'(global.set $sink (i32.add (global.get $sink) (i32.const 7)))'.repeat(2000)} (br $l))`;
 
 /**
  * Decides every flow Accept, except STRAIGHT_LINE_PORT, for which kwp_decide
