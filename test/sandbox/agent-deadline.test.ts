@@ -18,26 +18,13 @@ const CONFIGURE_BOUND_MS = 20_000;
 let agent: AgentProcess;
 beforeAll(async () => {
   agent = await AgentProcess.start(['--module-threads', '--sandbox-limit', 'fuelPerDecision=30000000', '--sandbox-limit', 'fuelPerCall=2000000000', '--sandbox-limit', 'feedDeadlineMs=2000']);
-  const up = await agent.uploadPatiently(straightLineLoops('straight-line-loops'), 'straight-line-loops', '0.0.1');
-  expect(up.status, JSON.stringify(up.json)).toBe(201);
-  const put = await agent.request('PUT', '/v1/pipeline', { stages: [{ name: 'hostile', module: 'straight-line-loops' }] });
-  expect(put.status, JSON.stringify(put.json)).toBe(200);
+  await agent.runAlone(straightLineLoops('straight-line-loops'), 'straight-line-loops');
 }, 120_000);
 afterAll(() => agent?.stop());
 
-async function decidedAgain(): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await agent.explain('x/a', 'x/b', 80);
-    if (res.json.verdict === 'allow' && !res.json.egress[0].failure) return;
-    if (Date.now() > deadline) throw new Error(`port 80 was not decided again within 30 s: ${JSON.stringify(res.json)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('a call that fuel lets run for minutes is bounded by its deadline on a real agent', () => {
   it('kwp_decide: the flow is denied within the bound, /healthz answers, the overrun is counted and the stage rebuilt', async () => {
-    await decidedAgain();
+    await agent.decidedAgain();
     const { result, health } = await agent.during(() => agent.explain('x/a', 'x/b', STRAIGHT_LINE_PORT));
     expect(result.status).toBe(200);
     expect(result.json.verdict).toBe('deny');
@@ -47,7 +34,7 @@ describe('a call that fuel lets run for minutes is bounded by its deadline on a 
     const metrics = await agent.request('GET', '/metrics');
     expect(metrics.text).toMatch(/kwp_stage_deadline_exceeded_total\{[^}]*stage="hostile"[^}]*\} 1/);
     expect(agent.log).toMatch(/stage hostile: module straight-line-loops: kwp_decide did not return within 50 ms \(sandbox limit decisionDeadlineMs\)/);
-    await decidedAgain();
+    await agent.decidedAgain();
   }, 60_000);
 
   it('kwp_configure: PUT /v1/pipeline is refused within the bound with KWP_ERR_DEADLINE_EXCEEDED, and the running pipeline keeps deciding', async () => {
@@ -56,6 +43,6 @@ describe('a call that fuel lets run for minutes is bounded by its deadline on a 
     expect(result.text).toContain('KWP_ERR_DEADLINE_EXCEEDED');
     expect(result.ms).toBeLessThan(CONFIGURE_BOUND_MS);
     expectBounded(agent, health);
-    await decidedAgain();
+    await agent.decidedAgain();
   }, 60_000);
 });

@@ -177,6 +177,28 @@ export class AgentProcess {
     return this.request('POST', '/v1/explain', { src, dst, port });
   }
 
+  /**
+   * Uploads `bytes` as `name`@0.0.1 and makes it the pipeline's one stage
+   * `hostile`: the start of every real-agent attack on a single module.
+   */
+  async runAlone(bytes: Uint8Array, name: string): Promise<void> {
+    const up = await this.uploadPatiently(bytes, name, '0.0.1');
+    if (up.status !== 201) throw new Error(`upload of ${name} answered ${up.status}: ${JSON.stringify(up.json)}`);
+    const put = await this.request('PUT', '/v1/pipeline', { stages: [{ name: 'hostile', module: name }] });
+    if (put.status !== 200) throw new Error(`PUT /v1/pipeline answered ${put.status}: ${JSON.stringify(put.json)}`);
+  }
+
+  /** Explains x/a -> x/b on port 80 until the stage (rebuilt after an attack) accepts it again, at most 30 s. */
+  async decidedAgain(): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const res = await this.explain('x/a', 'x/b', 80);
+      if (res.json.verdict === 'allow' && !res.json.egress[0].failure) return;
+      if (Date.now() > deadline) throw new Error(`port 80 was not decided again within 30 s: ${JSON.stringify(res.json)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   async stop(): Promise<void> {
     await this.unwatch();
     if (!this.alive) return;

@@ -20,38 +20,24 @@ const UPLOAD_BOUND_MS = DEFAULT_LIMITS.selfTestTimeoutMs + SELF_TEST_GRACE_MS + 
 let agent: AgentProcess;
 beforeAll(async () => {
   agent = await AgentProcess.start();
-  const up = await agent.uploadPatiently(slowForSomePorts('slow-for-some-ports'), 'slow-for-some-ports', '0.0.1');
-  expect(up.status, JSON.stringify(up.json)).toBe(201);
-  const put = await agent.request('PUT', '/v1/pipeline', { stages: [{ name: 'hostile', module: 'slow-for-some-ports' }] });
-  expect(put.status, JSON.stringify(put.json)).toBe(200);
+  await agent.runAlone(slowForSomePorts('slow-for-some-ports'), 'slow-for-some-ports');
 }, 120_000);
 afterAll(() => agent?.stop());
 
-/** Explains x/a -> x/b on port 80 until the stage (rebuilt after an attack) accepts it again. */
-async function decidedAgain(): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await agent.explain('x/a', 'x/b', 80);
-    if (res.json.verdict === 'allow' && !res.json.egress[0].failure) return;
-    if (Date.now() > deadline) throw new Error(`port 80 was not decided again within 30 s: ${JSON.stringify(res.json)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('a decision that never returns on its own is bounded on a real agent', () => {
   it.each(Object.entries(TIME_ATTACKS).map(([port, [what]]) => [port, what]))('port %s (%s): that flow gets the fail-closed policy within the bound, /healthz answers throughout, and port 80 is decided again', async (port, what) => {
-    await decidedAgain();
+    await agent.decidedAgain();
     const { result, health } = await agent.during(() => agent.explain('x/a', 'x/b', Number(port)));
     expect(result.status).toBe(200);
     expect(result.json.verdict, what).toBe('deny');
     expect(result.json.egress[0]).toMatchObject({ stage: 'hostile', failure: expect.stringMatching(/^(fuel|trap)$/) });
     expect(result.ms).toBeLessThan(DECISION_BOUND_MS);
     expectBounded(agent, health);
-    await decidedAgain();
+    await agent.decidedAgain();
   }, 60_000);
 
   it("an explanation that never returns: its reason is dropped within the bound, and the rest of the flow gets the stage's failure policy while the instance is rebuilt", async () => {
-    await decidedAgain();
+    await agent.decidedAgain();
     const { result, health } = await agent.during(() => agent.explain('x/a', 'x/b', EXPLAIN_ATTACK_PORT));
     expect(result.status).toBe(200);
     expect(result.json.egress[0]).toMatchObject({ stage: 'hostile', verdict: 'Accept' });
