@@ -9,6 +9,7 @@ import { invalidatePodCaches } from "./podcache";
 import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON, OFF_RULE } from "./decision";
 import { registered } from "./evaluator";
 import * as decisionCache from "./decision-cache";
+import { setRuleIndexEnabled } from "./rule-index-switch";
 
 /** ABI 1.3. The host reads this initializer from the binary. */
 export const kwp_abi_version: i32 = 0x00010003;
@@ -40,6 +41,8 @@ export function kwp_configure(ptr: usize, len: i32): i32 {
   decisionCache.objectsChanged();
   const cacheErr = takeDecisionCacheKey(cfg);
   if (cacheErr != null) return max(1, setResultText(cacheErr));
+  const indexErr = takeRuleIndexKey(cfg);
+  if (indexErr != null) return max(1, setResultText(indexErr));
   const err = registered().configure(cfg);
   if (err != null) return max(1, setResultText(err));
   return 0;
@@ -59,6 +62,22 @@ function takeDecisionCacheKey(cfg: JValue): string | null {
   if (v.kind != JKind.Bool) return "config.decisionCache must be true or false";
   if (v.b && !on) return "config.decisionCache is true, but this evaluator does not cache decisions (its verdicts may depend on more than the record and the delivered state); remove the key";
   decisionCache.setDecisionCacheEnabled(v.b);
+  keys.splice(idx, 1);
+  cfg.items!.splice(idx, 1);
+  return null;
+}
+
+// `ruleIndex` is the SDK's too (sdk/rule-index-switch.ts): false selects the
+// unindexed evaluation, for differential tests and diagnosis.
+function takeRuleIndexKey(cfg: JValue): string | null {
+  setRuleIndexEnabled(true);
+  if (cfg.kind != JKind.Object) return null;
+  const keys = cfg.keys!;
+  const idx = keys.indexOf("ruleIndex");
+  if (idx < 0) return null;
+  const v = cfg.items![idx];
+  if (v.kind != JKind.Bool) return "config.ruleIndex must be true or false";
+  setRuleIndexEnabled(v.b);
   keys.splice(idx, 1);
   cfg.items!.splice(idx, 1);
   return null;

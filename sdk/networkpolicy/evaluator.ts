@@ -14,8 +14,10 @@
 // pods of other clusters from cluster-local policies that way.
 
 import { Evaluator, Decision, Verdict, JValue, PodInfo, pods, Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort } from "../index";
-import { Policy, compilePolicy, policyKey, matchedAt } from "./policy";
-import { Isolation, NOT_ISOLATED, PodEntry, PodTable } from "./podtable";
+import { Policy, compilePolicy, policyKey, matchedAt, NO_PEER_MATCH } from "./policy";
+import { Isolation, NOT_ISOLATED, PodTable } from "./podtable";
+import { PortIndex } from "../port-index";
+import { SharedTable } from "../intern";
 
 // Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
 // up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
@@ -26,6 +28,12 @@ const REASON_NO_SUBJECT: u32 = 3;
 const FIRST_SERIAL: u32 = 16;
 const DENY_FLAG: u32 = 0x80000000;
 const EXPLAIN_MAX_POLICIES = 5;
+/**
+ * Distinct isolations kept for sharing. Pods of one workload are isolated by
+ * the same policies, so they share one Isolation and its rule index; past the
+ * bound the table starts over (a pod computed then gets its own copy).
+ */
+const SHARED_ISOLATIONS = 8192;
 
 export class NetworkPolicyEvaluator extends Evaluator {
   /** namespace -> name -> policy: the names are the policies' own strings, so no "<ns>/<name>" key is kept per policy. */
@@ -35,6 +43,8 @@ export class NetworkPolicyEvaluator extends Evaluator {
   private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
   private table: PodTable = new PodTable();
   private nextSerial: u32 = FIRST_SERIAL;
+  /** Isolations by the serials of their policies: a serial names one compiled policy version. */
+  private isolations: SharedTable<Isolation> = new SharedTable<Isolation>(SHARED_ISOLATIONS);
   /** Between RESET and SYNCED: recomputing per object would be quadratic, so it waits for SYNCED. */
   private snapshotting: bool = false;
 
@@ -44,11 +54,13 @@ export class NetworkPolicyEvaluator extends Evaluator {
   canBeSubject(pod: PodInfo): bool { return true; }
 
   /**
-   * The peer as `policy`'s rules get to see it: `peer` by default; null makes
-   * the rules treat the far end as an address that is no known pod (ipBlocks
-   * still apply). Called on the decision path: must not allocate.
+   * The peer as the rules of a policy whose `flags` are `policyFlags` get to
+   * see it: `peer` by default; null makes the rules treat the far end as an
+   * address that is no known pod (ipBlocks still apply). It may depend on
+   * nothing else of the policy (the rule index keeps only the flags). Called
+   * on the decision path: must not allocate.
    */
-  peerFor(policy: Policy, peer: PodInfo | null): PodInfo | null { return peer; }
+  peerFor(policyFlags: u32, peer: PodInfo | null): PodInfo | null { return peer; }
 
   /** Called once per compiled policy, with its object, before it is used; may set `policy.flags`. */
   policyCompiled(policy: Policy, obj: JValue): void {}
@@ -64,7 +76,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       this.podsByNamespace.set(pod.namespace, ids);
     }
     ids.add(pod.id);
-    this.table.set(pod.id, new PodEntry(pod, this.isolationOf(pod)));
+    this.table.set(pod, this.isolationOf(pod));
   }
 
   podDeleted(pod: PodInfo): void {
@@ -90,12 +102,21 @@ export class NetworkPolicyEvaluator extends Evaluator {
       if (p.isolatesIngress) ingress.push(p);
       if (p.isolatesEgress) egress.push(p);
     }
-    return ingress.length == 0 && egress.length == 0 ? NOT_ISOLATED : new Isolation(toStatic(ingress), toStatic(egress));
+    if (ingress.length == 0 && egress.length == 0) return NOT_ISOLATED;
+    let key = "";
+    for (let i = 0; i < ingress.length; i++) key += ingress[i].serial.toString() + ",";
+    key += "|";
+    for (let i = 0; i < egress.length; i++) key += egress[i].serial.toString() + ",";
+    const known = this.isolations.get(key);
+    if (known != null) return known;
+    const iso = new Isolation(toStatic(ingress), toStatic(egress));
+    this.isolations.share(key, iso);
+    return iso;
   }
 
   private refresh(id: u32): void {
-    const e = this.table.get(id);
-    if (e != null) e.isolation = this.isolationOf(e.pod);
+    const at = this.table.slot(id);
+    if (at >= 0) this.table.setIsolationAt(at, this.isolationOf(this.table.podAt(at)));
   }
 
   /**
@@ -109,9 +130,10 @@ export class NetworkPolicyEvaluator extends Evaluator {
     if (this.snapshotting || !this.podsByNamespace.has(namespace)) return;
     const ids = this.podsByNamespace.get(namespace).values();
     for (let i = 0; i < ids.length; i++) {
-      const e = this.table.get(ids[i]);
-      if (e == null) continue;
-      if ((before != null && before.selects(e.pod)) || (after != null && after.selects(e.pod))) e.isolation = this.isolationOf(e.pod);
+      const at = this.table.slot(ids[i]);
+      if (at < 0) continue;
+      const pod = this.table.podAt(at);
+      if ((before != null && before.selects(pod)) || (after != null && after.selects(pod))) this.table.setIsolationAt(at, this.isolationOf(pod));
     }
   }
 
@@ -126,7 +148,11 @@ export class NetworkPolicyEvaluator extends Evaluator {
     const policy = compilePolicy(obj, this.nextSerial);
     if (policy == null) return;
     this.policyCompiled(policy!, obj);
-    this.nextSerial = this.nextSerial >= DENY_FLAG - 1 ? FIRST_SERIAL : this.nextSerial + 1;
+    if (this.nextSerial >= DENY_FLAG - 1) {
+      // Serials start over: a shared isolation keyed by an old serial must not be found for a new policy.
+      this.nextSerial = FIRST_SERIAL;
+      this.isolations = new SharedTable<Isolation>(SHARED_ISOLATIONS);
+    } else this.nextSerial++;
     const before = this.remove(policy.namespace, policy.name);
     let names: Map<string, Policy>;
     if (this.byName.has(policy.namespace)) names = this.byName.get(policy.namespace);
@@ -187,34 +213,52 @@ export class NetworkPolicyEvaluator extends Evaluator {
   decide(d: Decision): Verdict {
     const ingress = d.isIngress;
     const subjectId = ingress ? d.dstPodId : d.srcPodId;
-    const entry = this.table.get(subjectId);
-    if (entry == null) {
+    const slot = this.table.slot(subjectId);
+    if (slot < 0) {
       d.reason = REASON_NO_SUBJECT;
       return Verdict.Next;
     }
-    const iso = entry.isolation;
+    const iso = this.table.isolationAt(slot);
     const policies = ingress ? iso.ingress : iso.egress;
     const n = policies.length;
     if (n == 0) {
       d.reason = ingress ? REASON_NOT_ISOLATED_INGRESS : REASON_NOT_ISOLATED_EGRESS;
       return Verdict.Next;
     }
-    const subject = entry.pod;
-    const peerEntry = this.table.get(ingress ? d.srcPodId : d.dstPodId);
+    const subject = this.table.podAt(slot);
+    const peerPod = this.table.pod(ingress ? d.srcPodId : d.dstPodId);
     // A host-networked peer is the node as far as NetworkPolicy goes: no pod
     // selector matches it and its container ports do not name ports.
-    const peer = peerEntry != null && !peerEntry.pod.hostNetwork ? peerEntry.pod : null;
+    const peer = peerPod != null && !peerPod.hostNetwork ? peerPod : null;
     const dstPod = ingress ? subject : peer;
     const family = d.family;
     const peerAddr = ingress ? d.srcAddr : d.dstAddr;
     const protocol = d.protocol;
     const dstPort = d.dstPort;
+    const indexed = ingress ? iso.ingressRules : iso.egressRules;
+    if (indexed != null) {
+      // Only the rules whose ports can match, in the order the scan below
+      // would try them: the first whose peer matches is the scan's answer.
+      const index = indexed.ports;
+      index.begin(protocol, dstPort, dstPod);
+      while (true) {
+        const flat = index.next();
+        if (flat < 0) break;
+        const at = indexed.peerIndex(flat, subject.namespace, this.peerFor(indexed.flagsOf(flat), peer), family, peerAddr);
+        if (at == NO_PEER_MATCH) continue;
+        d.reason = unchecked(policies[indexed.policyOf(flat)]).serial;
+        d.rule = packRule(ingress, indexed.ruleOf(flat), at, PortIndex.portAt);
+        return Verdict.Accept;
+      }
+      d.reason = DENY_FLAG | ((subjectId & 0x3fffffff) << 1) | (ingress ? 1 : 0);
+      return Verdict.Deny;
+    }
     for (let i = 0; i < n; i++) {
       const p = unchecked(policies[i]);
       const rules = ingress ? p.ingress : p.egress;
       // Named ports still resolve against the real destination pod: scope
       // hides who the peer is, not which port it listens on.
-      const seen = this.peerFor(p, peer);
+      const seen = this.peerFor(p.flags, peer);
       for (let j = 0, m = rules.length; j < m; j++) {
         if (unchecked(rules[j]).matches(p.namespace, seen, family, peerAddr, protocol, dstPort, dstPod)) {
           d.reason = p.serial;
@@ -235,9 +279,10 @@ export class NetworkPolicyEvaluator extends Evaluator {
       const id = (reason & ~DENY_FLAG) >> 1;
       const ingress = (reason & 1) != 0;
       const dir = ingress ? "ingress" : "egress";
-      const entry = this.table.get(id);
-      if (entry == null) return "no " + dir + " rule matched (the pod is gone)";
-      const list = ingress ? entry.isolation.ingress : entry.isolation.egress;
+      const at = this.table.slot(id);
+      if (at < 0) return "no " + dir + " rule matched (the pod is gone)";
+      const iso = this.table.isolationAt(at);
+      const list = ingress ? iso.ingress : iso.egress;
       let names = "";
       for (let i = 0; i < list.length && i < EXPLAIN_MAX_POLICIES; i++) names += (i > 0 ? ", " : "") + list[i].key;
       if (list.length > EXPLAIN_MAX_POLICIES) names += " and " + (list.length - EXPLAIN_MAX_POLICIES).toString() + " more";
@@ -256,9 +301,10 @@ export class NetworkPolicyEvaluator extends Evaluator {
   attribution(reason: u32, rule: u32): Attribution | null {
     if ((reason & DENY_FLAG) != 0) {
       const id = (reason & ~DENY_FLAG) >> 1;
-      const entry = this.table.get(id);
-      if (entry == null) return null;
-      const list = (reason & 1) != 0 ? entry.isolation.ingress : entry.isolation.egress;
+      const at = this.table.slot(id);
+      if (at < 0) return null;
+      const iso = this.table.isolationAt(at);
+      const list = (reason & 1) != 0 ? iso.ingress : iso.egress;
       return list.length > 0 ? new Attribution(list[0].key, "default deny") : null;
     }
     // Below FIRST_SERIAL: a Next (no policy decided). An unknown serial: the policy changed since.
@@ -280,8 +326,8 @@ export class NetworkPolicyEvaluator extends Evaluator {
   cachesDecisions(): bool { return true; }
 
   isSubject(pod: PodInfo): bool {
-    const entry = this.table.get(pod.id);
-    return entry != null && entry.isolation.any;
+    const at = this.table.slot(pod.id);
+    return at >= 0 && this.table.isolationAt(at).any;
   }
 }
 
