@@ -15,7 +15,8 @@
 
 import { Evaluator, Decision, Verdict, JValue, PodInfo, pods, Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort } from "../index";
 import { Policy, compilePolicy, policyKey, matchedAt, NO_PEER_MATCH } from "./policy";
-import { Isolation, NOT_ISOLATED, PodTable } from "./podtable";
+import { Isolation, NOT_ISOLATED } from "./podtable";
+import { PodTable } from "../pod-table";
 import { PortIndex } from "../port-index";
 import { SharedTable } from "../intern";
 
@@ -41,7 +42,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
   private bySerial: Map<u32, Policy> = new Map<u32, Policy>();
   private byNamespace: Map<string, Array<Policy>> = new Map<string, Array<Policy>>();
   private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
-  private table: PodTable = new PodTable();
+  private table: PodTable<Isolation> = new PodTable<Isolation>();
   private nextSerial: u32 = FIRST_SERIAL;
   /** Isolations by the serials of their policies: a serial names one compiled policy version. */
   private isolations: SharedTable<Isolation> = new SharedTable<Isolation>(SHARED_ISOLATIONS);
@@ -116,7 +117,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
 
   private refresh(id: u32): void {
     const at = this.table.slot(id);
-    if (at >= 0) this.table.setIsolationAt(at, this.isolationOf(this.table.podAt(at)));
+    if (at >= 0) this.table.setValueAt(at, this.isolationOf(this.table.podAt(at)));
   }
 
   /**
@@ -133,7 +134,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       const at = this.table.slot(ids[i]);
       if (at < 0) continue;
       const pod = this.table.podAt(at);
-      if ((before != null && before.selects(pod)) || (after != null && after.selects(pod))) this.table.setIsolationAt(at, this.isolationOf(pod));
+      if ((before != null && before.selects(pod)) || (after != null && after.selects(pod))) this.table.setValueAt(at, this.isolationOf(pod));
     }
   }
 
@@ -218,7 +219,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       d.reason = REASON_NO_SUBJECT;
       return Verdict.Next;
     }
-    const iso = this.table.isolationAt(slot);
+    const iso = this.table.valueAt(slot)!;
     const policies = ingress ? iso.ingress : iso.egress;
     const n = policies.length;
     if (n == 0) {
@@ -281,7 +282,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       const dir = ingress ? "ingress" : "egress";
       const at = this.table.slot(id);
       if (at < 0) return "no " + dir + " rule matched (the pod is gone)";
-      const iso = this.table.isolationAt(at);
+      const iso = this.table.valueAt(at)!;
       const list = ingress ? iso.ingress : iso.egress;
       let names = "";
       for (let i = 0; i < list.length && i < EXPLAIN_MAX_POLICIES; i++) names += (i > 0 ? ", " : "") + list[i].key;
@@ -303,7 +304,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       const id = (reason & ~DENY_FLAG) >> 1;
       const at = this.table.slot(id);
       if (at < 0) return null;
-      const iso = this.table.isolationAt(at);
+      const iso = this.table.valueAt(at)!;
       const list = (reason & 1) != 0 ? iso.ingress : iso.egress;
       return list.length > 0 ? new Attribution(list[0].key, "default deny") : null;
     }
@@ -327,7 +328,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
 
   isSubject(pod: PodInfo): bool {
     const at = this.table.slot(pod.id);
-    return at >= 0 && this.table.isolationAt(at).any;
+    return at >= 0 && this.table.valueAt(at)!.any;
   }
 }
 
