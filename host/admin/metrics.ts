@@ -35,6 +35,8 @@ const VERDICT_LABELS = ['next', 'accept', 'deny', 'pass'] as const;
 export class AdminMetrics {
   readonly registry = new Registry();
   private readonly seen = new Map<Stage, Snapshot>();
+  /** Stages whose decide and decideVerdicts sample decision times. */
+  private readonly timed = new WeakSet<Stage>();
   private readonly verdicts: Counter<'stage' | 'module' | 'direction' | 'verdict'>;
   private readonly traps: Counter<'module' | 'stage'>;
   private readonly fuel: Counter<'module' | 'stage'>;
@@ -144,7 +146,12 @@ export class AdminMetrics {
     controller.observe({
       built: (p) => this.instrument(p),
       activated: (_next, _previous, entry) => this.swaps.inc({ action: entry.action }),
-      retired: (p) => { for (const s of p.stages) this.flush(s); for (const s of p.stages) this.seen.delete(s); },
+      retired: (p) => {
+        for (const s of p.stages) this.flush(s);
+        // A stage the engine shares with a live pipeline keeps counting: forgetting what was flushed would count it again.
+        const live = new Set(controller.livePipelines().filter((q) => q !== p).flatMap((q) => q.stages));
+        for (const s of p.stages) if (!live.has(s)) this.seen.delete(s);
+      },
     });
     for (const p of controller.livePipelines()) this.instrument(p);
   }
@@ -157,6 +164,9 @@ export class AdminMetrics {
   private instrument(p: Pipeline): void {
     const every = this.sampleEvery;
     for (const stage of p.stages) {
+      // A stage shared with an earlier revision (PolicyEngine) is timed already.
+      if (this.timed.has(stage)) continue;
+      this.timed.add(stage);
       const hist = this.decisionSeconds.labels({ stage: stage.name });
       const decide = stage.decide.bind(stage);
       let n = 0;
