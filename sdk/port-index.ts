@@ -29,7 +29,11 @@
 // All of it lives in one array of words (`data`), so a query reads one
 // contiguous stretch of memory rather than a dozen small objects:
 //   [0,1] any entries (start, end)   [2,3] odd entries   [4..6] TCP/UDP/SCTP
-//   segment tables (0: none)   [7,8] names table (start, count)
+//   segment tables (0: none)   [7,8] names table (start, count)   [9] where
+//   the owner's own words start (`build(extraWords)`: an evaluator keeps its
+//   flattened rules in the same array, one allocation and one stretch of
+//   memory per list)   [10,11] the port lists and modes (PortIndex.ports,
+//   .modes) for SCAN entries
 //   segment table: count n, n first ports, n + 1 entry offsets
 //   names table: per name (protocol, name pointer, entry offset), then one
 //   more such triple whose offset ends the last name's entries.
@@ -48,7 +52,7 @@ const PORT_SCAN: u32 = 0xfe;
 export enum PortMode { List = 0, Every = 1, Nothing = 2 }
 
 const SLOTS = 3;
-const HEADER = 9;
+const HEADER = 12;
 const EMPTY_DATA = new StaticArray<u32>(HEADER);
 /** Lists a query merges: the protocol's segment, `any`, `odd` and up to this many minus three named ports. */
 const MAX_LISTS = 8;
@@ -116,7 +120,8 @@ export class PortIndexBuilder {
     return n.entries;
   }
 
-  build(): PortIndex {
+  /** The index, with `extraWords` zeroed words for the owner at `data[9]`. */
+  build(extraWords: i32 = 0): PortIndex {
     const out = new Array<u32>(0);
     for (let i = 0; i < HEADER; i++) out.push(0);
     out[0] = out.length;
@@ -139,10 +144,14 @@ export class PortIndexBuilder {
       for (let j = 0; j < e.entries.length; j++) out.push(e.entries[j]);
     }
     out[table + n * 3 + 2] = out.length;
+    out[9] = out.length;
+    for (let i = 0; i < extraWords; i++) out.push(0);
     const x = new PortIndex();
-    x.data = StaticArray.fromArray<u32>(out);
     x.ports = StaticArray.fromArray<StaticArray<PortMatcher>>(this.ports);
     x.modes = StaticArray.fromArray<u8>(this.modes);
+    out[10] = <u32>changetype<usize>(x.ports);
+    out[11] = <u32>changetype<usize>(x.modes);
+    x.data = StaticArray.fromArray<u32>(out);
     return x;
   }
 
@@ -203,7 +212,12 @@ let curDst: PodInfo | null = null;
 /** More named ports resolved than there are cursors: the query walks every rule instead. */
 let curEveryRule: bool = false;
 let curNextFlat: i32 = 0;
+let curData: StaticArray<u32> = EMPTY_DATA;
 
+/**
+ * Owns one index: `data` is what queries read (and what an owner passes to
+ * PortIndex.begin); the lists are referenced from it and kept alive here.
+ */
 export class PortIndex {
   data: StaticArray<u32> = EMPTY_DATA;
   /** Per rule its port list, for SCAN entries and the fallback walk. */
@@ -215,9 +229,15 @@ export class PortIndex {
 
   get ruleCount(): i32 { return this.ports.length; }
 
-  /** Starts a query: the rules that can match `protocol`/`port` towards `dst` (null: not a known pod). */
-  begin(protocol: u8, port: u16, dst: PodInfo | null): void {
-    const data = this.data;
+  /** Where the owner's words start in `data`. */
+  static extra(data: StaticArray<u32>): i32 { return <i32>unchecked(data[9]); }
+
+  /**
+   * Starts a query over an index's `data`: the rules that can match
+   * `protocol`/`port` towards `dst` (null: not a known pod).
+   */
+  static begin(data: StaticArray<u32>, protocol: u8, port: u16, dst: PodInfo | null): void {
+    curData = data;
     curProtocol = protocol;
     curPort = port;
     curDst = dst;
@@ -261,12 +281,12 @@ export class PortIndex {
   }
 
   /** The flat index of the next candidate rule in rule order, or -1; sets PortIndex.portAt. */
-  next(): i32 {
-    if (curEveryRule) return this.nextOfAll();
+  static next(): i32 {
+    if (curEveryRule) return PortIndex.nextOfAll();
     const count = curCount;
+    const data = curData;
     while (true) {
       // The rule that comes first among the lists' heads.
-      const data = this.data;
       let flat: u32 = 0xffffff;
       for (let i = 0; i < count; i++) {
         const pos = unchecked(curPos[i]);
@@ -293,20 +313,23 @@ export class PortIndex {
         PortIndex.portAt = portByte == PORT_NO_LIST ? -1 : <i32>portByte;
         return <i32>flat;
       }
-      const at = firstMatch(unchecked(this.ports[flat]), curProtocol, curPort, curDst);
+      const ports = changetype<StaticArray<StaticArray<PortMatcher>>>(<usize>unchecked(data[10]));
+      const at = firstMatch(unchecked(ports[flat]), curProtocol, curPort, curDst);
       if (at >= 0) { PortIndex.portAt = at; return <i32>flat; }
     }
     return -1;
   }
 
   /** The fallback walk: every rule with a port that matches, as a scan would find it. */
-  private nextOfAll(): i32 {
-    const n = this.ports.length;
+  private static nextOfAll(): i32 {
+    const all = changetype<StaticArray<StaticArray<PortMatcher>>>(<usize>unchecked(curData[10]));
+    const modes = changetype<StaticArray<u8>>(<usize>unchecked(curData[11]));
+    const n = all.length;
     while (curNextFlat < n) {
       const flat = curNextFlat++;
-      const mode = unchecked(this.modes[flat]);
+      const mode = unchecked(modes[flat]);
       if (mode == <u8>PortMode.Nothing) continue;
-      const ports = unchecked(this.ports[flat]);
+      const ports = unchecked(all[flat]);
       if (mode == <u8>PortMode.Every || ports.length == 0) {
         PortIndex.portAt = -1;
         return flat;

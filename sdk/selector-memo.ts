@@ -18,7 +18,7 @@ import { Labels } from "./labels";
 import { LabelSelector } from "./selector";
 import { ruleIndexEnabled } from "./rule-index-switch";
 
-const BITS: u32 = 14;
+const BITS: u32 = 12;
 const SLOTS: i32 = 1 << BITS;
 const table = new StaticArray<u64>(SLOTS);
 

@@ -15,7 +15,7 @@ import { Policy, Rule, Peer, PeerKind, comparePolicies, matchedAt } from "./poli
 import { KindStore } from "./kind-store";
 import { NodeEntry, ResolvedName } from "./cluster-objects";
 import { AddressSetBuilder } from "./address-set";
-import { TierRules, indexTierRules } from "./rule-index";
+import { indexTierRules, peerIndex, reasonOf, verdictOf, ruleOf, NO_PEER } from "./rule-index";
 import { PortIndex } from "../../sdk/port-index";
 import { SharedTable } from "../../sdk/intern";
 
@@ -33,8 +33,12 @@ class PodPolicies {
   egressTie: StaticArray<u8> = new StaticArray<u8>(0);
   ingress: StaticArray<Policy> = new StaticArray<Policy>(0);
   ingressTie: StaticArray<u8> = new StaticArray<u8>(0);
-  egressRules: TierRules | null = null;
-  ingressRules: TierRules | null = null;
+  /** What decide reads: the indexes' data (null: scan). */
+  egressRules: StaticArray<u32> | null = null;
+  ingressRules: StaticArray<u32> | null = null;
+  /** The indexes themselves, which own what the data points at. */
+  egressIndex: PortIndex | null = null;
+  ingressIndex: PortIndex | null = null;
 }
 
 /** Distinct policy lists kept for sharing; past the bound the table starts over. */
@@ -358,8 +362,10 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     pp.ingress = ingress;
     pp.egressTie = tieFlags(egress);
     pp.ingressTie = tieFlags(ingress);
-    pp.egressRules = indexTierRules(egress, pp.egressTie, true);
-    pp.ingressRules = indexTierRules(ingress, pp.ingressTie, false);
+    pp.egressIndex = indexTierRules(egress, pp.egressTie, true);
+    pp.ingressIndex = indexTierRules(ingress, pp.ingressTie, false);
+    if (pp.egressIndex != null) pp.egressRules = pp.egressIndex!.data;
+    if (pp.ingressIndex != null) pp.ingressRules = pp.ingressIndex!.data;
     this.shared.share(key, pp);
     return pp;
   }
@@ -433,16 +439,16 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     if (indexed != null) {
       // Only the rules whose ports can match, in evaluation order: the first
       // whose peer matches is the one the scan below would find.
-      const index = indexed.ports;
-      index.begin(protocol, port, dst);
+      const data = indexed!;
+      PortIndex.begin(data, protocol, port, dst);
       while (true) {
-        const flat = index.next();
+        const flat = PortIndex.next();
         if (flat < 0) break;
-        const peer = indexed.peerIndex(flat, other, family, addr);
-        if (peer == -2) continue;
-        d.reason = indexed.reasonOf(flat);
-        d.rule = packRule(!egress, indexed.ruleOf(flat), peer, PortIndex.portAt);
-        return indexed.verdictOf(flat);
+        const peer = peerIndex(data, flat, other, family, addr);
+        if (peer == NO_PEER) continue;
+        d.reason = reasonOf(data, flat);
+        d.rule = packRule(!egress, ruleOf(data, flat), peer, PortIndex.portAt);
+        return verdictOf(data, flat);
       }
       return Verdict.Next;
     }

@@ -18,7 +18,7 @@ import { Policy, compilePolicy, policyKey, matchedAt, NO_PEER_MATCH } from "./po
 import { Isolation, NOT_ISOLATED } from "./podtable";
 import { PodTable } from "../pod-table";
 import { PortIndex } from "../port-index";
-import { SharedTable } from "../intern";
+import { peerIndex, flagsOf, policyOf, ruleOf } from "./rule-index";
 
 // Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
 // up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
@@ -35,6 +35,8 @@ const EXPLAIN_MAX_POLICIES = 5;
  * bound the table starts over (a pod computed then gets its own copy).
  */
 const SHARED_ISOLATIONS = 8192;
+/** Distinct isolations a snapshot's SYNCED indexes (takeIndexBudget). */
+const SYNC_INDEXES = 4096;
 
 export class NetworkPolicyEvaluator extends Evaluator {
   /** namespace -> name -> policy: the names are the policies' own strings, so no "<ns>/<name>" key is kept per policy. */
@@ -45,7 +47,9 @@ export class NetworkPolicyEvaluator extends Evaluator {
   private table: PodTable<Isolation> = new PodTable<Isolation>();
   private nextSerial: u32 = FIRST_SERIAL;
   /** Isolations by the serials of their policies: a serial names one compiled policy version. */
-  private isolations: SharedTable<Isolation> = new SharedTable<Isolation>(SHARED_ISOLATIONS);
+  private isolations: Map<u64, Isolation> = new Map<u64, Isolation>();
+  /** New isolations that may still get an index in this call; -1: no limit (outside a snapshot's SYNCED). */
+  private indexBudget: i32 = -1;
   /** Between RESET and SYNCED: recomputing per object would be quadratic, so it waits for SYNCED. */
   private snapshotting: bool = false;
 
@@ -104,15 +108,36 @@ export class NetworkPolicyEvaluator extends Evaluator {
       if (p.isolatesEgress) egress.push(p);
     }
     if (ingress.length == 0 && egress.length == 0) return NOT_ISOLATED;
-    let key = "";
-    for (let i = 0; i < ingress.length; i++) key += ingress[i].serial.toString() + ",";
-    key += "|";
-    for (let i = 0; i < egress.length; i++) key += egress[i].serial.toString() + ",";
-    const known = this.isolations.get(key);
-    if (known != null) return known;
-    const iso = new Isolation(toStatic(ingress), toStatic(egress));
-    this.isolations.share(key, iso);
+    // The lists' identity as a hash of the policies' serials (a serial names
+    // one compiled policy version); a hash shared by other lists is simply
+    // not shared. No strings: a snapshot computes this for every pod.
+    let h: u64 = 0xcbf29ce484222325;
+    for (let i = 0; i < ingress.length; i++) h = (h ^ <u64>ingress[i].serial) * 0x100000001b3;
+    h = (h ^ 0xffffffff) * 0x100000001b3;
+    for (let i = 0; i < egress.length; i++) h = (h ^ <u64>egress[i].serial) * 0x100000001b3;
+    const shared = this.isolations;
+    if (shared.has(h)) {
+      const known = shared.get(h);
+      if (sameList(ingress, known.ingress) && sameList(egress, known.egress)) return known;
+      return new Isolation(toStatic(ingress), toStatic(egress), this.takeIndexBudget());
+    }
+    const iso = new Isolation(toStatic(ingress), toStatic(egress), this.takeIndexBudget());
+    if (shared.size >= SHARED_ISOLATIONS) shared.clear();
+    shared.set(h, iso);
     return iso;
+  }
+
+  /**
+   * Whether the next new isolation gets a rule index. A snapshot computes
+   * every pod's isolation in one call (SYNCED), under one call's fuel: it
+   * indexes at most SYNC_INDEXES distinct lists, and the rest are scanned
+   * until a change recomputes them (an index is an optimisation; the scan
+   * gives the same answers).
+   */
+  private takeIndexBudget(): bool {
+    if (this.indexBudget == 0) return false;
+    if (this.indexBudget > 0) this.indexBudget--;
+    return true;
   }
 
   private refresh(id: u32): void {
@@ -140,7 +165,10 @@ export class NetworkPolicyEvaluator extends Evaluator {
 
   private recomputeAll(): void {
     const all = pods.all();
+    this.isolations.clear();
+    this.indexBudget = SYNC_INDEXES;
     for (let i = 0; i < all.length; i++) this.refresh(all[i].id);
+    this.indexBudget = -1;
   }
 
   // --- policies ---
@@ -152,7 +180,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
     if (this.nextSerial >= DENY_FLAG - 1) {
       // Serials start over: a shared isolation keyed by an old serial must not be found for a new policy.
       this.nextSerial = FIRST_SERIAL;
-      this.isolations = new SharedTable<Isolation>(SHARED_ISOLATIONS);
+      this.isolations.clear();
     } else this.nextSerial++;
     const before = this.remove(policy.namespace, policy.name);
     let names: Map<string, Policy>;
@@ -221,7 +249,9 @@ export class NetworkPolicyEvaluator extends Evaluator {
     }
     const iso = this.table.valueAt(slot)!;
     const policies = ingress ? iso.ingress : iso.egress;
-    const n = policies.length;
+    const indexed = ingress ? iso.ingressRules : iso.egressRules;
+    // An indexed list is never empty; not reading its length spares a cache line.
+    const n = indexed != null ? 1 : policies.length;
     if (n == 0) {
       d.reason = ingress ? REASON_NOT_ISOLATED_INGRESS : REASON_NOT_ISOLATED_EGRESS;
       return Verdict.Next;
@@ -236,19 +266,18 @@ export class NetworkPolicyEvaluator extends Evaluator {
     const peerAddr = ingress ? d.srcAddr : d.dstAddr;
     const protocol = d.protocol;
     const dstPort = d.dstPort;
-    const indexed = ingress ? iso.ingressRules : iso.egressRules;
     if (indexed != null) {
       // Only the rules whose ports can match, in the order the scan below
       // would try them: the first whose peer matches is the scan's answer.
-      const index = indexed.ports;
-      index.begin(protocol, dstPort, dstPod);
+      const data = indexed!;
+      PortIndex.begin(data, protocol, dstPort, dstPod);
       while (true) {
-        const flat = index.next();
+        const flat = PortIndex.next();
         if (flat < 0) break;
-        const at = indexed.peerIndex(flat, subject.namespace, this.peerFor(indexed.flagsOf(flat), peer), family, peerAddr);
+        const at = peerIndex(data, flat, subject.namespace, this.peerFor(flagsOf(data, flat), peer), family, peerAddr);
         if (at == NO_PEER_MATCH) continue;
-        d.reason = unchecked(policies[indexed.policyOf(flat)]).serial;
-        d.rule = packRule(ingress, indexed.ruleOf(flat), at, PortIndex.portAt);
+        d.reason = unchecked(policies[policyOf(data, flat)]).serial;
+        d.rule = packRule(ingress, ruleOf(data, flat), at, PortIndex.portAt);
         return Verdict.Accept;
       }
       d.reason = DENY_FLAG | ((subjectId & 0x3fffffff) << 1) | (ingress ? 1 : 0);
@@ -330,6 +359,12 @@ export class NetworkPolicyEvaluator extends Evaluator {
     const at = this.table.slot(pod.id);
     return at >= 0 && this.table.valueAt(at)!.any;
   }
+}
+
+function sameList(a: Array<Policy>, b: StaticArray<Policy>): bool {
+  if (a.length != b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] != b[i]) return false;
+  return true;
 }
 
 function toStatic(a: Array<Policy>): StaticArray<Policy> {

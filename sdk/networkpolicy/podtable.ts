@@ -3,7 +3,8 @@
 
 export { PodTable } from "../pod-table";
 import { Policy } from "./policy";
-import { DirectionRules, indexRules } from "./rule-index";
+import { indexRules } from "./rule-index";
+import { PortIndex } from "../port-index";
 
 /**
  * The policies isolating one pod, per direction, and their rules indexed by
@@ -11,11 +12,19 @@ import { DirectionRules, indexRules } from "./rule-index";
  * same policies; immutable.
  */
 export class Isolation {
-  ingressRules: DirectionRules | null = null;
-  egressRules: DirectionRules | null = null;
-  constructor(public ingress: StaticArray<Policy>, public egress: StaticArray<Policy>) {
-    this.ingressRules = indexRules(ingress, true);
-    this.egressRules = indexRules(egress, false);
+  /** What decide reads: the indexes' data (null: scan), first in the object. */
+  ingressRules: StaticArray<u32> | null = null;
+  egressRules: StaticArray<u32> | null = null;
+  /** The indexes themselves, which own what the data points at. */
+  private ingressIndex: PortIndex | null = null;
+  private egressIndex: PortIndex | null = null;
+  constructor(public ingress: StaticArray<Policy>, public egress: StaticArray<Policy>, indexed: bool = true) {
+    const i = indexed ? indexRules(ingress, true) : null;
+    const e = indexed ? indexRules(egress, false) : null;
+    this.ingressIndex = i;
+    this.egressIndex = e;
+    if (i != null) this.ingressRules = i.data;
+    if (e != null) this.egressRules = e.data;
   }
   get any(): bool { return this.ingress.length > 0 || this.egress.length > 0; }
 }

@@ -10,7 +10,7 @@ import {
 } from "../index";
 import { matchedAt } from "../attribution";
 export { matchedAt } from "../attribution";
-import { intern, SharedTable } from "../intern";
+import { intern } from "../intern";
 import { selectorMatches } from "../selector-memo";
 
 // Shared empty lists and the `{}` selector: a field initializer that
@@ -156,17 +156,6 @@ export function policyKey(obj: JValue): string | null {
   return ns + "/" + name;
 }
 
-// Many policies name the same blocks (the cluster's pod or service ranges);
-// like selectors, a compiled block is shared by content, so it is one hot
-// object instead of one cold copy per policy. IPBlocks are immutable.
-const compiledBlocks = new SharedTable<IPBlock>(4096);
-
-function sharedBlock(b: IPBlock): IPBlock {
-  let key = b.cidr.text;
-  for (let i = 0; i < b.except.length; i++) key += " " + b.except[i].text;
-  return compiledBlocks.share(key, b);
-}
-
 function compilePeer(v: JValue, at: string): Peer {
   const p = new Peer();
   if (v.kind != JKind.Object) {
@@ -190,7 +179,7 @@ function compilePeer(v: JValue, at: string): Peer {
       return p;
     }
     p.kind = PEER_IPBLOCK;
-    p.ipBlock = sharedBlock(block);
+    p.ipBlock = block;
     return p;
   }
   if (hasNs) {
