@@ -23,6 +23,9 @@ export const TARGETS = {
   'e2e.connPerSec.enforced': '>= 0.9 x acceptAll',
   'e2e.packetProcessP50Micros': '<= 10',
   'e2e.packetProcessP99Micros': '<= 100',
+  'e2e.judgeP50Micros': '<= 2',
+  'e2e.judgeP99Micros': '<= 10',
+  'e2e.strictCutMillis': '<= 1000 (10,000 connections)',
 };
 
 type Json = Record<string, any>;
@@ -56,6 +59,9 @@ function verdict(result: Json, key: string): string {
     }
     case 'e2e.packetProcessP50Micros': return v <= 10 ? 'met' : 'MISSED';
     case 'e2e.packetProcessP99Micros': return v <= 100 ? 'met' : 'MISSED';
+    case 'e2e.judgeP50Micros': return v <= 2 ? 'met' : 'MISSED';
+    case 'e2e.judgeP99Micros': return v <= 10 ? 'met' : 'MISSED';
+    case 'e2e.strictCutMillis': return v <= 1000 ? 'met' : 'MISSED';
     default: return '';
   }
 }
@@ -121,6 +127,8 @@ const ROWS: Array<[string, string]> = [
   ['e2e.judgeP99Micros', 'of which the pipeline (judge) p99 µs'],
   ['e2e.verdictCallP50Micros', 'of which the verdict call p50 µs'],
   ['e2e.verdictCallP99Micros', 'of which the verdict call p99 µs'],
+  ['e2e.strictCutMillis', 'strict mode: ms to cut 10,000 denied connections'],
+  ['e2e.strictCutPath', 'strict mode cut path'],
   ['e2e.reason', 'e2e skipped because'],
   ['fleet.agents', 'fleet: simulated agents on one emulator'],
   ['fleet.convergenceP50Millis', 'fleet: change to a node reporting it, p50 ms'],

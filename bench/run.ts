@@ -17,6 +17,7 @@ import {
   allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
 } from './harness.js';
 import { runE2E, type E2EResult } from './e2e.js';
+import { runStrictCutBench } from './e2e-strict-cut.js';
 import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
 import { FlowRecorder } from '../host/flow-records/flow-recorder.js';
@@ -536,7 +537,7 @@ async function main(): Promise<void> {
 
   if (wanted('e2e') && !noE2E) {
     const e2e: E2EResult = await runE2E({ connections: settings.e2eConnections, rounds: settings.e2eRounds, log });
-    result.e2e = e2e;
+    result.e2e = 'reason' in e2e ? e2e : { ...e2e, ...(await runStrictCutBench(log)) };
   }
 
   if (wanted('fleet')) {

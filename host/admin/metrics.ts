@@ -22,7 +22,7 @@ export interface AdminMetricsOptions {
   /** Node's process metrics (CPU, memory, event loop lag); default true. */
   processMetrics?: boolean;
   /** The agent's dataplane, when it has one: its counters and packet-process times are exported (read at scrape time, so it may start later). */
-  dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'>;
+  dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'> & Partial<Pick<Dataplane, 'strictCutPath'>>;
   /** The flow recorder, when recording: per-policy verdict counts (kwp_policy_verdicts_total). */
   flows?: FlowRecorder;
 }
@@ -201,6 +201,8 @@ export class AdminMetrics {
       ['dropped', 'Queued packets the pipeline denied (dropped).'],
       ['parseErrors', 'Queued packets that could not be parsed (given the configured default).'],
       ['dnsAnswers', 'DNS answers observed for domainNames peers.'],
+      ['strictCut', 'Accepted connections strict mode cut because the policy now denies them.'],
+      ['strictCutFailures', 'Connections strict mode should have cut but could not (logged with the error).'],
     ];
     for (const [field, help] of counters) {
       const name = `kwp_dataplane_${field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`;
@@ -214,6 +216,15 @@ export class AdminMetrics {
         },
       });
     }
+    new Gauge({
+      name: 'kwp_dataplane_strict_cut_path', help: 'How strict mode cuts connections: 1 for the path in use, netlink (batches through the kwp-conntrack-netlink addon) or conntrack-process (one conntrack process per connection); absent without strict mode.',
+      labelNames: ['path'], registers,
+      collect() {
+        this.reset();
+        const path = dp.strictCutPath;
+        if (path) this.set({ path }, 1);
+      },
+    });
     new Gauge({
       name: 'kwp_packet_process_micros', help: 'Time from a queued packet to its verdict, percentiles over the agent\'s life, in microseconds.',
       labelNames: ['quantile'], registers,
