@@ -18,6 +18,9 @@ function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
 }
 
+/** A module call the batched walk needs: `stage` decides the first `n` records of `batch` into `out`. */
+interface BatchStep { stage: Stage; batch: Uint8Array; n: number; out: Uint8Array }
+
 export class Pipeline {
   readonly stages: readonly Stage[];
   readonly spec: PipelineSpec;
@@ -52,6 +55,11 @@ export class Pipeline {
    * recording is switched on and off for the active pipeline, not rebuilt.
    */
   flowBuffer: FlowBuffer | undefined;
+  /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
+  private readonly threaded: boolean;
+  /** The asynchronous walks, one after another (they share the batch scratch); walksInFlight counts those asked for and not done. */
+  private walking: Promise<void> = Promise.resolve();
+  private walksInFlight = 0;
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -60,6 +68,7 @@ export class Pipeline {
     this.enforcing = this.stages.filter((s) => s.mode === 'enforce');
     this.auditing = this.stages.filter((s) => s.mode === 'audit');
     this.enforcingIndex = Int16Array.from(this.enforcing, (s) => this.stages.indexOf(s));
+    this.threaded = this.stages.some((s) => s.isolation === 'worker');
   }
 
   /**
@@ -137,17 +146,60 @@ export class Pipeline {
     // A flow record needs each direction's deciding stage, policy and rule,
     // which only the one-packet walk keeps: while recording, the batch is
     // decided packet by packet, so the dataplane's batched wakeups are
-    // recorded like any other decision.
-    if (this.flowBuffer !== undefined) {
+    // recorded like any other decision. The same while an asynchronous walk
+    // is suspended: the batch scratch is its.
+    if (this.flowBuffer !== undefined || this.walksInFlight > 0) {
       for (let i = 0; i < packets.length; i++) out[i] = this.allows(packets[i]) ? 1 : 0;
       return;
     }
     for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
-      this.decideChunk(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out);
+      const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out);
+      for (let r = steps.next(); !r.done; r = steps.next()) r.value.stage.decideVerdicts(r.value.batch, r.value.n, r.value.out);
     }
   }
 
-  private decideChunk(packets: readonly Packet[], start: number, count: number, out: Uint8Array): void {
+  /**
+   * `allowsBatch` whose module calls do not block this thread: each stage
+   * whose instance runs in a thread of its own (`--module-threads`) decides
+   * while the event loop runs on, and `out` is filled when the promise
+   * resolves (it never rejects). Batches are walked one after another.
+   * Undefined when it would gain nothing — no stage runs in a thread, or
+   * flows are recorded (packet by packet, as `allowsBatch` does) — so the
+   * caller decides synchronously.
+   */
+  allowsBatchAsync(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined {
+    if (this.flowBuffer !== undefined || !this.threaded) return undefined;
+    const idle = this.walksInFlight === 0;
+    this.walksInFlight++;
+    const walk = async () => {
+      try {
+        for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
+          const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out);
+          for (let r = steps.next(); !r.done; r = steps.next()) await r.value.stage.decideVerdictsAsync(r.value.batch, r.value.n, r.value.out);
+        }
+      } finally {
+        this.walksInFlight--;
+      }
+    };
+    // An idle pipeline starts at once: the first module call is posted before this returns.
+    const done = idle ? walk() : this.walking.then(walk);
+    this.walking = done.catch(() => undefined);
+    return done;
+  }
+
+  /** One module call of the batched walk, handed to the caller (allowsBatch makes it at once, allowsBatchAsync awaits it); reused. */
+  private readonly step: BatchStep = { stage: undefined as unknown as Stage, batch: this.encoded, n: 0, out: this.verdicts };
+
+  private ask(stage: Stage, batch: Uint8Array, n: number, out: Uint8Array): BatchStep {
+    const q = this.step;
+    q.stage = stage;
+    q.batch = batch;
+    q.n = n;
+    q.out = out;
+    return q;
+  }
+
+  private *chunkSteps(packets: readonly Packet[], start: number, count: number, out: Uint8Array): Generator<BatchStep, void> {
     const enc = this.encoded;
     const state = this.state;
     const multicluster = state.multiclusterMode;
@@ -170,15 +222,15 @@ export class Pipeline {
     if (this.auditing.length) {
       for (const dir of [EGRESS, INGRESS]) {
         setDirection(enc, count, dir);
-        for (const s of this.auditing) s.decideVerdicts(enc, count, this.verdicts);
+        for (const s of this.auditing) yield this.ask(s, enc, count, this.verdicts);
       }
     }
     const pending = this.pending;
     for (let i = 0; i < count; i++) pending[i] = i;
-    const egressAllowed = this.walkBatch(EGRESS, count, count);
+    const egressAllowed = yield* this.walkBatch(EGRESS, count, count);
     // Only what egress allowed walks ingress; the rest is denied.
     out.fill(0, start, start + count);
-    const allowed = this.walkBatch(INGRESS, egressAllowed, count);
+    const allowed = yield* this.walkBatch(INGRESS, egressAllowed, count);
     for (let k = 0; k < allowed; k++) out[start + pending[k]] = 1;
   }
 
@@ -187,7 +239,7 @@ export class Pipeline {
    * enforcing stages in direction `dir` (`chunk` records are encoded); returns how many were allowed, and
    * leaves their indices in `pending[0..n)`.
    */
-  private walkBatch(dir: number, count: number, chunk: number): number {
+  private *walkBatch(dir: number, count: number, chunk: number): Generator<BatchStep, number> {
     const enc = this.encoded;
     const pending = this.pending;
     const allowed = this.allowedIdx;
@@ -237,13 +289,13 @@ export class Pipeline {
           packed = true;
           batch = this.work;
         }
-        stage.decideVerdicts(batch, n, verdicts);
+        yield this.ask(stage, batch, n, verdicts);
       } else {
         // Only the records touching a subject go to the module; the rest are Next.
         for (let j = 0; j < m; j++) this.selectedIdx[j] = pending[selected[j]];
         this.pack(this.selectedIdx, m);
         packed = false;
-        stage.decideVerdicts(this.work, m, this.selectedVerdicts);
+        yield this.ask(stage, this.work, m, this.selectedVerdicts);
         stage.countSkipped(n - m);
         verdicts.fill(Verdict.Next, 0, n);
         for (let j = 0; j < m; j++) verdicts[selected[j]] = this.selectedVerdicts[j];
@@ -383,6 +435,11 @@ export class Pipeline {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    // Walks already asked for finish first: their packets get the modules' verdicts, not the failure policy.
+    if (this.walksInFlight > 0) {
+      void this.walking.then(() => { for (const s of this.stages) s.dispose(); });
+      return;
+    }
     for (const s of this.stages) s.dispose();
   }
 }
