@@ -56,24 +56,8 @@ export class SlotKeys {
     // the same optional parts, so only those present are filled and compared.
     const v6 = buffer.family(slot) === 6;
     const audited = buffer.audited(slot);
-    if (v6) {
-      const a = buffer.v6;
-      const ao = slot * V6_WORDS;
-      for (let i = 0; i < V6_WORDS; i++) {
-        const v = a[ao + i];
-        k[V6_AT + i] = v;
-        h = Math.imul(h ^ v, 0x01000193);
-      }
-    }
-    if (audited) {
-      const a = buffer.audits;
-      const ao = slot * AUDIT_WORDS;
-      for (let i = 0; i < AUDIT_WORDS; i++) {
-        const v = a[ao + i];
-        k[AUDITS_AT + i] = v;
-        h = Math.imul(h ^ v, 0x01000193);
-      }
-    }
+    if (v6) h = this.take(h, buffer.v6, slot * V6_WORDS, V6_WORDS, V6_AT);
+    if (audited) h = this.take(h, buffer.audits, slot * AUDIT_WORDS, AUDIT_WORDS, AUDITS_AT);
     h = (h ^ (h >>> 15)) >>> 0;
     const table = this.table;
     const mask = table.length - 1;
@@ -91,6 +75,17 @@ export class SlotKeys {
     this.hashes[e] = h;
     this.place(e, h);
     return ~e;
+  }
+
+  /** Copies `n` words of `from` (at `at`) into the scratch key at `to`, mixing them into the hash `h`. */
+  private take(h: number, from: Uint32Array, at: number, n: number, to: number): number {
+    const k = this.scratch;
+    for (let i = 0; i < n; i++) {
+      const v = from[at + i];
+      k[to + i] = v;
+      h = Math.imul(h ^ v, 0x01000193);
+    }
+    return h;
   }
 
   /** Forgets every key (a new interval). */
