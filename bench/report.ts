@@ -16,7 +16,7 @@ export const TARGETS = {
   'flows.packetPathCostPercent': '<= 5',
   'scaling.ratio': '>= 0.5',
   'update.p99Millis': '<= 100',
-  'memory.rssMiB': '<= 256',
+  'memory.rssMiB': '<= 128',
   'hotSwap.errors': '= 0',
   'hotSwap.buildMaxMillis': '<= 300',
   'hotSwap.maxStallMillis': '<= 5',
@@ -49,7 +49,7 @@ function verdict(result: Json, key: string): string {
     case 'flows.packetPathCostPercent': return v <= 5 ? 'met' : 'MISSED';
     case 'scaling.ratio': return v >= 0.5 ? 'met' : 'MISSED';
     case 'update.p99Millis': return v <= 100 ? 'met' : 'MISSED';
-    case 'memory.rssMiB': return v <= 256 ? 'met' : 'MISSED';
+    case 'memory.rssMiB': return v <= 128 ? 'met' : 'MISSED';
     case 'hotSwap.errors': return v === 0 ? 'met' : 'MISSED';
     case 'hotSwap.buildMaxMillis': return v <= 300 ? 'met' : 'MISSED';
     case 'hotSwap.maxStallMillis': return v <= 5 ? 'met' : 'MISSED';
