@@ -173,7 +173,6 @@ export class Pipeline {
     // A flow record needs each direction's deciding stage, reason and rule
     // codes; a module in its own thread (--module-threads) answers a batch
     // with verdicts only, so such a pipeline decides packet by packet while
-    // recording.
     // recording. The same while an asynchronous walk is suspended: the batch
     // scratch is its.
     if ((flows !== undefined && !this.batchReportsCodes) || this.walksInFlight > 0) {
