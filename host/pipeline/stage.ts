@@ -74,6 +74,12 @@ export type InstanceFailure = Exclude<StageFailure, 'unavailable'>;
  */
 export type StageIsolation = 'thread' | 'worker';
 
+/** A delivery that arrived while an instance was being fed: applied to it, and to the snapshot it was fed, once the feed is done. */
+interface QueuedDelivery {
+  fn: (inst: ModuleInstance) => void;
+  hold: (held: HeldState) => void;
+}
+
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
 const FEED_SLICE_MS = 2;
 
@@ -114,7 +120,7 @@ export class Stage implements StateListener {
   private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
-  private feedQueue: Array<(inst: ModuleInstance) => void> | undefined;
+  private feedQueue: QueuedDelivery[] | undefined;
   /** What the instance holds (set whenever `instance` is). */
   private held: HeldState | undefined;
   private building = false;
@@ -188,7 +194,7 @@ export class Stage implements StateListener {
    */
   async startAsync(slice = 1000): Promise<void> {
     this.slice = slice;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
@@ -378,11 +384,12 @@ export class Stage implements StateListener {
 
   /**
    * Builds an instance in slices. With `queued` it is fed the current state
-   * and then the deliveries queued meanwhile (each attempt re-reads the
+   * and then the deliveries queued meanwhile, which update the snapshot it
+   * was fed too, so it is not taken again in one synchronous go (each attempt re-reads the
    * state, which includes them, so the queue starts over); without, it is
    * fed `from` only. A cap that proves too small is doubled up to the ceiling.
    */
-  private async buildAsync(queued: Array<(inst: ModuleInstance) => void> | null, from?: HeldState, floor = 0): Promise<{ inst: ModuleInstance; held: HeldState }> {
+  private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0): Promise<{ inst: ModuleInstance; held: HeldState }> {
     let source = from ?? this.currentState();
     let cap = this.capFor(source.bytes, floor);
     for (;;) {
@@ -411,9 +418,11 @@ export class Stage implements StateListener {
         }
         inst.feeding = false;
         if (queued) {
-          for (const fn of queued) fn(inst);
+          for (const { fn, hold } of queued) {
+            fn(inst);
+            hold(source);
+          }
           queued.length = 0;
-          source = this.currentState();
         }
         return { inst, held: source };
       } catch (err) {
@@ -440,7 +449,7 @@ export class Stage implements StateListener {
     if (this.building || this.disposed) return;
     this.building = true;
     this.stateProblem = problem;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     try {
       const { inst, held } = await this.buildAsync(queued, undefined, floor);
@@ -751,7 +760,7 @@ export class Stage implements StateListener {
    */
   private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
-      this.feedQueue.push(fn);
+      this.feedQueue.push({ fn, hold });
       return;
     }
     if (this.stateProblem?.kind === 'rejected') {
