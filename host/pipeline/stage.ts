@@ -754,6 +754,18 @@ export class Stage implements StateListener {
     return inst === undefined || this.lastFailure ? 0 : inst.lastRule();
   }
 
+  /** `lastReasonCode()` and `lastRuleCode()` written to `out[at]` and `out[at + 1]`: the recorded packet path's one call for both. */
+  lastCodesInto(out: Uint32Array, at: number): void {
+    const inst = this.instance;
+    if (inst === undefined || this.lastFailure) {
+      out[at] = 0;
+      out[at + 1] = 0;
+      return;
+    }
+    out[at] = inst.lastReason();
+    out[at + 1] = inst.lastRule();
+  }
+
   /** The reason and rule codes of the last `decide`, for flow records (0, 0 after a failure). */
   lastCodes(): { reason: number; rule: number } {
     const inst = this.instance;
