@@ -1,9 +1,12 @@
 // When the kernel fast path must forget what it holds, and when it must hold
 // nothing at all. A tuple's verdict depends on the pipeline, on the objects
 // every stage was fed and on the PodInfos of its two pods: exactly what the
-// decision caches track (sdk/decision-cache.ts). So every cluster-state
-// event and every activation invalidates at once, in the event itself,
-// before any later decision: not after refreshOnChange's 50 ms.
+// decision caches track (sdk/decision-cache.ts). So every pod event, every
+// delivery of objects of a kind some stage of the active pipeline takes, and
+// every activation invalidates at once, in the event itself, before any
+// later decision: not after refreshOnChange's 50 ms. A snapshot of a kind
+// identical to the last one (a manifest re-read re-delivers every kind) is
+// not a change: the stages are fed the same objects in the same order.
 //
 // The fast path holds nothing while the active pipeline
 //   - has an audit stage: audit stages must see every connection;
@@ -14,7 +17,8 @@
 // and a decision is not kept when a stage answered it by its failure policy
 // or answers with another state than the cluster's (StageStateProblem).
 
-import { Kinds } from '../contract.js';
+import { createHash } from 'node:crypto';
+import { Kinds, type KindKey, type KubeObject } from '../contract.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
 import type { PolicyEngine } from '../pipeline/engine.js';
 import type { ClusterState } from '../state/cluster-state.js';
@@ -49,6 +53,12 @@ export function pipelineHealth(pipeline: Pipeline): number {
   return failures;
 }
 
+function snapshotDigest(objects: readonly KubeObject[]): string {
+  const hash = createHash('sha256');
+  for (const o of objects) hash.update(JSON.stringify(o)).update('\n');
+  return hash.digest('hex');
+}
+
 export interface FastPathInvalidationOptions {
   fastPath: FastPath;
   state: ClusterState;
@@ -66,11 +76,27 @@ export function invalidateFastPathOnChange(options: FastPathInvalidationOptions)
   fastPath.setJudgeHealth(() => (engine.hasActive ? pipelineHealth(engine.active) : -1));
   if (engine.hasActive) assess(engine.active);
   else fastPath.block('no pipeline is active yet', 'pipeline');
+  const taken = (kind: KindKey) => engine.hasActive && engine.active.stages.some((s) => s.kinds.includes(kind));
+  const causeOf = (kind: KindKey): InvalidationCause => (kind === Kinds.Pod ? 'pod' : 'object');
+  /** The last snapshot of each kind a stage takes, as a digest; dropped when the kind changes otherwise. */
+  const snapshots = new Map<KindKey, string>();
   const unsubscribeState = state.subscribe({
     podUpserted: invalidate('pod'),
     podDeleted: invalidate('pod'),
-    objectsReplaced: (kind) => fastPath.invalidate(kind === Kinds.Pod ? 'pod' : 'object'),
-    objectApplied: (kind) => fastPath.invalidate(kind === Kinds.Pod ? 'pod' : 'object'),
+    objectsReplaced: (kind, objects) => {
+      if (!taken(kind)) {
+        snapshots.delete(kind);
+        return;
+      }
+      const digest = snapshotDigest(objects);
+      const same = snapshots.get(kind) === digest;
+      snapshots.set(kind, digest);
+      if (!same) fastPath.invalidate(causeOf(kind));
+    },
+    objectApplied: (kind) => {
+      snapshots.delete(kind);
+      if (taken(kind)) fastPath.invalidate(causeOf(kind));
+    },
   });
   const unsubscribeEngine = engine.subscribe({
     activated: (next) => assess(next),

@@ -36,7 +36,7 @@ const np = (name: string, spec: Record<string, unknown>): KubeObject => ({
 /** Ingress to x/server only from app=client pods, on TCP 80 and UDP 5353; every other port denied. */
 const CLIENTS_TO_80 = [np('server-from-clients', {
   podSelector: { matchLabels: { app: 'server' } }, policyTypes: ['Ingress'],
-  ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }], ports: [{ protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 5353 }] }],
+  ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }], ports: [{ protocol: 'TCP', port: 80 }, { protocol: 'UDP', port: 5353 }] }],
 })];
 /** The same server, no ingress at all. */
 const NOTHING_IN = [np('server-from-clients', { podSelector: { matchLabels: { app: 'server' } }, policyTypes: ['Ingress'] })];
