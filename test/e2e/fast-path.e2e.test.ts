@@ -136,6 +136,13 @@ async function relabel(pod: string, labels: Record<string, string>): Promise<voi
   await reloaded;
 }
 
+function startAgent() {
+  return startKwpAgent(lab, {
+    manifests: [join(dir, 'manifests'), join(dir, 'policies')],
+    args: [`--table-name=${TABLE}`, '--queue-id=4300', '--dns-queue-id=4301', '--fast-path-timeout=600', `--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`],
+  });
+}
+
 beforeAll(async () => {
   sweepStaleLabs();
   lab = await Lab.create({
@@ -153,10 +160,7 @@ beforeAll(async () => {
   mkdirSync(join(dir, 'policies'));
   policyFile = join(dir, 'policies', 'policies.yaml');
   await replaceYaml(policyFile, CLIENTS_TO_80);
-  agent = await startKwpAgent(lab, {
-    manifests: [join(dir, 'manifests'), join(dir, 'policies')],
-    args: [`--table-name=${TABLE}`, '--queue-id=4300', '--dns-queue-id=4301', '--fast-path-timeout=600', `--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`],
-  });
+  agent = await startAgent();
   expect(agent.queueMode).toBe('xtables');
 }, 180_000);
 
@@ -243,5 +247,22 @@ describe('the kernel fast path of kwp agent (xtables mode: ipset)', () => {
     for (let i = 0; i < 3; i++) expect((await held.send(700)).ok).toBe(false);
     expect(await probe(t)).toBe(false);
     await held.close();
+  });
+
+  it('after a crash (SIGKILL, failing open) decided tuples keep their verdicts in the kernel until they time out, and the next agent starts from empty sets', async () => {
+    await baseline();
+    const allowed = tuple('y/client', 'x/server', 'TCP', 80);
+    const denied = tuple('y/client', 'x/server', 'TCP', 81);
+    await decidedInKernel(allowed, true);
+    await decidedInKernel(denied, false);
+    await agent!.process.kill('SIGKILL');
+    expect(await probe(allowed)).toBe(true);
+    // Nobody listens, so the queue bypasses; but the deny entry decides first.
+    expect(await probe(denied)).toBe(false);
+    expect(await probe(tuple('y/other', 'x/server', 'TCP', 81))).toBe(true);
+    agent = await startAgent();
+    expect(await entryPackets(denied, 'deny')).toBeUndefined();
+    expect(await entryPackets(allowed, 'accept')).toBeUndefined();
+    await decidedInKernel(denied, false);
   });
 });
