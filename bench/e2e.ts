@@ -75,7 +75,7 @@ async function bestOf(lab: Lab, count: number): Promise<ClientResult> {
 }
 
 async function startNode(lab: Lab, config: E2ENodeConfig): Promise<LabProcess> {
-  const proc = lab.spawnInNode(process.execPath, [join(here, 'e2e-node.js'), JSON.stringify(config)]);
+  const proc = lab.spawnInNode(process.execPath, [...(process.env.KWP_E2E_NODE_FLAGS ?? '').split(' ').filter(Boolean), join(here, 'e2e-node.js'), JSON.stringify(config)]);
   const line = await proc.waitForLine((l) => l.includes('"event":"started"') || l.includes('"event":"error"'), 120_000);
   const event = JSON.parse(line);
   if (event.event !== 'started') throw new Error(`the e2e dataplane did not start: ${event.message}`);
@@ -94,6 +94,8 @@ const seen = new Set<string>();
 async function stopNode(proc: LabProcess): Promise<void> {
   proc.send(JSON.stringify({ op: 'stop' }));
   await Promise.race([proc.waitForLine((l) => l.includes('"event":"stopped"'), 10_000).catch(() => undefined), new Promise((r) => setTimeout(r, 10_000))]);
+  // It exits by itself after "stopped"; waiting lets a --cpu-prof agent (KWP_E2E_NODE_FLAGS) write its profile.
+  await Promise.race([new Promise((r) => (proc.child.exitCode !== null ? r(undefined) : proc.child.once('exit', r))), new Promise((r) => setTimeout(r, 10_000))]);
   await proc.kill();
 }
 

@@ -38,11 +38,15 @@ class GeneratedSource implements ObjectSource {
 }
 
 const scale = SCALES[(process.argv[2] ?? 'large') as keyof typeof SCALES];
+// Where the MiB go, step by step (docs/performance.md): a bare process, then the agent's code loaded, then started.
+const atStart = process.memoryUsage();
 // The CLI entry of `kwp agent` first: its static imports are the agent's module graph.
 await import('../host/cli/agent.js');
 const { Agent } = await import('../host/agent.js');
 const { createLogger } = await import('../host/log.js');
 
+(globalThis as { gc?: () => void }).gc?.();
+const afterImports = process.memoryUsage();
 const stateDir = mkdtempSync(join(tmpdir(), 'kwp-bench-memory-'));
 const discard = new Writable({ write(_chunk, _enc, done) { done(); } });
 const agent = new Agent({
@@ -65,6 +69,12 @@ try {
   const loaded = ['etcd3', 'fastify', 'prom-client', 'pino'].filter((name) => cjs.some((f) => f.includes(`/node_modules/${name}/`)));
   process.stdout.write(JSON.stringify({
     rssMiB: mib(usage.rss),
+    steps: {
+      bareProcess: { rssMiB: mib(atStart.rss), heapUsedMiB: mib(atStart.heapUsed) },
+      codeLoaded: { rssMiB: mib(afterImports.rss), heapUsedMiB: mib(afterImports.heapUsed) },
+      started: { rssMiB: mib(usage.rss), heapUsedMiB: mib(usage.heapUsed) },
+    },
+    nodeFlags: process.execArgv,
     heapUsedMiB: mib(usage.heapUsed),
     externalMiB: mib(usage.external),
     arrayBuffersMiB: mib(usage.arrayBuffers),

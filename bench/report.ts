@@ -18,9 +18,14 @@ export const TARGETS = {
   'update.p99Millis': '<= 100',
   'memory.rssMiB': '<= 256',
   'hotSwap.errors': '= 0',
+  'hotSwap.buildMaxMillis': '<= 300',
+  'hotSwap.maxStallMillis': '<= 5',
   'e2e.connPerSec.enforced': '>= 0.9 x acceptAll',
   'e2e.packetProcessP50Micros': '<= 10',
   'e2e.packetProcessP99Micros': '<= 100',
+  'e2e.judgeP50Micros': '<= 2',
+  'e2e.judgeP99Micros': '<= 10',
+  'e2e.strictCutMillis': '<= 1000 (10,000 connections)',
 };
 
 type Json = Record<string, any>;
@@ -46,12 +51,17 @@ function verdict(result: Json, key: string): string {
     case 'update.p99Millis': return v <= 100 ? 'met' : 'MISSED';
     case 'memory.rssMiB': return v <= 256 ? 'met' : 'MISSED';
     case 'hotSwap.errors': return v === 0 ? 'met' : 'MISSED';
+    case 'hotSwap.buildMaxMillis': return v <= 300 ? 'met' : 'MISSED';
+    case 'hotSwap.maxStallMillis': return v <= 5 ? 'met' : 'MISSED';
     case 'e2e.connPerSec.enforced': {
       const base = get(result, 'e2e.connPerSec.acceptAll');
       return typeof base === 'number' ? (v >= 0.9 * base ? 'met' : 'MISSED') : '';
     }
     case 'e2e.packetProcessP50Micros': return v <= 10 ? 'met' : 'MISSED';
     case 'e2e.packetProcessP99Micros': return v <= 100 ? 'met' : 'MISSED';
+    case 'e2e.judgeP50Micros': return v <= 2 ? 'met' : 'MISSED';
+    case 'e2e.judgeP99Micros': return v <= 10 ? 'met' : 'MISSED';
+    case 'e2e.strictCutMillis': return v <= 1000 ? 'met' : 'MISSED';
     default: return '';
   }
 }
@@ -99,6 +109,14 @@ const ROWS: Array<[string, string]> = [
   ['hotSwap.buildMaxMillis', 'longest buildAsync, ms'],
   ['hotSwap.maxStallMillis', 'longest wait of the decision loop during swaps, ms'],
   ['hotSwap.syncBuildMillis', 'one synchronous build (packet path held), ms'],
+  ['hotSwap.byChange.stageAdded.buildMaxMillis', '  a stage added (five shared): longest build, ms'],
+  ['hotSwap.byChange.stageAdded.maxStallMillis', '  a stage added: longest wait, ms'],
+  ['hotSwap.byChange.stageRemoved.buildMaxMillis', '  a stage removed (all shared): longest build, ms'],
+  ['hotSwap.byChange.stageRemoved.maxStallMillis', '  a stage removed: longest wait, ms'],
+  ['hotSwap.byChange.stageConfigChanged.buildMaxMillis', '  one stage\'s config changed (np fed anew): longest build, ms'],
+  ['hotSwap.byChange.stageConfigChanged.maxStallMillis', '  one stage\'s config changed: longest wait, ms'],
+  ['hotSwap.byChange.stageConfigRestored.buildMaxMillis', '  that config restored (np shared with the previous pipeline): longest build, ms'],
+  ['hotSwap.byChange.stageConfigRestored.maxStallMillis', '  that config restored: longest wait, ms'],
   ['e2e.mode', 'e2e queue mode'],
   ['e2e.connPerSec.enforced', 'TCP conn/s, default pipeline'],
   ['e2e.connPerSec.acceptAll', 'TCP conn/s, allow-all pipeline'],
@@ -109,6 +127,8 @@ const ROWS: Array<[string, string]> = [
   ['e2e.judgeP99Micros', 'of which the pipeline (judge) p99 µs'],
   ['e2e.verdictCallP50Micros', 'of which the verdict call p50 µs'],
   ['e2e.verdictCallP99Micros', 'of which the verdict call p99 µs'],
+  ['e2e.strictCutMillis', 'strict mode: ms to cut 10,000 denied connections'],
+  ['e2e.strictCutPath', 'strict mode cut path'],
   ['e2e.reason', 'e2e skipped because'],
   ['fleet.agents', 'fleet: simulated agents on one emulator'],
   ['fleet.convergenceP50Millis', 'fleet: change to a node reporting it, p50 ms'],

@@ -17,9 +17,11 @@ import {
   allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
 } from './harness.js';
 import { runE2E, type E2EResult } from './e2e.js';
+import { runStrictCutBench } from './e2e-strict-cut.js';
 import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
 import { FlowRecorder } from '../host/flow-records/flow-recorder.js';
+import { AGENT_NODE_FLAGS } from '../host/agent-node-flags.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root: dist/bench/run.js → ../.. */
@@ -35,8 +37,8 @@ const wanted = (section: string) => !only || only.has(section);
 const merge = argv.includes('--merge');
 
 const settings = quick
-  ? { flows: 4096, measureMs: 300, latencySamples: 20_000, updateRounds: 20, swaps: 2, e2eConnections: 500, e2eRounds: 1 }
-  : { flows: 8192, measureMs: 2000, latencySamples: 200_000, updateRounds: 100, swaps: 5, e2eConnections: 2000, e2eRounds: 3 };
+  ? { flows: 4096, measureMs: 300, latencySamples: 20_000, updateRounds: 20, swaps: 4, e2eConnections: 500, e2eRounds: 1 }
+  : { flows: 8192, measureMs: 2000, latencySamples: 200_000, updateRounds: 100, swaps: 8, e2eConnections: 2000, e2eRounds: 3 };
 
 function log(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -291,30 +293,58 @@ function updateSection(setup: Setup) {
 }
 
 /**
+ * The pipeline changes the hot-swap loop cycles through, each from the one
+ * before, all with the first pipeline's verdicts (the checked invariant):
+ * a `next` stage appended (five stages shared, one small stage fed), that
+ * stage removed (all shared), the np stage's decision cache switched off (np
+ * fed anew: a config change refeeds its stage), and switched back on (np
+ * shared with the previous pipeline, which the agent keeps for rollback).
+ */
+function swapChanges(): Array<{ change: string; spec: PipelineSpec }> {
+  const withNext = defaultPipeline();
+  withNext.stages.push({ name: 'bench-next', module: 'next' });
+  const npUncached = defaultPipeline();
+  npUncached.stages = npUncached.stages.map((s) => (s.name === 'np' ? { ...s, config: { ...(s.config ?? {}), decisionCache: false } } : s));
+  return [
+    { change: 'stageAdded', spec: withNext },
+    { change: 'stageRemoved', spec: defaultPipeline() },
+    { change: 'stageConfigChanged', spec: npUncached },
+    { change: 'stageConfigRestored', spec: defaultPipeline() },
+  ];
+}
+
+/**
  * Pipeline swaps under decision load. A decision loop runs on the event loop
  * (one batch of packets per turn, checked against the verdicts the first
  * pipeline gave: the objects do not change), while swaps build the next
- * pipeline with `PolicyEngine.buildAsync` and activate it. An error is a
- * build that throws, an unhealthy stage after activation, or any verdict
- * that differs. `maxStallMillis` is the longest time the decision loop had
- * to wait for a turn; `syncBuildMillis` is one `build` (the stall a
- * synchronous swap imposes) for comparison.
+ * pipeline of `swapChanges()` with `PolicyEngine.buildAsync` and activate
+ * it; as the agent's controller does, the previous pipeline is kept (for
+ * rollback) and the one before it disposed. An error is a build that throws,
+ * an unhealthy stage after activation, or any verdict that differs.
+ * `maxStallMillis` is the longest time the decision loop had to wait for a
+ * turn, `byChange` the same per kind of change (from the build's start to
+ * the first turn after activation); `syncBuildMillis` is one `build` of a
+ * pipeline sharing no stage (the stall a synchronous swap imposes).
  */
 async function hotSwapSection(setup: Setup) {
   const { engine, packets } = setup;
   const reference = new Uint8Array(packets.length);
   engine.active.allowsBatch(packets, reference);
 
+  // Fresh names share nothing with the active pipeline: every stage is fed.
+  const unshared = { stages: defaultPipeline().stages.map((s) => ({ ...s, name: `${s.name}-sync` })) };
   const t0 = performance.now();
-  const syncNext = engine.build(defaultPipeline());
+  const syncNext = engine.build(unshared);
   const syncBuildMillis = performance.now() - t0;
-  engine.activate(syncNext)?.dispose();
+  syncNext.dispose();
 
   const turn = 512;
   const out = new Uint8Array(turn);
   let errors = 0;
   let decisions = 0;
   let maxStall = 0;
+  let windowStall = 0;
+  let turns = 0;
   let running = true;
   let offset = 0;
   let last = performance.now();
@@ -322,6 +352,8 @@ async function hotSwapSection(setup: Setup) {
     if (!running) return;
     const started = performance.now();
     maxStall = Math.max(maxStall, started - last);
+    windowStall = Math.max(windowStall, started - last);
+    turns++;
     const slice = packets.slice(offset, offset + turn);
     engine.active.allowsBatch(slice, out);
     for (let k = 0; k < slice.length; k++) if (out[k] !== reference[offset + k]) { errors++; break; }
@@ -331,18 +363,35 @@ async function hotSwapSection(setup: Setup) {
     setImmediate(decideTurn);
   };
   setImmediate(decideTurn);
+  const nextTurn = async () => {
+    const seen = turns;
+    while (turns === seen) await new Promise((resolve) => setImmediate(resolve));
+  };
 
   let swaps = 0;
   const builds: number[] = [];
+  const byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number }> = {};
+  const changes = swapChanges();
+  let previous: Pipeline | undefined;
   for (let i = 0; i < settings.swaps; i++) {
+    const { change, spec } = changes[i % changes.length];
     await new Promise((resolve) => setTimeout(resolve, 200));
     try {
+      windowStall = 0;
       const b0 = performance.now();
-      const next = await engine.buildAsync(defaultPipeline());
-      builds.push(performance.now() - b0);
-      engine.activate(next)?.dispose();
+      const next = await engine.buildAsync(spec);
+      const buildMillis = performance.now() - b0;
+      builds.push(buildMillis);
+      const older = previous;
+      previous = engine.activate(next);
+      older?.dispose();
+      await nextTurn();
       swaps++;
       if (!next.stages.every((s) => s.healthy)) errors++;
+      const c = (byChange[change] ??= { swaps: 0, buildMaxMillis: 0, maxStallMillis: 0 });
+      c.swaps++;
+      c.buildMaxMillis = Math.max(c.buildMaxMillis, round(buildMillis, 0));
+      c.maxStallMillis = Math.max(c.maxStallMillis, round(windowStall, 1));
     } catch (err) {
       errors++;
       log(`hot swap failed: ${(err as Error).message}`);
@@ -350,6 +399,7 @@ async function hotSwapSection(setup: Setup) {
   }
   await new Promise((resolve) => setTimeout(resolve, 200));
   running = false;
+  previous?.dispose();
   return {
     swaps,
     errors,
@@ -358,13 +408,14 @@ async function hotSwapSection(setup: Setup) {
     buildMaxMillis: round(Math.max(...builds), 0),
     maxStallMillis: round(maxStall, 1),
     syncBuildMillis: round(syncBuildMillis, 0),
+    byChange,
   };
 }
 
-/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts). */
+/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts), with the agent's Node flags. */
 function memorySection(scale: Scale): Promise<Record<string, number>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', join(here, 'memory-child.js'), scale.name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--expose-gc', ...AGENT_NODE_FLAGS, join(here, 'memory-child.js'), scale.name], { stdio: ['ignore', 'pipe', 'inherit'] });
     let stdout = '';
     child.stdout.on('data', (chunk) => { stdout += chunk; });
     child.on('error', reject);
@@ -486,7 +537,7 @@ async function main(): Promise<void> {
 
   if (wanted('e2e') && !noE2E) {
     const e2e: E2EResult = await runE2E({ connections: settings.e2eConnections, rounds: settings.e2eRounds, log });
-    result.e2e = e2e;
+    result.e2e = 'reason' in e2e ? e2e : { ...e2e, ...(await runStrictCutBench(log)) };
   }
 
   if (wanted('fleet')) {

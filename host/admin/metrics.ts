@@ -22,7 +22,7 @@ export interface AdminMetricsOptions {
   /** Node's process metrics (CPU, memory, event loop lag); default true. */
   processMetrics?: boolean;
   /** The agent's dataplane, when it has one: its counters and packet-process times are exported (read at scrape time, so it may start later). */
-  dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'>;
+  dataplane?: Pick<Dataplane, 'counters' | 'decisionMicros'> & Partial<Pick<Dataplane, 'strictCutPath'>>;
   /** The flow recorder, when recording: per-policy verdict counts (kwp_policy_verdicts_total). */
   flows?: FlowRecorder;
 }
@@ -35,6 +35,8 @@ const VERDICT_LABELS = ['next', 'accept', 'deny', 'pass'] as const;
 export class AdminMetrics {
   readonly registry = new Registry();
   private readonly seen = new Map<Stage, Snapshot>();
+  /** Stages whose decide and decideVerdicts sample decision times. */
+  private readonly timed = new WeakSet<Stage>();
   private readonly verdicts: Counter<'stage' | 'module' | 'direction' | 'verdict'>;
   private readonly traps: Counter<'module' | 'stage'>;
   private readonly fuel: Counter<'module' | 'stage'>;
@@ -144,7 +146,12 @@ export class AdminMetrics {
     controller.observe({
       built: (p) => this.instrument(p),
       activated: (_next, _previous, entry) => this.swaps.inc({ action: entry.action }),
-      retired: (p) => { for (const s of p.stages) this.flush(s); for (const s of p.stages) this.seen.delete(s); },
+      retired: (p) => {
+        for (const s of p.stages) this.flush(s);
+        // A stage the engine shares with a live pipeline keeps counting: forgetting what was flushed would count it again.
+        const live = new Set(controller.livePipelines().filter((q) => q !== p).flatMap((q) => q.stages));
+        for (const s of p.stages) if (!live.has(s)) this.seen.delete(s);
+      },
     });
     for (const p of controller.livePipelines()) this.instrument(p);
   }
@@ -157,6 +164,9 @@ export class AdminMetrics {
   private instrument(p: Pipeline): void {
     const every = this.sampleEvery;
     for (const stage of p.stages) {
+      // A stage shared with an earlier revision (PolicyEngine) is timed already.
+      if (this.timed.has(stage)) continue;
+      this.timed.add(stage);
       const hist = this.decisionSeconds.labels({ stage: stage.name });
       const decide = stage.decide.bind(stage);
       let n = 0;
@@ -191,6 +201,8 @@ export class AdminMetrics {
       ['dropped', 'Queued packets the pipeline denied (dropped).'],
       ['parseErrors', 'Queued packets that could not be parsed (given the configured default).'],
       ['dnsAnswers', 'DNS answers observed for domainNames peers.'],
+      ['strictCut', 'Accepted connections strict mode cut because the policy now denies them.'],
+      ['strictCutFailures', 'Connections strict mode should have cut but could not (logged with the error).'],
     ];
     for (const [field, help] of counters) {
       const name = `kwp_dataplane_${field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`;
@@ -204,6 +216,15 @@ export class AdminMetrics {
         },
       });
     }
+    new Gauge({
+      name: 'kwp_dataplane_strict_cut_path', help: 'How strict mode cuts connections: 1 for the path in use, netlink (batches through the kwp-conntrack-netlink addon) or conntrack-process (one conntrack process per connection); absent without strict mode.',
+      labelNames: ['path'], registers,
+      collect() {
+        this.reset();
+        const path = dp.strictCutPath;
+        if (path) this.set({ path }, 1);
+      },
+    });
     new Gauge({
       name: 'kwp_packet_process_micros', help: 'Time from a queued packet to its verdict, percentiles over the agent\'s life, in microseconds.',
       labelNames: ['quantile'], registers,

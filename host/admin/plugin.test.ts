@@ -293,6 +293,20 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(text).toContain('kwp_dataplane_parse_errors_total 0');
   });
 
+  it('metrics say which path strict mode cuts connections with, and how many it cut', async () => {
+    const h = await harness({});
+    const fake = { counters: { strictCut: 0, strictCutFailures: 0 }, decisionMicros: { p50: () => 0, p99: () => 0 }, strictCutPath: 'netlink' as string | undefined };
+    const metrics = new AdminMetrics({ controller: h.controller, processMetrics: false, dataplane: fake as never });
+    fake.counters.strictCut = 9000;
+    let text = await metrics.text();
+    expect(text).toContain('kwp_dataplane_strict_cut_path{path="netlink"} 1');
+    expect(text).toContain('kwp_dataplane_strict_cut_total 9000');
+    fake.strictCutPath = 'conntrack-process';
+    text = await metrics.text();
+    expect(text).toContain('kwp_dataplane_strict_cut_path{path="conntrack-process"} 1');
+    expect(text).not.toContain('path="netlink"');
+  });
+
   it('metrics count verdicts, failures, swaps, uploads and NFQUEUE state with the kwp_ prefix', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kwp-nfq-'));
     const proc = join(dir, 'nfnetlink_queue');

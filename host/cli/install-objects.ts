@@ -6,6 +6,7 @@
 import { Document } from 'yaml';
 // Types only: the object literals below get the API's excess-property checks, so a misspelled field fails to compile.
 import type { V1ClusterRole, V1ClusterRoleBinding, V1ConfigMap, V1DaemonSet, V1HTTPGetAction, V1Role, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
+import { clusterIdentity, namespaceGrant } from '../sources/kubernetes/rbac-objects.js';
 import { defaultWatchedKinds, rbacRulesFor } from '../sources/kubernetes/resources.js';
 import type { KindKey } from '../contract.js';
 import { agentFlags, flagSpelling } from './agent-flags.js';
@@ -87,35 +88,12 @@ export function installObjects(opts: InstallOptions): (V1ServiceAccount | V1Clus
   const ns = opts.namespace;
   const probe = probeTarget(opts.adminAddress);
   const httpGet = (path: string): V1HTTPGetAction => ({ host: probe.host, port: probe.port, path, scheme: 'HTTP' });
-  const serviceAccount: V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace: ns, labels } };
-  const clusterRole: V1ClusterRole = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRole',
-    metadata: { name: AGENT_NAME, labels },
-    // The policy kinds the informers watch, the node's own Node object (a Pipeline's target), and the fleet's kinds (docs/fleet.md).
-    rules: [...rbacRulesFor(opts.kinds ?? defaultWatchedKinds), { apiGroups: [''], resources: ['nodes'], verbs: ['get'] }, ...nodeFleetRules()],
-  };
+  // The policy kinds the informers watch, the node's own Node object (a Pipeline's target), and the fleet's kinds (docs/fleet.md).
+  const [serviceAccount, clusterRole, binding] = clusterIdentity(AGENT_NAME, ns, labels,
+    [...rbacRulesFor(opts.kinds ?? defaultWatchedKinds), { apiGroups: [''], resources: ['nodes'], verbs: ['get'] }, ...nodeFleetRules()]);
   // Small modules travel in ConfigMaps (or Secrets) of this namespace only: the agent reads nothing of the kind elsewhere.
-  const moduleReader: V1Role = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'Role',
-    metadata: { name: `${AGENT_NAME}-modules`, namespace: ns, labels },
-    rules: [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['get'] }],
-  };
-  const moduleReaderBinding: V1RoleBinding = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'RoleBinding',
-    metadata: { name: `${AGENT_NAME}-modules`, namespace: ns, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${AGENT_NAME}-modules` },
-    subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace: ns }],
-  };
-  const binding: V1ClusterRoleBinding = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: { name: AGENT_NAME, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: AGENT_NAME },
-    subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace: ns }],
-  };
+  const [moduleReader, moduleReaderBinding] = namespaceGrant(`${AGENT_NAME}-modules`, AGENT_NAME, ns, labels,
+    [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['get'] }]);
   const configMap: V1ConfigMap = {
     apiVersion: 'v1',
     kind: 'ConfigMap',

@@ -24,6 +24,9 @@ const scripted = (name: string, verdict: string, extra: Record<string, unknown> 
   ({ name, module: 'scripted', config: { egress: verdict, ingress: verdict, ...extra } });
 const allowFirst: PipelineSpec = { stages: [scripted('allow', 'Accept'), scripted('deny', 'Deny')] };
 const denyFirst: PipelineSpec = { stages: [scripted('deny', 'Deny'), scripted('allow', 'Accept')] };
+// The engine shares a stage whose spec a live pipeline runs (a reorder feeds nothing): these share no stage with the two above.
+const denyFresh: PipelineSpec = { stages: [scripted('deny-fed', 'Deny'), scripted('allow-fed', 'Accept')] };
+const allowFresh: PipelineSpec = { stages: [scripted('allow-fed-again', 'Accept'), scripted('deny-fed-again', 'Deny')] };
 
 
 let stateDir: string;
@@ -89,9 +92,9 @@ describe('changing the pipeline', () => {
     const { engine, controller } = controllerWith();
     controller.start();
     const first = engine.active;
-    await controller.set(denyFirst);
+    await controller.set(denyFresh);
     const second = engine.active;
-    await controller.set(allowFirst);
+    await controller.set(allowFresh);
     expect(first.stages.every((s) => !s.healthy)).toBe(true);
     expect(second.stages.every((s) => s.healthy)).toBe(true);
     expect(controller.livePipelines().map((p) => p.revision)).toEqual([3, 2]);
@@ -317,7 +320,7 @@ describe('changes built while the packet path runs', () => {
     controller.observe({ activated: () => { atActivation = loop.verdicts.length; } });
     await turn();
     const atStart = loop.verdicts.length;
-    const view = await controller.set(denyFirst, 1);
+    const view = await controller.set(denyFresh, 1);
     await turn();
     loop.stop();
     expect(view.revision).toBe(2);
@@ -358,7 +361,7 @@ describe('changes built while the packet path runs', () => {
     controller.start();
     let built = 0;
     controller.observe({ built: () => { built++; } });
-    const first = controller.set(denyFirst, 1);
+    const first = controller.set(denyFresh, 1);
     await turn();
     // The first is still being built, so revision 1 is still active and the second is accepted for now.
     expect(engine.active.revision).toBe(1);
@@ -368,7 +371,7 @@ describe('changes built while the packet path runs', () => {
     expect(await codeOfAsync(second)).toBe('KWP_ERR_PRECONDITION_FAILED');
     expect(await codeOfAsync(secondRollback)).toBe('KWP_ERR_PRECONDITION_FAILED');
     expect(built).toBe(1);
-    expect(engine.active.spec).toEqual(denyFirst);
+    expect(engine.active.spec).toEqual(denyFresh);
     expect(controller.history().map((h) => `${h.action}:${h.from ?? '-'}->${h.revision}`)).toEqual(['startup:-->1', 'set:1->2']);
   });
 
@@ -391,10 +394,10 @@ describe('changes built while the packet path runs', () => {
     controller.start();
     const fed = subscriptions();
     const before = readFileSync(join(stateDir, 'pipeline.json'), 'utf8');
-    const building = controller.set(denyFirst);
+    const building = controller.set(denyFresh);
     const queued = controller.set(allowFirst);
     // Into the second stage's feed: the first stage is fed and the second subscribed.
-    for (let i = 0; i < PODS / FEED_SLICE + 2; i++) await turn();
+    for (let i = 0; i < 10 * PODS && subscriptions() < fed + 2; i++) await turn();
     expect(subscriptions()).toBe(fed + 2);
     controller.stopChanges();
     expect(subscriptions()).toBe(fed);

@@ -10,10 +10,12 @@
 
 import { setPriority } from 'node:os';
 import type { Packet } from '../contract.js';
-import { runCommand, describeFailure, type CommandRunner } from './command-runner.js';
-import { clearMarkArgs, dialledArgs, entryPacket, listArgs, parseConntrackListing } from './conntrack.js';
+import { runCommand, type CommandRunner } from './command-runner.js';
+import { dialledArgs, parseConntrackListing } from './conntrack.js';
+import type { MarkClearer } from './conntrack-netlink.js';
 import { parseDnsResponse } from './dns.js';
 import { FastPath, type FastPathOptions } from './fast-path.js';
+import { chooseMarkClearer, StrictCut, type SweepResult } from './strict-cut.js';
 import type { PacketJudge } from './judge.js';
 import { KernelRules, type ModeChoice } from './kernel-rules.js';
 import { LatencyHistogram } from './latency-histogram.js';
@@ -56,6 +58,8 @@ export interface DataplaneOptions {
   fastPath?: FastPathOptions;
   /** Substitutes for tests. */
   runner?: CommandRunner;
+  /** How strict mode clears the accepted bit; default: netlink batches when the addon is built (strict-cut.ts). */
+  markClearer?: MarkClearer;
   queueOpener?: QueueOpener;
   setThreadPriority?: (nice: number) => void;
 }
@@ -73,6 +77,8 @@ export interface DataplaneCounters {
   strictSweeps: number;
   /** Accepted connections strict mode sent back to the queue. */
   strictCut: number;
+  /** Connections strict mode should have cut but could not (the cut's error is logged). */
+  strictCutFailures: number;
 }
 
 const UDP_HEADER_LENGTH = 8;
@@ -89,6 +95,7 @@ export class Dataplane {
     dnsAnswers: 0,
     strictSweeps: 0,
     strictCut: 0,
+    strictCutFailures: 0,
   };
   readonly decisionMicros = new LatencyHistogram();
   /** The kernel fast path, when the options ask for it. */
@@ -108,6 +115,9 @@ export class Dataplane {
   private readonly clearQueueBits: number;
   private acceptVerdict = NF_ACCEPT;
   private appliedNice: number | undefined;
+  private strictCut: StrictCut | undefined;
+  /** The last strict-mode sweep: what it cut and where its time went. */
+  lastSweep: SweepResult | undefined;
   /** Packets of the current read wakeup waiting for one allowsBatch call (judges that have it). */
   private readonly waiting: Array<{ id: number; nfmark: number; packet: Packet; started: number }> = [];
   private flushScheduled = false;
@@ -159,10 +169,11 @@ export class Dataplane {
     }
     this.lastInterestKey = interestKey(interest);
     this.fastPath?.start();
+    if (this.options.strict) this.strictCut = this.createStrictCut();
     this.started = true;
     this.options.logger.info(
       {
-        mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, packetThreadNice: this.appliedNice,
+        mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, strictCut: this.strictCut?.path, packetThreadNice: this.appliedNice,
         fastPath: this.fastPath ? (this.fastPath.blocker ?? 'on') : 'off',
       },
       `dataplane running with the ${mode === 'nft' ? 'nftables queue statement' : 'xtables NFQUEUE target'}`,
@@ -228,37 +239,28 @@ export class Dataplane {
     }
   }
 
-  /** Clear the accepted bit of connections the judge would now deny; returns how many. */
+  /** How strict mode cuts (`netlink` or `conntrack-process`); undefined before start or without strict mode. */
+  get strictCutPath(): MarkClearer['path'] | undefined {
+    return this.strictCut?.path;
+  }
+
+  private createStrictCut(): StrictCut {
+    const clearer = this.options.markClearer ?? chooseMarkClearer(this.run, this.options.runner !== undefined, this.options.logger);
+    return new StrictCut({ run: this.run, acceptedBit: this.marks.accepted, failOpen: this.options.failOpen, logger: this.options.logger, clearer });
+  }
+
+  /** Clear the accepted bit of connections the judge would now deny (both families at once); returns how many. */
   async sweepConntrack(): Promise<number> {
     const judge = this.judge;
     if (!judge) return 0;
+    this.strictCut ??= this.createStrictCut();
     this.counters.strictSweeps++;
-    let cut = 0;
-    for (const family of [4, 6] as const) {
-      const args = listArgs(family, this.marks.accepted);
-      const listing = await this.run('conntrack', args);
-      if (listing.code !== 0) {
-        this.options.logger.warn({ error: describeFailure('conntrack', args, listing) }, 'strict mode could not list connections');
-        continue;
-      }
-      for (const entry of parseConntrackListing(listing.stdout)) {
-        if ((entry.mark & this.marks.accepted) === 0) continue;
-        let allowed: boolean;
-        try {
-          allowed = judge.allows(entryPacket(entry));
-        } catch {
-          allowed = this.options.failOpen;
-        }
-        if (allowed) continue;
-        const update = clearMarkArgs(entry, this.marks.accepted);
-        const result = await this.run('conntrack', update);
-        // Exit 1 with "0 flow entries" means the connection ended meanwhile: nothing to cut.
-        if (result.code === 0) cut++;
-        else if (!/0 flow entries/.test(result.stderr)) this.options.logger.warn({ error: describeFailure('conntrack', update, result) }, 'strict mode could not cut a connection');
-      }
-    }
+    const sweep = await this.strictCut.sweep(judge);
+    this.lastSweep = sweep;
+    const { cut, failed } = sweep;
     this.counters.strictCut += cut;
-    if (cut > 0) this.options.logger.info({ connections: cut }, 'strict mode cut connections the policy now denies');
+    this.counters.strictCutFailures += failed;
+    if (cut > 0) this.options.logger.info({ connections: cut, path: this.strictCut.path }, 'strict mode cut connections the policy now denies');
     return cut;
   }
 

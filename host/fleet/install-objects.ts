@@ -6,6 +6,7 @@
 // leader election, so two must never run at once.
 import type { V1ClusterRole, V1ClusterRoleBinding, V1Deployment, V1Role, V1RoleBinding, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
 import { clusterFleetRules } from './crds.js';
+import { clusterIdentity, namespaceGrant } from '../sources/kubernetes/rbac-objects.js';
 
 export const FLEET_CONTROLLER_NAME = 'kwp-fleet';
 /** The Secret (key `token`) the operator creates with the admin token; the Deployment mounts it. */
@@ -26,22 +27,10 @@ const labels = { 'app.kubernetes.io/name': FLEET_CONTROLLER_NAME, 'app.kubernete
 export function fleetControllerObjects(opts: FleetControllerInstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1Role | V1RoleBinding | V1Service | V1Deployment)[] {
   const ns = opts.namespace;
   const name = FLEET_CONTROLLER_NAME;
-  const subjects = [{ kind: 'ServiceAccount', name, namespace: ns }];
-  const serviceAccount: V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: ns, labels } };
-  const clusterRole: V1ClusterRole = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name, labels }, rules: clusterFleetRules() };
-  const binding: V1ClusterRoleBinding = {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name }, subjects,
-  };
+  const [serviceAccount, clusterRole, binding] = clusterIdentity(name, ns, labels, clusterFleetRules());
   // Without a registry, uploads become ConfigMaps here (the nodes' Role lets them read them); DELETE /v1/modules removes them.
-  const configMaps: V1Role = {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: `${name}-modules`, namespace: ns, labels },
-    rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'create', 'update', 'delete'] }],
-  };
-  const configMapsBinding: V1RoleBinding = {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: `${name}-modules`, namespace: ns, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${name}-modules` }, subjects,
-  };
+  const [configMaps, configMapsBinding] = namespaceGrant(`${name}-modules`, name, ns, labels,
+    [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'create', 'update', 'delete'] }]);
   const service: V1Service = {
     apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: ns, labels },
     spec: { selector: { 'app.kubernetes.io/name': name }, ports: [{ name: 'admin', port: FLEET_ADMIN_PORT, targetPort: FLEET_ADMIN_PORT, protocol: 'TCP' }] },

@@ -6,6 +6,7 @@
 import type { V1ClusterRole, V1ClusterRoleBinding, V1Deployment, V1Secret, V1ServiceAccount } from '@kubernetes/client-node';
 import { Kinds } from '../contract.js';
 import { rbacRulesFor } from '../sources/kubernetes/resources.js';
+import { clusterIdentity } from '../sources/kubernetes/rbac-objects.js';
 
 export interface MulticlusterInstallOptions {
   namespace: string;
@@ -38,22 +39,9 @@ export function trackerArgs(opts: MulticlusterInstallOptions): string[] {
 
 export function multiclusterObjects(opts: MulticlusterInstallOptions): (V1ServiceAccount | V1ClusterRole | V1ClusterRoleBinding | V1Secret | V1Deployment)[] {
   const ns = opts.namespace;
-  const serviceAccount: V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: TRACKER_NAME, namespace: ns, labels } };
   // What a remote tracker needs of this cluster, too: its kubeconfig for this
   // cluster should use a ServiceAccount bound to this role.
-  const clusterRole: V1ClusterRole = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRole',
-    metadata: { name: TRACKER_NAME, labels },
-    rules: rbacRulesFor([Kinds.Pod, Kinds.Namespace, Kinds.Node]),
-  };
-  const binding: V1ClusterRoleBinding = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: { name: TRACKER_NAME, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: TRACKER_NAME },
-    subjects: [{ kind: 'ServiceAccount', name: TRACKER_NAME, namespace: ns }],
-  };
+  const [serviceAccount, clusterRole, binding] = clusterIdentity(TRACKER_NAME, ns, labels, rbacRulesFor([Kinds.Pod, Kinds.Namespace, Kinds.Node]));
   // Empty on purpose: fill it with one kubeconfig per cluster (docs/multicluster.md);
   // re-applying these manifests leaves keys added since in place.
   const secret: V1Secret = {

@@ -2,6 +2,11 @@
 // Building instantiates, configures and feeds every stage before anything is
 // activated, so a bad module or config leaves the running pipeline untouched;
 // activation is a single reference swap.
+//
+// A stage whose spec and module are those of a started stage of a live
+// pipeline is that stage, shared (Stage.share), not a new one fed again: it
+// follows every state change already, so it holds exactly what a new one
+// would be fed. A reorder, or a change to one stage, feeds only what changed.
 import type { Decision, Packet, PodInfo } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import { KwpError } from '../errors.js';
@@ -47,6 +52,26 @@ export interface BuildAsyncOptions {
   onStage?: (stage: Stage) => void;
 }
 
+/** JSON with object keys sorted, so that two equal specs give one key whatever order their fields came in. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * What makes two stages interchangeable: the whole stage spec (name, label,
+ * mode and failure policy are the stage's identity in metrics, traces and
+ * flow records; the config is what the module was configured with) and the
+ * module's bytes.
+ */
+function shareKey(s: StageSpec, sha256: string): string {
+  return `${sha256}\n${canonical(s)}`;
+}
+
 export class PolicyEngine {
   readonly state: ClusterState;
   private readonly modules: ModuleResolver;
@@ -58,6 +83,8 @@ export class PolicyEngine {
   /** Every stage of every pipeline this engine built and nobody disposed yet reserves from it. */
   readonly memoryBudget: MemoryBudget;
   private readonly listeners = new Set<EngineListener>();
+  /** The started stages of this engine's live pipelines, by shareKey: what a new build shares instead of feeding. */
+  private readonly fed = new Map<string, Stage>();
 
   constructor(private readonly options: PolicyEngineOptions) {
     this.state = options.state;
@@ -94,7 +121,7 @@ export class PolicyEngine {
     this.checkStageCount(spec, where);
     const started: Stage[] = [];
     try {
-      for (const [i, s] of spec.stages.entries()) started.push(this.startStage(s, i, where));
+      for (const [i, s] of spec.stages.entries()) started.push(this.sharedStage(s, i, where) ?? this.startStage(s, i, where));
     } catch (err) {
       for (const s of started) s.dispose();
       throw err;
@@ -116,15 +143,27 @@ export class PolicyEngine {
     this.checkStageCount(spec, where);
     const started: Stage[] = [];
     let feeding: Stage | undefined;
+    let abandoned = false;
     // Disposing on abort, not at the next check, leaves no started instance
-    // or state subscription behind once the caller's abort() returns.
+    // or state subscription behind once the caller's abort() returns. Once
+    // only: a shared stage released twice would be taken from the pipeline
+    // that still holds it.
     const abandon = () => {
+      if (abandoned) return;
+      abandoned = true;
       for (const s of started) s.dispose();
       feeding?.dispose();
     };
     signal?.addEventListener('abort', abandon, { once: true });
     try {
       for (const [i, s] of spec.stages.entries()) {
+        signal?.throwIfAborted();
+        const shared = this.sharedStage(s, i, where);
+        if (shared) {
+          started.push(shared);
+          onStage?.(shared);
+          continue;
+        }
         if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
         signal?.throwIfAborted();
         const stage = this.newStage(s, i, where);
@@ -133,6 +172,11 @@ export class PolicyEngine {
         await stage.startAsync(this.options.feedSlice);
         feeding = undefined;
         started.push(stage);
+        this.offerForSharing(stage);
+        // kwp_subjects walks every pod: in its own turn, before activation, not on the first decision.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        signal?.throwIfAborted();
+        stage.prepareSubjects();
       }
       signal?.throwIfAborted();
     } catch (err) {
@@ -165,7 +209,29 @@ export class PolicyEngine {
       stage.dispose();
       throw err;
     }
+    this.offerForSharing(stage);
+    stage.prepareSubjects();
     return stage;
+  }
+
+  /** A started stage of a live pipeline built from the same spec and module, shared; undefined when there is none fit to share. */
+  private sharedStage(s: StageSpec, i: number, where: string): Stage | undefined {
+    const compiled = resolveOrThrow(this.modules, s.module, `${where}: stages[${i}] (${s.name})`);
+    const stage = this.fed.get(shareKey(s, compiled.sha256));
+    // The same object, not only the same bytes: limits and the instrumentation are the compiled module's.
+    if (stage === undefined || stage.compiled !== compiled || !stage.shareable) return undefined;
+    return stage.share();
+  }
+
+  /** A started stage becomes what later builds share, until it is disposed. */
+  private offerForSharing(stage: Stage): void {
+    const key = shareKey(stage.spec, stage.compiled.sha256);
+    this.fed.set(key, stage);
+    const release = stage.onDisposed;
+    stage.onDisposed = () => {
+      release?.();
+      if (this.fed.get(key) === stage) this.fed.delete(key);
+    };
   }
 
   private assemble(spec: PipelineSpec, started: Stage[], revision: number | undefined): Pipeline {

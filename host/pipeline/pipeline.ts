@@ -377,7 +377,12 @@ export class Pipeline {
     return { all: false, ips };
   }
 
+  private disposed = false;
+
+  /** Releases this pipeline's hold on each stage (a stage shared with another live pipeline keeps running); once. */
   dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
     for (const s of this.stages) s.dispose();
   }
 }
