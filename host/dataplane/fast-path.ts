@@ -31,12 +31,10 @@ export type InvalidationCause =
   | 'pipeline'
   /** A pipeline with an audit stage was activated: the fast path stays off while it is active. */
   | 'audit'
-  /** A strict-mode sweep is about to re-judge the accepted connections. */
-  | 'strict'
   /** A stage trapped, ran out of fuel or overran its deadline. */
   | 'stage';
 
-export const INVALIDATION_CAUSES: readonly InvalidationCause[] = ['object', 'pod', 'pipeline', 'audit', 'strict', 'stage'];
+export const INVALIDATION_CAUSES: readonly InvalidationCause[] = ['object', 'pod', 'pipeline', 'audit', 'stage'];
 
 export interface FastPathOptions extends FastPathRuleOptions {
   /** How long decided tuples gather before a fill runs (default 5 ms). */
@@ -89,7 +87,7 @@ export class FastPath {
     batches: 0,
     fillErrors: 0,
     overflow: 0,
-    invalidations: { object: 0, pod: 0, pipeline: 0, audit: 0, strict: 0, stage: 0 },
+    invalidations: { object: 0, pod: 0, pipeline: 0, audit: 0, stage: 0 },
     flushes: 0,
   };
   /** From a tuple's decision to the end of the fill that wrote it, in microseconds. */
