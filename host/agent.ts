@@ -43,8 +43,8 @@ export interface AgentConfig {
   /** Nice value (-20..19) for the packet thread; unset leaves it alone (see DataplaneOptions.packetThreadNice). */
   packetThreadNice?: number;
   /**
-   * The kernel fast path (docs/dataplane.md): on unless false; a number is
-   * the seconds a decided tuple stays in the kernel sets (default 120).
+   * The kernel fast path (docs/dataplane.md): true, or the seconds a decided
+   * tuple stays in the kernel sets (true: 120); off when absent or false.
    */
   fastPath?: boolean | number;
   /** Uploaded modules and the active pipeline persist here; without it nothing persists and uploads are refused. */
@@ -95,7 +95,7 @@ export function dataplaneSettings(config: AgentConfig): Omit<DataplaneOptions, '
     strict: config.strict ?? true,
     ...(config.markBits !== undefined ? { marks: marksAt(config.markBits) } : {}),
     ...(config.packetThreadNice !== undefined ? { packetThreadNice: config.packetThreadNice } : {}),
-    ...(config.fastPath === false ? {} : { fastPath: { ...DEFAULT_FAST_PATH, ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}) } }),
+    ...(config.fastPath === undefined || config.fastPath === false ? {} : { fastPath: { ...DEFAULT_FAST_PATH, ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}) } }),
   };
 }
 

@@ -30,9 +30,10 @@ describe('kwp agent flags', () => {
     expect(dataplaneFor(['--packet-thread-nice=19']).packetThreadNice).toBe(19);
   });
 
-  it('turns the kernel fast path on by default with the default entry timeout, and off with --fast-path=false', () => {
-    expect(fastPathFor([])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
-    expect(fastPathFor(['--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
+  it('turns the kernel fast path on with --fast-path, with the default entry timeout or --fast-path-timeout, and leaves it off by default', () => {
+    expect(fastPathFor(['--fast-path'])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
+    expect(fastPathFor(['--fast-path', '--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
+    expect(dataplaneFor([])).not.toHaveProperty('fastPath');
     expect(dataplaneFor(['--fast-path=false'])).not.toHaveProperty('fastPath');
     expect(usageError(['--fast-path-timeout=0'])).toMatch(/^KWP_ERR_USAGE: .*fast-path-timeout/);
   });

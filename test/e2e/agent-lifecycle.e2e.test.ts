@@ -123,8 +123,7 @@ describe('kwp agent on real traffic through edits, crashes and restarts', () => 
 
   it('lets new connections through, denied ones too, once the agent is SIGKILLed with --fail-open=true', async () => {
     await agent?.stop();
-    // About the queue's fail mode: without the kernel fast path, whose entries keep deciding their tuples after a crash (test/e2e/fast-path.e2e.test.ts).
-    await startAgent([bFromY], ['--fail-open=true', '--fast-path=false']);
+    await startAgent([bFromY], ['--fail-open=true']);
     expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
     expect((await lab.tcp('y/c', 'x/b', 80)).ok).toBe(true);
     const established = await hold('y/c', 'x/b', 80);
@@ -139,8 +138,8 @@ describe('kwp agent on real traffic through edits, crashes and restarts', () => 
   });
 
   it('stops new connections once the agent is SIGKILLed with --fail-open=false, while accepted ones carry on', async () => {
-    // Also a start over the rules the previous test's killed agent left behind. Without the fast path, as above.
-    await startAgent([bFromY], ['--fail-open=false', '--fast-path=false']);
+    // Also a start over the rules the previous test's killed agent left behind.
+    await startAgent([bFromY], ['--fail-open=false']);
     expect((await lab.tcp('x/a', 'x/b', 80, 700)).ok).toBe(false);
     expect((await lab.tcp('y/c', 'x/b', 80)).ok).toBe(true);
     const established = await hold('y/c', 'x/b', 80);

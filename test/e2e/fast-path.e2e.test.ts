@@ -139,7 +139,7 @@ async function relabel(pod: string, labels: Record<string, string>): Promise<voi
 function startAgent() {
   return startKwpAgent(lab, {
     manifests: [join(dir, 'manifests'), join(dir, 'policies')],
-    args: [`--table-name=${TABLE}`, '--queue-id=4300', '--dns-queue-id=4301', '--fast-path-timeout=600', `--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`],
+    args: [`--table-name=${TABLE}`, '--queue-id=4300', '--dns-queue-id=4301', '--fast-path', '--fast-path-timeout=600', `--admin-address=${ADMIN}`, `--admin-token-file=${join(dir, 'token')}`],
   });
 }
 
