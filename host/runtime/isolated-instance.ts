@@ -38,6 +38,23 @@ const waitAsync = (Atomics as unknown as {
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
 
+/**
+ * The V8 heap of an instance's thread: it holds the host's instance code and
+ * each call's arguments, never the module's memory (a WebAssembly memory is
+ * outside the heap). A thread past it dies, which the next call handles as a
+ * trap. Applied when the thread runs the compiled package; a thread started
+ * from the TypeScript sources (tests) may first load the compiler, and runs
+ * without it.
+ */
+export const THREAD_HEAP_LIMITS = { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 4 } as const;
+/**
+ * What one instance thread may cost outside its module's memory, counted in
+ * memoryBudgetMiB for every stage that runs its instance in a thread: the
+ * heap above and about 4 MiB of isolate, code and stack (a thread measured 5
+ * to 7 MiB of RSS beside a 3 MiB module memory).
+ */
+export const INSTANCE_THREAD_BYTES = (THREAD_HEAP_LIMITS.maxOldGenerationSizeMb + THREAD_HEAP_LIMITS.maxYoungGenerationSizeMb + 4) * 1048576;
+
 /** Threads started and stopped by deadlines, process-wide: evidence for tests and the bench. */
 export const isolationCounters = { threadsStarted: 0, threadsStopped: 0 };
 
@@ -78,7 +95,7 @@ export class IsolatedInstance implements ModuleInstance {
     this.port = port1;
     const { meta, sha256, size, memoryImport, limits, source, reservedBytes } = compiled;
     const setup: WorkerSetup = { module: compiled.module, compiled: { meta, sha256, size, memoryImport, limits, source, reservedBytes }, memoryPages, control, data, port: port2 };
-    this.worker = startPackageWorker(new URL('./instance-worker.js', import.meta.url), { workerData: setup, transferList: [port2] });
+    this.worker = startPackageWorker(new URL('./instance-worker.js', import.meta.url), { workerData: setup, transferList: [port2], resourceLimits: THREAD_HEAP_LIMITS });
     isolationCounters.threadsStarted++;
     // The thread never keeps the process alive, and its log lines arrive through the event loop.
     this.worker.unref();
