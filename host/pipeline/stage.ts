@@ -75,6 +75,12 @@ export type InstanceFailure = Exclude<StageFailure, 'unavailable'>;
  */
 export type StageIsolation = 'thread' | 'worker';
 
+/** A delivery that arrived while an instance was being fed: applied to it, and to the snapshot it was fed, once the feed is done. */
+interface QueuedDelivery {
+  fn: (inst: ModuleInstance) => void;
+  hold: (held: HeldState) => void;
+}
+
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
 const FEED_SLICE_MS = 2;
 
@@ -115,7 +121,7 @@ export class Stage implements StateListener {
   private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
-  private feedQueue: Array<(inst: ModuleInstance) => void> | undefined;
+  private feedQueue: QueuedDelivery[] | undefined;
   /** What the instance holds (set whenever `instance` is). */
   private held: HeldState | undefined;
   private building = false;
@@ -191,7 +197,7 @@ export class Stage implements StateListener {
    */
   async startAsync(slice = 1000): Promise<void> {
     this.slice = slice;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
@@ -402,11 +408,12 @@ export class Stage implements StateListener {
 
   /**
    * Builds an instance in slices. With `queued` it is fed the current state
-   * and then the deliveries queued meanwhile (each attempt re-reads the
+   * and then the deliveries queued meanwhile, which update the snapshot it
+   * was fed too rather than a second synchronous snapshot (each attempt re-reads the
    * state, which includes them, so the queue starts over); without, it is
    * fed `from` only. A cap that proves too small is doubled up to the ceiling.
    */
-  private async buildAsync(queued: Array<(inst: ModuleInstance) => void> | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState }> {
+  private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState }> {
     this.feedStale = false;
     let source = from ?? await this.currentStateAsync();
     if (sized) floor = Math.max(floor, sized(source.bytes));
@@ -446,9 +453,11 @@ export class Stage implements StateListener {
           continue;
         }
         if (queued) {
-          for (const fn of queued) fn(inst);
+          for (const { fn, hold } of queued) {
+            fn(inst);
+            hold(source);
+          }
           queued.length = 0;
-          source = this.currentState();
         }
         return { inst, held: source };
       } catch (err) {
@@ -475,7 +484,7 @@ export class Stage implements StateListener {
     if (this.building || this.disposed) return;
     this.building = true;
     this.stateProblem = problem;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     try {
       const { inst, held } = await this.buildAsync(queued, undefined, floor, sized);
@@ -816,7 +825,7 @@ export class Stage implements StateListener {
    */
   private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
-      this.feedQueue.push(fn);
+      this.feedQueue.push({ fn, hold });
       return;
     }
     if (this.stateProblem?.kind === 'rejected') {
