@@ -341,6 +341,8 @@ export class Dataplane {
     const batch = this.waiting.splice(0);
     if (batch.length === 0) return;
     const packets = batch.map((w) => w.packet);
+    // Taken before the judge is asked: a verdict goes to the fast path only if no change came in between.
+    const ticket = this.fastPath ? this.fastPath.ticket() : -1;
     if (this.judge!.allowsBatchAsync) {
       // Verdicts by packet id once the judge has them; the thread reads on meanwhile.
       const later = new Uint8Array(batch.length);
@@ -351,24 +353,23 @@ export class Dataplane {
         answered = Promise.reject(new Error('allowsBatchAsync threw'));
       }
       if (answered) {
-        answered.then(() => this.answerBatch(batch, later, false), () => this.answerBatch(batch, later, true));
+        answered.then(() => this.answerBatch(batch, later, false, ticket), () => this.answerBatch(batch, later, true, ticket));
         return;
       }
     }
     if (this.batchVerdicts.length < batch.length) this.batchVerdicts = new Uint8Array(batch.length * 2);
     const out = this.batchVerdicts;
-    const fastPath = this.fastPath;
-    const ticket = fastPath ? fastPath.ticket() : -1;
     let failed = false;
     try {
       this.judge!.allowsBatch!(packets, out);
     } catch {
       failed = true;
     }
-    this.answerBatch(batch, out, failed);
+    this.answerBatch(batch, out, failed, ticket);
   }
 
-  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; started: number }>, out: Uint8Array, failed: boolean): void {
+  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; packet: Packet; started: number }>, out: Uint8Array, failed: boolean, ticket: number): void {
+    const fastPath = this.fastPath;
     if (failed) this.counters.judgeErrors += batch.length;
     for (let i = 0; i < batch.length; i++) {
       const w = batch[i];
