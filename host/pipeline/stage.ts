@@ -75,6 +75,12 @@ export type InstanceFailure = Exclude<StageFailure, 'unavailable'>;
  */
 export type StageIsolation = 'thread' | 'worker';
 
+/** A delivery that arrived while an instance was being fed: applied to it, and to the snapshot it was fed, once the feed is done. */
+interface QueuedDelivery {
+  fn: (inst: ModuleInstance) => void;
+  hold: (held: HeldState) => void;
+}
+
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
 const FEED_SLICE_MS = 2;
 
@@ -115,7 +121,7 @@ export class Stage implements StateListener {
   private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
-  private feedQueue: Array<(inst: ModuleInstance) => void> | undefined;
+  private feedQueue: QueuedDelivery[] | undefined;
   /** What the instance holds (set whenever `instance` is). */
   private held: HeldState | undefined;
   private building = false;
@@ -191,7 +197,7 @@ export class Stage implements StateListener {
    */
   async startAsync(slice = 1000): Promise<void> {
     this.slice = slice;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
@@ -402,11 +408,12 @@ export class Stage implements StateListener {
 
   /**
    * Builds an instance in slices. With `queued` it is fed the current state
-   * and then the deliveries queued meanwhile (each attempt re-reads the
+   * and then the deliveries queued meanwhile, which update the snapshot it
+   * was fed too rather than a second synchronous snapshot (each attempt re-reads the
    * state, which includes them, so the queue starts over); without, it is
    * fed `from` only. A cap that proves too small is doubled up to the ceiling.
    */
-  private async buildAsync(queued: Array<(inst: ModuleInstance) => void> | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState }> {
+  private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState }> {
     this.feedStale = false;
     let source = from ?? await this.currentStateAsync();
     if (sized) floor = Math.max(floor, sized(source.bytes));
@@ -446,9 +453,11 @@ export class Stage implements StateListener {
           continue;
         }
         if (queued) {
-          for (const fn of queued) fn(inst);
+          for (const { fn, hold } of queued) {
+            fn(inst);
+            hold(source);
+          }
           queued.length = 0;
-          source = this.currentState();
         }
         return { inst, held: source };
       } catch (err) {
@@ -475,7 +484,7 @@ export class Stage implements StateListener {
     if (this.building || this.disposed) return;
     this.building = true;
     this.stateProblem = problem;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     try {
       const { inst, held } = await this.buildAsync(queued, undefined, floor, sized);
@@ -666,7 +675,37 @@ export class Stage implements StateListener {
       this.counters.unavailable += count;
       this.lastFailure = 'unavailable';
     }
-    // Records a failure left undecided get the failure policy's verdict.
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /**
+   * `decideVerdicts` without blocking the event loop on an instance that
+   * runs in a thread of its own (the wall-clock backstop): the main thread
+   * goes on with sources, the admin API and /healthz while the module
+   * decides. Other instances decide synchronously. Never rejects.
+   */
+  async decideVerdictsAsync(records: Uint8Array, count: number, verdicts: Uint8Array): Promise<void> {
+    const inst = this.instance;
+    if (inst?.decideIntoAsync === undefined || inst.broken) {
+      this.decideVerdicts(records, count, verdicts);
+      return;
+    }
+    this.counters.decisions += count;
+    let first = 0;
+    try {
+      await inst.decideIntoAsync(records, 0, count, verdicts);
+      first = count;
+      this.lastFailure = undefined;
+    } catch (err) {
+      // A call that waited for this one (a delivery, an explanation) may have reported the failure already.
+      if (this.instance === inst) this.failed(err);
+      else this.lastFailure = 'unavailable';
+    }
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /** Records from `first` on get the failure policy's verdict (a failure left them undecided); every verdict is checked and counted. */
+  private settleVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, first: number): void {
     for (let i = first; i < count; i++) verdicts[i] = this.failureVerdict;
     const c = this.counters;
     for (let i = 0; i < count; i++) {
@@ -745,6 +784,18 @@ export class Stage implements StateListener {
     return inst === undefined || this.lastFailure ? 0 : inst.lastRule();
   }
 
+  /** `lastReasonCode()` and `lastRuleCode()` written to `out[at]` and `out[at + 1]`: the recorded packet path's one call for both. */
+  lastCodesInto(out: Uint32Array, at: number): void {
+    const inst = this.instance;
+    if (inst === undefined || this.lastFailure) {
+      out[at] = 0;
+      out[at + 1] = 0;
+      return;
+    }
+    out[at] = inst.lastReason();
+    out[at + 1] = inst.lastRule();
+  }
+
   /** The reason and rule codes of the last `decide`, for flow records (0, 0 after a failure). */
   lastCodes(): { reason: number; rule: number } {
     const inst = this.instance;
@@ -804,7 +855,7 @@ export class Stage implements StateListener {
    */
   private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
-      this.feedQueue.push(fn);
+      this.feedQueue.push({ fn, hold });
       return;
     }
     if (this.stateProblem?.kind === 'rejected') {
