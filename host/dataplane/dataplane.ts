@@ -341,7 +341,7 @@ export class Dataplane {
     const batch = this.waiting.splice(0);
     if (batch.length === 0) return;
     const packets = batch.map((w) => w.packet);
-    // Taken before the judge is asked: a verdict goes to the fast path only if no change came in between.
+    // Taken before the judge sees the batch, checked when its verdicts are in (fast-path.ts).
     const ticket = this.fastPath ? this.fastPath.ticket() : -1;
     if (this.judge!.allowsBatchAsync) {
       // Verdicts by packet id once the judge has them; the thread reads on meanwhile.
@@ -368,16 +368,16 @@ export class Dataplane {
     this.answerBatch(batch, out, failed, ticket);
   }
 
-  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; packet: Packet; started: number }>, out: Uint8Array, failed: boolean, ticket: number): void {
-    const fastPath = this.fastPath;
+  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; started: number; packet: Packet }>, out: Uint8Array, failed: boolean, ticket: number): void {
     if (failed) this.counters.judgeErrors += batch.length;
     for (let i = 0; i < batch.length; i++) {
       const w = batch[i];
       this.answer(w.id, w.nfmark, failed ? this.options.failOpen : out[i] === 1, w.started);
     }
-    if (failed || ticket < 0 || !fastPath!.valid(ticket)) return;
+    const fastPath = this.fastPath;
+    if (failed || ticket < 0 || !fastPath || !fastPath.valid(ticket)) return;
     const reply = this.marks.reply;
-    for (let i = 0; i < batch.length; i++) if ((batch[i].nfmark & reply) === 0) fastPath!.add(batch[i].packet, out[i] === 1);
+    for (let i = 0; i < batch.length; i++) if ((batch[i].nfmark & reply) === 0) fastPath.add(batch[i].packet, out[i] === 1);
   }
 
   private answer(id: number, nfmark: number, allowed: boolean, started: number): void {
