@@ -312,15 +312,34 @@ export class Dataplane {
     this.flushScheduled = false;
     const batch = this.waiting.splice(0);
     if (batch.length === 0) return;
+    const packets = batch.map((w) => w.packet);
+    if (this.judge!.allowsBatchAsync) {
+      // Verdicts by packet id once the judge has them; the thread reads on meanwhile.
+      const later = new Uint8Array(batch.length);
+      let answered: Promise<void> | undefined;
+      try {
+        answered = this.judge!.allowsBatchAsync(packets, later);
+      } catch {
+        answered = Promise.reject(new Error('allowsBatchAsync threw'));
+      }
+      if (answered) {
+        answered.then(() => this.answerBatch(batch, later, false), () => this.answerBatch(batch, later, true));
+        return;
+      }
+    }
     if (this.batchVerdicts.length < batch.length) this.batchVerdicts = new Uint8Array(batch.length * 2);
     const out = this.batchVerdicts;
     let failed = false;
     try {
-      this.judge!.allowsBatch!(batch.map((w) => w.packet), out);
+      this.judge!.allowsBatch!(packets, out);
     } catch {
-      this.counters.judgeErrors += batch.length;
       failed = true;
     }
+    this.answerBatch(batch, out, failed);
+  }
+
+  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; started: number }>, out: Uint8Array, failed: boolean): void {
+    if (failed) this.counters.judgeErrors += batch.length;
     for (let i = 0; i < batch.length; i++) {
       const w = batch[i];
       this.answer(w.id, w.nfmark, failed ? this.options.failOpen : out[i] === 1, w.started);

@@ -290,6 +290,11 @@ export class PolicyEngine {
     this.active.allowsBatch(packets, out);
   }
 
+  /** The batched packet path without blocking on instance threads (PacketJudge.allowsBatchAsync). */
+  allowsBatchAsync(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined {
+    return this.active.allowsBatchAsync(packets, out);
+  }
+
   evaluate(packet: Packet, srcPod?: PodInfo, dstPod?: PodInfo): Decision {
     return this.active.evaluate(packet, srcPod, dstPod);
   }

@@ -18,6 +18,9 @@ function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
 }
 
+/** A module call the batched walk needs: `stage` decides the first `n` records of `batch` into `out` (with their reason and rule codes when asked). */
+interface BatchStep { stage: Stage; batch: Uint8Array; n: number; out: Uint8Array; reasons: Uint32Array | undefined; rules: Uint32Array | undefined }
+
 export class Pipeline {
   readonly stages: readonly Stage[];
   readonly spec: PipelineSpec;
@@ -56,6 +59,11 @@ export class Pipeline {
   /** Every stage's instance returns reason and rule codes with a batch's verdicts (none runs in its own thread). */
   private readonly batchReportsCodes: boolean;
   private flows: FlowBuffer | undefined;
+  /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
+  private readonly threaded: boolean;
+  /** The asynchronous walks, one after another (they share the batch scratch); walksInFlight counts those asked for and not done. */
+  private walking: Promise<void> = Promise.resolve();
+  private walksInFlight = 0;
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -65,6 +73,7 @@ export class Pipeline {
     this.auditing = this.stages.filter((s) => s.mode === 'audit');
     this.enforcingIndex = Int16Array.from(this.enforcing, (s) => this.stages.indexOf(s));
     this.batchReportsCodes = this.stages.every((s) => s.isolation === 'thread');
+    this.threaded = !this.batchReportsCodes;
   }
 
   /**
@@ -164,17 +173,65 @@ export class Pipeline {
     // A flow record needs each direction's deciding stage, reason and rule
     // codes; a module in its own thread (--module-threads) answers a batch
     // with verdicts only, so such a pipeline decides packet by packet while
-    // recording.
-    if (flows !== undefined && !this.batchReportsCodes) {
+    // recording. The same while an asynchronous walk is suspended: the batch
+    // scratch is its.
+    if ((flows !== undefined && !this.batchReportsCodes) || this.walksInFlight > 0) {
       for (let i = 0; i < packets.length; i++) out[i] = this.allows(packets[i]) ? 1 : 0;
       return;
     }
     for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
-      this.decideChunk(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out, flows);
+      const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out, flows);
+      for (let r = steps.next(); !r.done; r = steps.next()) {
+        const q = r.value;
+        q.stage.decideVerdicts(q.batch, q.n, q.out, q.reasons, q.rules);
+      }
     }
   }
 
-  private decideChunk(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): void {
+  /**
+   * `allowsBatch` whose module calls do not block this thread: each stage
+   * whose instance runs in a thread of its own (`--module-threads`) decides
+   * while the event loop runs on, and `out` is filled when the promise
+   * resolves (it never rejects). Batches are walked one after another.
+   * Undefined when it would gain nothing — no stage runs in a thread, or
+   * flows are recorded (packet by packet, as `allowsBatch` does then) — so
+   * the caller decides synchronously.
+   */
+  allowsBatchAsync(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined {
+    if (this.flows !== undefined || !this.threaded) return undefined;
+    const idle = this.walksInFlight === 0;
+    this.walksInFlight++;
+    const walk = async () => {
+      try {
+        for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
+          const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out, undefined);
+          for (let r = steps.next(); !r.done; r = steps.next()) await r.value.stage.decideVerdictsAsync(r.value.batch, r.value.n, r.value.out);
+        }
+      } finally {
+        this.walksInFlight--;
+      }
+    };
+    // An idle pipeline starts at once: the first module call is posted before this returns.
+    const done = idle ? walk() : this.walking.then(walk);
+    this.walking = done.catch(() => undefined);
+    return done;
+  }
+
+  /** One module call of the batched walk, handed to the caller (allowsBatch makes it at once, allowsBatchAsync awaits it); reused. */
+  private readonly step: BatchStep = { stage: undefined as unknown as Stage, batch: this.encoded, n: 0, out: this.verdicts, reasons: undefined, rules: undefined };
+
+  private ask(stage: Stage, batch: Uint8Array, n: number, out: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): BatchStep {
+    const q = this.step;
+    q.stage = stage;
+    q.batch = batch;
+    q.n = n;
+    q.out = out;
+    q.reasons = reasons;
+    q.rules = rules;
+    return q;
+  }
+
+  private *chunkSteps(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): Generator<BatchStep, void> {
     const enc = this.encoded;
     const state = this.state;
     const multicluster = state.multiclusterMode;
@@ -205,10 +262,10 @@ export class Pipeline {
         for (let k = 0; k < this.auditing.length; k++) {
           const s = this.auditing[k];
           if (flows === undefined) {
-            s.decideVerdicts(enc, count, this.verdicts);
+            yield this.ask(s, enc, count, this.verdicts);
             continue;
           }
-          s.decideVerdicts(enc, count, this.verdicts, this.reasons, this.rules);
+          yield this.ask(s, enc, count, this.verdicts, this.reasons, this.rules);
           const failed = s.lastFailure !== undefined;
           for (let i = 0; i < count; i++) {
             if (slots[i] >= 0) flows.setAudit(slots[i], dir, k, this.verdicts[i], failed ? 0 : this.reasons[i], failed ? 0 : this.rules[i]);
@@ -218,10 +275,10 @@ export class Pipeline {
     }
     const pending = this.pending;
     for (let i = 0; i < count; i++) pending[i] = i;
-    const egressAllowed = this.walkBatch(EGRESS, count, count, flows);
+    const egressAllowed = yield* this.walkBatch(EGRESS, count, count, flows);
     // Only what egress allowed walks ingress; the rest is denied.
     out.fill(0, start, start + count);
-    const allowed = this.walkBatch(INGRESS, egressAllowed, count, flows);
+    const allowed = yield* this.walkBatch(INGRESS, egressAllowed, count, flows);
     for (let k = 0; k < allowed; k++) out[start + pending[k]] = 1;
     if (flows !== undefined) for (let i = 0; i < count; i++) if (slots[i] >= 0) flows.setAllowed(slots[i], out[start + i] === 1);
   }
@@ -233,7 +290,7 @@ export class Pipeline {
    * outcome in this direction goes to its flow buffer slot, as the
    * one-packet walk writes it.
    */
-  private walkBatch(dir: number, count: number, chunk: number, flows: FlowBuffer | undefined): number {
+  private *walkBatch(dir: number, count: number, chunk: number, flows: FlowBuffer | undefined): Generator<BatchStep, number> {
     const enc = this.encoded;
     const pending = this.pending;
     const allowed = this.allowedIdx;
@@ -288,13 +345,13 @@ export class Pipeline {
           packed = true;
           batch = this.work;
         }
-        stage.decideVerdicts(batch, n, verdicts, reasons, rules);
+        yield this.ask(stage, batch, n, verdicts, reasons, rules);
       } else {
         // Only the records touching a subject go to the module; the rest are Next.
         for (let j = 0; j < m; j++) this.selectedIdx[j] = pending[selected[j]];
         this.pack(this.selectedIdx, m);
         packed = false;
-        stage.decideVerdicts(this.work, m, this.selectedVerdicts, flows !== undefined ? this.selectedReasons : undefined, flows !== undefined ? this.selectedRules : undefined);
+        yield this.ask(stage, this.work, m, this.selectedVerdicts, flows !== undefined ? this.selectedReasons : undefined, flows !== undefined ? this.selectedRules : undefined);
         stage.countSkipped(n - m);
         verdicts.fill(Verdict.Next, 0, n);
         for (let j = 0; j < m; j++) verdicts[selected[j]] = this.selectedVerdicts[j];
@@ -478,6 +535,11 @@ export class Pipeline {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    // Walks already asked for finish first: their packets get the modules' verdicts, not the failure policy.
+    if (this.walksInFlight > 0) {
+      void this.walking.then(() => { for (const s of this.stages) s.dispose(); });
+      return;
+    }
     for (const s of this.stages) s.dispose();
   }
 }

@@ -675,7 +675,37 @@ export class Stage implements StateListener {
       this.counters.unavailable += count;
       this.lastFailure = 'unavailable';
     }
-    // Records a failure left undecided get the failure policy's verdict.
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /**
+   * `decideVerdicts` without blocking the event loop on an instance that
+   * runs in a thread of its own (the wall-clock backstop): the main thread
+   * goes on with sources, the admin API and /healthz while the module
+   * decides. Other instances decide synchronously. Never rejects.
+   */
+  async decideVerdictsAsync(records: Uint8Array, count: number, verdicts: Uint8Array): Promise<void> {
+    const inst = this.instance;
+    if (inst?.decideIntoAsync === undefined || inst.broken) {
+      this.decideVerdicts(records, count, verdicts);
+      return;
+    }
+    this.counters.decisions += count;
+    let first = 0;
+    try {
+      await inst.decideIntoAsync(records, 0, count, verdicts);
+      first = count;
+      this.lastFailure = undefined;
+    } catch (err) {
+      // A call that waited for this one (a delivery, an explanation) may have reported the failure already.
+      if (this.instance === inst) this.failed(err);
+      else this.lastFailure = 'unavailable';
+    }
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /** Records from `first` on get the failure policy's verdict (a failure left them undecided); every verdict is checked and counted. */
+  private settleVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, first: number): void {
     for (let i = first; i < count; i++) verdicts[i] = this.failureVerdict;
     const c = this.counters;
     for (let i = 0; i < count; i++) {
