@@ -45,16 +45,19 @@ interface ConntrackNetlinkBinding {
  * reply direction's source and the mark. Ports, ICMP id and mark in network order.
  */
 export const RECORD_BYTES = 64;
-const OFF_ICMP_TYPE = 1;
-const OFF_ICMP_CODE = 2;
-const OFF_SRC_PORT = 4;
-const OFF_DST_PORT = 6;
-const OFF_ICMP_ID = 8;
-const OFF_REPLY_SRC_PORT = 10;
-const OFF_SRC = 12;
-const OFF_DST = 28;
-const OFF_REPLY_SRC = 44;
-const OFF_MARK = 60;
+/** Where each field starts in a record (the addon's conntrack_netlink.c, OFF_* there). */
+const AT = {
+  icmpType: 1,
+  icmpCode: 2,
+  srcPort: 4,
+  dstPort: 6,
+  icmpId: 8,
+  replySrcPort: 10,
+  src: 12,
+  dst: 28,
+  replySrc: 44,
+  mark: 60,
+} as const;
 
 /** `entries` as packed records; an entry the dump produced is copied as it came. */
 export function packRecords(entries: readonly ConntrackEntry[]): Buffer {
@@ -68,18 +71,18 @@ export function packRecords(entries: readonly ConntrackEntry[]): Buffer {
     }
     out[o] = e.protocol;
     if (e.protocol === Protocol.ICMP || e.protocol === Protocol.ICMPv6) {
-      out[o + OFF_ICMP_TYPE] = e.icmpType;
-      out[o + OFF_ICMP_CODE] = e.icmpCode;
-      out.writeUInt16BE(e.icmpId & 0xffff, o + OFF_ICMP_ID);
+      out[o + AT.icmpType] = e.icmpType;
+      out[o + AT.icmpCode] = e.icmpCode;
+      out.writeUInt16BE(e.icmpId & 0xffff, o + AT.icmpId);
     } else {
-      out.writeUInt16BE(e.srcPort & 0xffff, o + OFF_SRC_PORT);
-      out.writeUInt16BE(e.dstPort & 0xffff, o + OFF_DST_PORT);
-      out.writeUInt16BE(e.replySrcPort & 0xffff, o + OFF_REPLY_SRC_PORT);
+      out.writeUInt16BE(e.srcPort & 0xffff, o + AT.srcPort);
+      out.writeUInt16BE(e.dstPort & 0xffff, o + AT.dstPort);
+      out.writeUInt16BE(e.replySrcPort & 0xffff, o + AT.replySrcPort);
     }
-    out.set(addressBytes(e.src), o + OFF_SRC);
-    out.set(addressBytes(e.dst), o + OFF_DST);
-    out.set(addressBytes(e.replySrc), o + OFF_REPLY_SRC);
-    out.writeUInt32BE(e.mark >>> 0, o + OFF_MARK);
+    out.set(addressBytes(e.src), o + AT.src);
+    out.set(addressBytes(e.dst), o + AT.dst);
+    out.set(addressBytes(e.replySrc), o + AT.replySrc);
+    out.writeUInt32BE(e.mark >>> 0, o + AT.mark);
   }
   return out;
 }
@@ -105,18 +108,18 @@ class DumpedEntry implements ConntrackEntry {
     const protocol = records[o];
     const icmp = protocol === Protocol.ICMP || protocol === Protocol.ICMPv6;
     this.protocol = protocol;
-    this.srcPort = icmp ? 0 : records.readUInt16BE(o + OFF_SRC_PORT);
-    this.dstPort = icmp ? 0 : records.readUInt16BE(o + OFF_DST_PORT);
-    this.replySrcPort = icmp ? 0 : records.readUInt16BE(o + OFF_REPLY_SRC_PORT);
-    this.icmpType = icmp ? records[o + OFF_ICMP_TYPE] : 0;
-    this.icmpCode = icmp ? records[o + OFF_ICMP_CODE] : 0;
-    this.icmpId = icmp ? records.readUInt16BE(o + OFF_ICMP_ID) : 0;
-    this.mark = records.readUInt32BE(o + OFF_MARK);
+    this.srcPort = icmp ? 0 : records.readUInt16BE(o + AT.srcPort);
+    this.dstPort = icmp ? 0 : records.readUInt16BE(o + AT.dstPort);
+    this.replySrcPort = icmp ? 0 : records.readUInt16BE(o + AT.replySrcPort);
+    this.icmpType = icmp ? records[o + AT.icmpType] : 0;
+    this.icmpCode = icmp ? records[o + AT.icmpCode] : 0;
+    this.icmpId = icmp ? records.readUInt16BE(o + AT.icmpId) : 0;
+    this.mark = records.readUInt32BE(o + AT.mark);
     this.record = records.subarray(o, o + RECORD_BYTES);
     this.addressBytes = {
-      src: records.subarray(o + OFF_SRC, o + OFF_SRC + size),
-      dst: records.subarray(o + OFF_DST, o + OFF_DST + size),
-      replySrc: records.subarray(o + OFF_REPLY_SRC, o + OFF_REPLY_SRC + size),
+      src: records.subarray(o + AT.src, o + AT.src + size),
+      dst: records.subarray(o + AT.dst, o + AT.dst + size),
+      replySrc: records.subarray(o + AT.replySrc, o + AT.replySrc + size),
     };
   }
 

@@ -341,6 +341,8 @@ export class Dataplane {
     const batch = this.waiting.splice(0);
     if (batch.length === 0) return;
     const packets = batch.map((w) => w.packet);
+    // Taken before the judge sees the batch, checked when its verdicts are in (fast-path.ts).
+    const ticket = this.fastPath ? this.fastPath.ticket() : -1;
     if (this.judge!.allowsBatchAsync) {
       // Verdicts by packet id once the judge has them; the thread reads on meanwhile.
       const later = new Uint8Array(batch.length);
@@ -351,32 +353,31 @@ export class Dataplane {
         answered = Promise.reject(new Error('allowsBatchAsync threw'));
       }
       if (answered) {
-        answered.then(() => this.answerBatch(batch, later, false), () => this.answerBatch(batch, later, true));
+        answered.then(() => this.answerBatch(batch, later, false, ticket), () => this.answerBatch(batch, later, true, ticket));
         return;
       }
     }
     if (this.batchVerdicts.length < batch.length) this.batchVerdicts = new Uint8Array(batch.length * 2);
     const out = this.batchVerdicts;
-    const fastPath = this.fastPath;
-    const ticket = fastPath ? fastPath.ticket() : -1;
     let failed = false;
     try {
       this.judge!.allowsBatch!(packets, out);
     } catch {
       failed = true;
     }
-    this.answerBatch(batch, out, failed);
+    this.answerBatch(batch, out, failed, ticket);
   }
 
-  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; started: number }>, out: Uint8Array, failed: boolean): void {
+  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; started: number; packet: Packet }>, out: Uint8Array, failed: boolean, ticket: number): void {
     if (failed) this.counters.judgeErrors += batch.length;
     for (let i = 0; i < batch.length; i++) {
       const w = batch[i];
       this.answer(w.id, w.nfmark, failed ? this.options.failOpen : out[i] === 1, w.started);
     }
-    if (failed || ticket < 0 || !fastPath!.valid(ticket)) return;
+    const fastPath = this.fastPath;
+    if (failed || ticket < 0 || !fastPath || !fastPath.valid(ticket)) return;
     const reply = this.marks.reply;
-    for (let i = 0; i < batch.length; i++) if ((batch[i].nfmark & reply) === 0) fastPath!.add(batch[i].packet, out[i] === 1);
+    for (let i = 0; i < batch.length; i++) if ((batch[i].nfmark & reply) === 0) fastPath.add(batch[i].packet, out[i] === 1);
   }
 
   private answer(id: number, nfmark: number, allowed: boolean, started: number): void {

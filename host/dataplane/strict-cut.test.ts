@@ -181,6 +181,17 @@ describe('the mark clearers', () => {
     expect(chooseMarkClearer(run, true, silent).path).toBe('conntrack-process');
   });
 
+  it('fall back to the per-process path with a warning naming what to install when the addon does not load', () => {
+    const run: CommandRunner = async () => ({ code: 0, stdout: '', stderr: '' });
+    const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+    const logger = { ...silent, warn: (obj: Record<string, unknown>, msg: string) => warnings.push({ obj, msg }) };
+    const clearer = chooseMarkClearer(run, false, logger, () => loadConntrackNetlink('kwp-no-such-addon'));
+    expect(clearer.path).toBe('conntrack-process');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].obj).toMatchObject({ strictCut: 'conntrack-process' });
+    expect(warnings[0].msg).toMatch(/libnetfilter-conntrack-dev.*npm rebuild kwp-conntrack-netlink/);
+  });
+
   it('report why the addon is missing instead of throwing', () => {
     const loaded = loadConntrackNetlink('kwp-no-such-addon');
     expect('reason' in loaded && loaded.reason).toMatch(/kwp-no-such-addon/);

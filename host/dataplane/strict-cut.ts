@@ -158,9 +158,9 @@ export function processMarkClearer(run: CommandRunner): MarkClearer {
  * log line saying which and why. A substitute runner (tests) means conntrack
  * is the substitute's: the per-process path over it, never the real kernel.
  */
-export function chooseMarkClearer(run: CommandRunner, substituteRunner: boolean, logger: HostLogger): MarkClearer {
+export function chooseMarkClearer(run: CommandRunner, substituteRunner: boolean, logger: HostLogger, load = loadConntrackNetlink): MarkClearer {
   if (substituteRunner) return processMarkClearer(run);
-  const loaded = loadConntrackNetlink();
+  const loaded = load();
   if ('binding' in loaded) {
     logger.info({ strictCut: 'netlink' }, 'strict mode cuts connections in netlink batches (kwp-conntrack-netlink)');
     return netlinkMarkClearer(loaded.binding);
