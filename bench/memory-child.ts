@@ -12,7 +12,7 @@
 // is never loaded; `instrumentationHelpers` says otherwise (a cold cache),
 // since a helper thread's memory stays in RSS. `modules` lists the heavy
 // CommonJS packages that ended up loaded, so a change that pulls one back in shows.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,31 @@ import { SCALES, clusterObjects, generateCluster, type SyntheticCluster } from '
 import { helpersStarted } from '../host/runtime/instrument-helper.js';
 
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
+
+/**
+ * Resident bytes of the WebAssembly memories. V8 reserves each memory as
+ * several GiB of address space (bounds checks by guard pages): the part in
+ * use is a read-write mapping directly followed by the inaccessible rest of
+ * the reservation. Only the pages a module touched are resident, so a
+ * memory's size (`wasmMemoryMiB`) can be more than it costs. Linux only
+ * (/proc/self/smaps); undefined elsewhere.
+ */
+function wasmResidentBytes(): number | undefined {
+  let smaps: string;
+  try { smaps = readFileSync('/proc/self/smaps', 'utf8'); } catch { return undefined; }
+  const maps: Array<{ start: number; end: number; perms: string; rss: number }> = [];
+  for (const line of smaps.split('\n')) {
+    const range = /^([0-9a-f]+)-([0-9a-f]+) (\S+)/.exec(line);
+    if (range) maps.push({ start: Number.parseInt(range[1], 16), end: Number.parseInt(range[2], 16), perms: range[3], rss: 0 });
+    else if (line.startsWith('Rss:') && maps.length) maps[maps.length - 1].rss = Number.parseInt(line.slice(4), 10) * 1024;
+  }
+  let total = 0;
+  for (let i = 0; i + 1 < maps.length; i++) {
+    const [used, rest] = [maps[i], maps[i + 1]];
+    if (used.perms.startsWith('rw') && rest.perms.startsWith('---') && rest.start === used.end && rest.end - used.start >= 4 * 2 ** 30) total += used.rss;
+  }
+  return total;
+}
 
 /** Delivers the generated cluster once, as a Kubernetes source's first lists would, and lets go of it. */
 class GeneratedSource implements ObjectSource {
@@ -79,6 +104,7 @@ try {
     externalMiB: mib(usage.external),
     arrayBuffersMiB: mib(usage.arrayBuffers),
     wasmMemoryMiB: mib(wasm),
+    wasmResidentMiB: (() => { const r = wasmResidentBytes(); return r === undefined ? undefined : mib(r); })(),
     wasmMemoryMiBByStage: Object.fromEntries(stages.map((s) => [s.name, mib(s.memoryBytes)])),
     scale: scale.name,
     pods: [...agent.state.pods()].length,

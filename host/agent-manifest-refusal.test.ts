@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO, startAgentProcess, type AgentProcess } from '../test/fixtures/agent-process.js';
+import { REPO, AgentProcess } from '../test/fixtures/agent-process.js';
 
 let dir: string;
 let policies: string;
@@ -33,7 +33,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kwp-refusal-'));
   cpSync(join(REPO, 'examples', 'basic', 'manifests'), dir, { recursive: true });
   policies = join(dir, 'policies.yaml');
-  agent = await startAgentProcess(['--manifests', dir]);
+  agent = await AgentProcess.start(['--manifests', dir]);
 }, 120_000);
 
 afterAll(async () => {
@@ -50,9 +50,9 @@ describe('kwp agent --manifests with a file that stops validating', () => {
     // Port 81 instead of http, and a typo that a real API server refuses.
     const edited = good.replace('ports: [{ port: http }]', 'ports: [{ port: 81 }]');
     expect(edited).not.toBe(good);
-    let mark = agent.log.length;
+    let mark = agent.entries.length;
     writeFileSync(policies, edited.replace('namespaceSelector: { matchLabels', 'namespaceSelector: { matchLabel'));
-    const refused = await agent.logLine((e) => agent.log.indexOf(e) >= mark && e.code === 'KWP_ERR_MANIFEST' && e.source === 'manifests');
+    const refused = await agent.logLine((e) => agent.entries.indexOf(e) >= mark && e.code === 'KWP_ERR_MANIFEST' && e.source === 'manifests');
     expect(refused.level).toBe(50);
     expect(refused.files).toEqual([policies]);
     expect(refused.msg).toContain(`${policies}: document 2 (NetworkPolicy y/allow-web): `);
@@ -68,9 +68,9 @@ describe('kwp agent --manifests with a file that stops validating', () => {
     // The edit did not half-apply: the old policy still decides.
     expect([await verdict(80), await verdict(81)]).toEqual(['allow', 'deny']);
 
-    mark = agent.log.length;
+    mark = agent.entries.length;
     writeFileSync(policies, edited);
-    await agent.logLine((e) => agent.log.indexOf(e) >= mark && e.msg === 'manifests reloaded');
+    await agent.logLine((e) => agent.entries.indexOf(e) >= mark && e.msg === 'manifests reloaded');
     expect(await readyz()).toEqual({ status: 200, body: { ready: true } });
     expect(await metric('kwp_source_refused')).toEqual([]);
     expect([await verdict(80), await verdict(81)]).toEqual(['deny', 'allow']);

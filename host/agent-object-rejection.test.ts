@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiServerEmulator } from '../test/apiserver/emulator.js';
 import { writeKubeconfig } from '../test/apiserver/kubeconfig.js';
 import { adminNetworkPolicy, namespace, pod } from '../test/apiserver/fixtures.js';
-import { startAgentProcess, type AgentProcess } from '../test/fixtures/agent-process.js';
+import { AgentProcess } from '../test/fixtures/agent-process.js';
 import type { KubeObject } from './contract.js';
 
 let api: ApiServerEmulator;
@@ -32,7 +32,7 @@ beforeAll(async () => {
   api.create(namespace('x', { team: 'a' }));
   api.create(pod('x', 'a', { app: 'web' }, '10.0.0.1'));
   api.create(oddOperator('Frobnicate'));
-  agent = await startAgentProcess(['--kubeconfig', await writeKubeconfig({ server: api.url })]);
+  agent = await AgentProcess.start(['--kubeconfig', await writeKubeconfig({ server: api.url })]);
 }, 120_000);
 
 afterAll(async () => {

@@ -14,6 +14,7 @@ import {
   AdminMetrics, ClusterState, FleetWiring, KubernetesSource, KwpError, ManifestSource, ModuleStore, PipelineController, PolicyEngine,
   BuiltinModules, ChainedModules, Dataplane, createAdminServer, createLogger, defaultPipeline, expireResolvedNamesPeriodically,
   loadAdminToken, loadTrustedKeys, marksAt, readPipelineFile, ensureStateDir, loadNfqueue, refreshOnChange,
+  DEFAULT_FAST_PATH, invalidateFastPathOnChange, registerFastPathMetrics,
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
   type AutoRollbackOptions, type SandboxLimits, type StageIsolation, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
@@ -41,6 +42,11 @@ export interface AgentConfig {
   markBits?: number;
   /** Nice value (-20..19) for the packet thread; unset leaves it alone (see DataplaneOptions.packetThreadNice). */
   packetThreadNice?: number;
+  /**
+   * The kernel fast path (docs/dataplane.md): true, or the seconds a decided
+   * tuple stays in the kernel sets (true: 120); off when absent or false.
+   */
+  fastPath?: boolean | number;
   /** Uploaded modules and the active pipeline persist here; without it nothing persists and uploads are refused. */
   stateDir?: string;
   /** `host:port` of the admin API; absent or empty for none. */
@@ -89,6 +95,7 @@ export function dataplaneSettings(config: AgentConfig): Omit<DataplaneOptions, '
     strict: config.strict ?? true,
     ...(config.markBits !== undefined ? { marks: marksAt(config.markBits) } : {}),
     ...(config.packetThreadNice !== undefined ? { packetThreadNice: config.packetThreadNice } : {}),
+    ...(config.fastPath === undefined || config.fastPath === false ? {} : { fastPath: { ...DEFAULT_FAST_PATH, ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}) } }),
   };
 }
 
@@ -220,6 +227,7 @@ export class Agent {
     // Before the controller starts, so the startup swap is counted.
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane, flows });
     registerSourceMetrics(metrics.registry, () => this.sources);
+    registerFastPathMetrics(metrics.registry, () => dataplane?.fastPath);
     registerObjectRejectionMetrics(metrics.registry, () => controller.livePipelines()[0]?.stages ?? []);
 
     return [
@@ -270,7 +278,15 @@ export class Agent {
   private dataplaneParts(dp: Dataplane): AgentPart[] {
     let stopRefresh: (() => void) | undefined;
     let stopExpiry: (() => void) | undefined;
+    let stopInvalidation: (() => void) | undefined;
+    const fastPath = dp.fastPath;
     return [
+      // Before the dataplane starts, so no change between its start and this part's goes unseen.
+      ...(fastPath ? [{
+        name: 'fast path invalidation',
+        start: () => { stopInvalidation = invalidateFastPathOnChange({ fastPath, state: this.state, engine: this.engine }); },
+        stop: () => stopInvalidation?.(),
+      }] : []),
       {
         name: 'dataplane',
         start: async () => { await dp.start(this.engine); this.dataplane = dp; },

@@ -50,6 +50,11 @@ export type { DataplaneOptions, DataplaneCounters } from './dataplane/dataplane.
 export type { PacketJudge } from './dataplane/judge.js';
 export { marksAt } from './dataplane/rules.js';
 export { refreshOnChange } from './dataplane/refresh-on-change.js';
+export { FastPath, INVALIDATION_CAUSES } from './dataplane/fast-path.js';
+export type { FastPathOptions, FastPathCounters, InvalidationCause } from './dataplane/fast-path.js';
+export { DEFAULT_FAST_PATH } from './dataplane/fast-path-rules.js';
+export { invalidateFastPathOnChange, fastPathBlocker } from './dataplane/fast-path-invalidation.js';
+export { registerFastPathMetrics } from './admin/fast-path-metrics.js';
 export type { RefreshOnChangeOptions } from './dataplane/refresh-on-change.js';
 export { parsePacket } from './dataplane/packet-parser.js';
 

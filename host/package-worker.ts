@@ -53,7 +53,12 @@ export async function load(url, context, next) {
   return `data:text/javascript,${encodeURIComponent(hooks)}`;
 }
 
-/** `entry` is the worker module's URL as written next to the caller, with a `.js` suffix. */
+/**
+ * `entry` is the worker module's URL as written next to the caller, with a
+ * `.js` suffix. `resourceLimits` apply to a worker of the compiled package
+ * only: from the sources, the worker may load the TypeScript compiler first,
+ * whose heap is no measure of the worker's own.
+ */
 export function startPackageWorker(entry: URL, options: Omit<WorkerOptions, 'eval'> = {}): Worker {
   if (existsSync(fileURLToPath(entry))) return new Worker(entry, options);
   const ts = new URL(entry.href.replace(/\.js$/, '.ts'));
@@ -63,7 +68,8 @@ const { register } = await import('node:module');
 register(${JSON.stringify(typescriptHooks())});
 await import(${JSON.stringify(ts.href)});
 `;
-  return new Worker(bootstrap, { ...options, eval: true });
+  const { resourceLimits: _compiledOnly, ...rest } = options;
+  return new Worker(bootstrap, { ...rest, eval: true });
 }
 
 /**

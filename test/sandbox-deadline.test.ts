@@ -1,6 +1,6 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { adminHarness, auth, type AdminHarness } from './fixtures/admin-harness.js';
-import { closeHarnesses, explainOverHttp as explain, slowestHealthAnswer } from './fixtures/health-watch.js';
+import { auth, type AdminHarness } from './fixtures/admin-harness.js';
+import { closeHarnesses, explainOverHttp as explain, explainWhileWatched, harnessRunningAlone, slowestHealthAnswer, until } from './fixtures/health-watch.js';
 import { sandboxModule, DEFAULT_META } from './fixtures/sandbox-modules.js';
 import { Kinds } from '../host/contract.js';
 import type { SandboxLimits } from '../host/runtime/limits.js';
@@ -33,27 +33,9 @@ const DECIDE = `
   (i32.store (i32.const ${4096 + 56}) (i32.load16_u (i32.const ${4096 + 6})))
   (i32.const 0)`;
 
-async function agentWith(name: string, opts: Parameters<typeof sandboxModule>[0], config?: Record<string, unknown>): Promise<{ url: string; h: AdminHarness; put: Response }> {
-  const h = await adminHarness({ limits: LIMITS, isolation: 'worker' });
-  open.push(h);
-  const url = await h.server.listen();
+function agentWith(name: string, opts: Parameters<typeof sandboxModule>[0], config?: Record<string, unknown>) {
   const bytes = sandboxModule({ meta: { ...DEFAULT_META, name, kinds: [Kinds.NetworkPolicy], failurePolicy: 'fail-closed' }, ...opts });
-  const up = await fetch(`${url}/v1/modules?name=${name}&version=0.0.1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: Buffer.from(bytes) });
-  expect(up.status, await up.clone().text()).toBe(201);
-  const put = await fetch(`${url}/v1/pipeline`, {
-    method: 'PUT', headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ stages: [{ name: 'hostile', module: name, ...(config ? { config } : {}) }] }),
-  });
-  return { url, h, put };
-}
-
-
-async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
-  const started = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return harnessRunningAlone(open, name, bytes, { limits: LIMITS, isolation: 'worker' }, config);
 }
 
 describe('a module looping where fuel cannot stop it in time, on an agent over HTTP', () => {
@@ -61,9 +43,7 @@ describe('a module looping where fuel cannot stop it in time, on an agent over H
     const { url, h, put } = await agentWith('loops-in-decide', { decideBody: DECIDE });
     expect(put.status, await put.clone().text()).toBe(200);
     expect((await explain(url, 80)).body.verdict).toBe('allow');
-    const hostile = explain(url, HOSTILE_PORT);
-    const slowest = await slowestHealthAnswer(url, hostile);
-    const { body, ms } = await hostile;
+    const { body, ms, slowest } = await explainWhileWatched(url, HOSTILE_PORT);
     expect(body.verdict).toBe('deny');
     expect(body.egress[0]).toMatchObject({ stage: 'hostile', failure: 'deadline' });
     expect(ms).toBeLessThan(DECISION_BOUND_MS);
@@ -113,9 +93,7 @@ describe('a module looping where fuel cannot stop it in time, on an agent over H
       explainBody: `(if (i32.eq (local.get $reason) (i32.const ${HOSTILE_PORT + 1})) (then ${HEAVY_LOOP})) (i32.const 0)`,
     });
     expect(put.status, await put.clone().text()).toBe(200);
-    const hostile = explain(url, HOSTILE_PORT + 1);
-    const slowest = await slowestHealthAnswer(url, hostile);
-    const { body, ms } = await hostile;
+    const { body, ms, slowest } = await explainWhileWatched(url, HOSTILE_PORT + 1);
     expect(body.egress[0]).toMatchObject({ stage: 'hostile', verdict: 'Accept' });
     expect(body.egress[0].reason).toBeUndefined();
     expect(ms).toBeLessThan(DECISION_BOUND_MS);

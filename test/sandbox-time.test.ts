@@ -1,6 +1,6 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { adminHarness, auth, type AdminHarness } from './fixtures/admin-harness.js';
-import { closeHarnesses, explainOverHttp as explain, slowestHealthAnswer } from './fixtures/health-watch.js';
+import type { AdminHarness } from './fixtures/admin-harness.js';
+import { closeHarnesses, explainOverHttp as explain, explainWhileWatched, harnessRunningAlone } from './fixtures/health-watch.js';
 import { sandboxModule, fillLoop, BIG_MEMORY, DEFAULT_META } from './fixtures/sandbox-modules.js';
 
 // Hostile modules on the live decision path of an agent (store, controller,
@@ -28,29 +28,17 @@ function decideFor(hostile: string): string {
 }
 
 async function agentWith(name: string, opts: Parameters<typeof sandboxModule>[0]): Promise<string> {
-  const h = await adminHarness();
-  open.push(h);
-  const url = await h.server.listen();
   const bytes = sandboxModule({ memory: BIG_MEMORY, meta: { ...DEFAULT_META, name, failurePolicy: 'fail-closed' }, ...opts });
-  const up = await fetch(`${url}/v1/modules?name=${name}&version=0.0.1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/wasm' }, body: Buffer.from(bytes) });
-  expect(up.status, await up.clone().text()).toBe(201);
-  const put = await fetch(`${url}/v1/pipeline`, {
-    method: 'PUT', headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ stages: [{ name: 'hostile', module: name }] }),
-  });
+  const { url, put } = await harnessRunningAlone(open, name, bytes);
   expect(put.status, await put.clone().text()).toBe(200);
   return url;
 }
-
-
 
 describe('a module filling memory in a loop for one port is bounded on the decision path', () => {
   it('in kwp_decide: that flow gets the stage failure policy within the bound, other flows are decided, /healthz answers throughout', async () => {
     const url = await agentWith('fills-in-decide', { decideBody: decideFor(`${fillLoop(FILL).replace(/\(i32\.const 0\)$/, '')}`) });
     expect((await explain(url, 80)).body.verdict).toBe('allow');
-    const hostile = explain(url, HOSTILE_PORT);
-    const slowest = await slowestHealthAnswer(url, hostile);
-    const { body, ms } = await hostile;
+    const { body, ms, slowest } = await explainWhileWatched(url, HOSTILE_PORT);
     expect(body.verdict).toBe('deny');
     expect(body.egress[0]).toMatchObject({ stage: 'hostile', failure: 'fuel' });
     expect(ms).toBeLessThan(DECISION_BOUND_MS);
@@ -67,9 +55,7 @@ describe('a module filling memory in a loop for one port is bounded on the decis
       decideBody: decide,
       explainBody: `(if (i32.eq (local.get $reason) (i32.const ${HOSTILE_PORT})) (then ${fillLoop(FILL).replace(/\(i32\.const 0\)$/, '')})) (i32.const 0)`,
     });
-    const hostile = explain(url, HOSTILE_PORT);
-    const slowest = await slowestHealthAnswer(url, hostile);
-    const { body, ms } = await hostile;
+    const { body, ms, slowest } = await explainWhileWatched(url, HOSTILE_PORT);
     expect(body.egress[0]).toMatchObject({ stage: 'hostile', verdict: 'Accept' });
     expect(body.egress[0].reason).toBeUndefined();
     expect(ms).toBeLessThan(DECISION_BOUND_MS);

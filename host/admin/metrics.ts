@@ -250,7 +250,7 @@ export class AdminMetrics {
     stageGauge('kwp_stage_memory_cap_pages', 'Pages the stage instance may grow to: maxMemoryPages plus memoryPerStateByte per byte of its state, at most maxStageMemoryPages (docs/sandbox.md).', (s) => s.memoryCapPages);
     stageGauge('kwp_stage_state_bytes', 'Bytes of state (PodInfo records, objects as JSON) the stage instance holds.', (s) => s.heldBytes);
     stageGauge('kwp_stage_state_stale',
-      '1 while the stage answers with another state than the cluster\'s; reason: growing (a bigger instance is being fed), rebuilding (its module broke), rejected (it cannot hold the current state and keeps the last one it held).',
+      '1 while the stage answers with another state than the cluster\'s; reason: growing (a bigger instance is being fed), rebuilding (its module broke), refreshing (a change too large to deliver at once is being fed to a fresh instance), rejected (it cannot hold the current state and keeps the last one it held).',
       (s) => (s.stateProblem ? 1 : 0), ['reason'], (s) => ({ reason: s.stateProblem?.kind ?? 'none' }));
     stageGauge('kwp_stage_state_rejected', 'States the stage\'s module could not hold within the per-stage memory ceiling, since the stage started.', (s) => s.stateCounters.rejected);
   }

@@ -330,6 +330,30 @@ describe('explain, probes, metrics and the OpenAPI document', () => {
     expect(text).toContain('kwp_nfqueue_user_dropped_packets{queue="100"} 9');
   });
 
+  it('a stage shared between revisions is counted and timed once, also after the pipeline that first ran it is retired', async () => {
+    const h = await harness();
+    const app = h.server.app;
+    const packet = { family: 4 as const, protocol: 6, src: new Uint8Array([10, 0, 0, 1]), dst: new Uint8Array([10, 0, 0, 2]), srcPort: 1, dstPort: 80, icmpType: 0, icmpCode: 0 };
+    const scrape = async () => (await app.inject({ method: 'GET', url: '/metrics', headers: auth })).body;
+    const first = h.engine.active;
+    for (let i = 0; i < 5; i++) h.engine.allows(packet);
+    await scrape();
+    // A reorder: both stages are the first pipeline's, shared.
+    await h.controller.set(DENY_FIRST);
+    expect(h.engine.active.stages[1]).toBe(first.stages[0]);
+    for (let i = 0; i < 3; i++) h.engine.allows(packet);
+    // The first pipeline is retired; its stages live on in the one kept for rollback.
+    await h.controller.set({ stages: [scriptedStage('other', 'Accept')] });
+    await h.controller.set(ALLOW_FIRST);
+    expect(h.engine.active.stages[0]).toBe(first.stages[0]);
+    for (let i = 0; i < 2; i++) h.engine.allows(packet);
+    const text = await scrape();
+    expect(text).toContain('kwp_stage_verdicts_total{stage="allow",module="scripted",direction="egress",verdict="accept"} 7');
+    expect(text).toContain('kwp_stage_verdicts_total{stage="deny",module="scripted",direction="egress",verdict="deny"} 3');
+    // One sample per decision (sampleEvery 1): 7 packets, both directions, through the allow stage.
+    expect(text).toMatch(/kwp_stage_decision_seconds_count\{stage="allow"\} 14\n/);
+  });
+
   it('metrics show the decision-cache hits and misses of each stage that keeps a cache', async () => {
     const h = await harness();
     h.engine.state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: {

@@ -15,6 +15,8 @@ function usageError(argv: string[]): string {
 /** What `kwp agent ARGV` would hand the Dataplane, short of starting it. */
 const dataplaneFor = (argv: string[]) => dataplaneSettings(agentConfigFromFlags(parseAgentFlags(argv)));
 
+const fastPathFor = (argv: string[]) => dataplaneFor(argv).fastPath;
+
 describe('kwp agent flags', () => {
   it.each([
     [['--packet-thread-nice=-10']],
@@ -26,6 +28,14 @@ describe('kwp agent flags', () => {
   it('accepts both ends of the nice range', () => {
     expect(dataplaneFor(['--packet-thread-nice=-20']).packetThreadNice).toBe(-20);
     expect(dataplaneFor(['--packet-thread-nice=19']).packetThreadNice).toBe(19);
+  });
+
+  it('turns the kernel fast path on with --fast-path, with the default entry timeout or --fast-path-timeout, and leaves it off by default', () => {
+    expect(fastPathFor(['--fast-path'])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
+    expect(fastPathFor(['--fast-path', '--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
+    expect(dataplaneFor([])).not.toHaveProperty('fastPath');
+    expect(dataplaneFor(['--fast-path=false'])).not.toHaveProperty('fastPath');
+    expect(usageError(['--fast-path-timeout=0'])).toMatch(/^KWP_ERR_USAGE: .*fast-path-timeout/);
   });
 
   it('leaves the packet thread priority alone unless asked', () => {

@@ -117,6 +117,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     dnsQueueId: flags['dns-queue-id'] as number,
     markBits: flags['mark-bits'] as number,
     packetThreadNice: flags['packet-thread-nice'] as number | undefined,
+    fastPath: flags['fast-path'] === true ? (flags['fast-path-timeout'] as number) : false,
     stateDir: flags['state-dir'] as string,
     adminAddress: adminAddress === 'off' ? undefined : adminAddress,
     adminTokenFile: flags['admin-token-file'] as string | undefined,

@@ -7,8 +7,7 @@ import { formatRollout, parseRollout, parseTarget } from '../fleet/objects.js';
 import type { PipelineAnswer } from '../admin/client.js';
 import { parseFlags, subcommand } from './args.js';
 import { diffSummary, formatChanges } from '../impact/verdict-diff.js';
-import { parseRecordedFlows } from '../impact/recorded-flows.js';
-import type { DiffAnswer } from '../impact/live-diff.js';
+import { placeInFile, requestFlows } from './request-flows.js';
 import { adminClient, adminFlagSpec, ADMIN_FLAGS_HELP, print, table } from './admin-flags.js';
 
 const HELP = `usage: kwp pipeline get
@@ -35,27 +34,6 @@ function show(p: PipelineAnswer, json: boolean): void {
   if (json) { print(JSON.stringify(p, null, 2)); return; }
   const previous = p.previousRevision !== undefined ? ` (rollback goes to revision ${p.previousRevision})` : '';
   print(`# revision ${p.revision}${previous}\n${formatPipelineYAML({ stages: p.stages })}`);
-}
-
-/** A flows file for a dry run, checked here so a bad line is named by file and line, then sent as parsed, with the line of each flow. */
-function flowValues(file: string): { values: unknown[]; lines: number[] } {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new KwpError('KWP_ERR_FLOWS', `${file}: cannot read the flows file: ${(err as Error).message}`);
-  }
-  parseRecordedFlows(text, file);
-  const body = text.replace(/^\uFEFF/, '');
-  if (body.trimStart().startsWith('[')) return { values: JSON.parse(body) as unknown[], lines: [] };
-  const kept = body.split(/\r?\n/).map((l, i) => ({ l: l.trim(), line: i + 1 })).filter(({ l }) => l !== '' && !l.startsWith('#'));
-  return { values: kept.map(({ l }) => JSON.parse(l)), lines: kept.map(({ line }) => line) };
-}
-
-/** The agent names request flows by position: name them by the file and line they were read from. */
-function placeInFile(diff: DiffAnswer, file: string, lines: number[]): DiffAnswer {
-  const place = (text: string) => text.replace(/^POST \/v1\/diff body: flows: flow (\d+)/, (_m, n: string) => (lines.length ? `${file}: line ${lines[Number(n) - 1]}` : `${file}: flow ${n}`));
-  return { ...diff, changes: diff.changes.map((c) => ({ ...c, from: place(c.from) })), skipped: diff.skipped.map(place) };
 }
 
 export async function runPipeline(argv: string[]): Promise<number> {
@@ -88,7 +66,7 @@ export async function runPipeline(argv: string[]): Promise<number> {
       };
       if (values['dry-run']) {
         if (values.force) throw new KwpError('KWP_ERR_USAGE', 'kwp pipeline set: --dry-run applies nothing, so --force has no meaning with it');
-        const flows = values.flows === undefined ? undefined : flowValues(values.flows);
+        const flows = values.flows === undefined ? undefined : requestFlows(values.flows);
         const answer = await client.diff({ pipeline: spec, ...(flows ? { flows: flows.values } : {}) });
         const diff = flows ? placeInFile(answer, values.flows!, flows.lines) : answer;
         for (const s of diff.skipped) process.stderr.write(`warning: ${s}\n`);

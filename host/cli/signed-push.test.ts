@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KWP, REPO, startAgentProcess, type AgentProcess } from '../../test/fixtures/agent-process.js';
+import { KWP, REPO, AgentProcess } from '../../test/fixtures/agent-process.js';
 
 const WASM = join(REPO, 'dist', 'wasm', 'examples', 'deny-ports.wasm');
 const SELF_TEST = ['--self-test-config', '{"ports":[81]}'];
@@ -32,7 +32,7 @@ beforeAll(async () => {
   const keygen = await kwp(['keygen', '--out', 'release']);
   expect(keygen.code, keygen.stderr).toBe(0);
   releaseKey = /, key ([0-9a-f]{16})\n$/.exec(keygen.stdout)![1];
-  agent = await startAgentProcess(['--manifests', 'examples/basic/manifests', '--trusted-key', join(dir, 'release.pub')]);
+  agent = await AgentProcess.start(['--manifests', 'examples/basic/manifests', '--trusted-key', join(dir, 'release.pub')]);
 }, 120_000);
 
 afterAll(async () => {

@@ -29,6 +29,10 @@ export interface ConntrackEntry {
   icmpCode: number;
   icmpId: number;
   mark: number;
+  /** The netlink addon's packed record of this entry, when its dump listed it (conntrack-netlink.ts). */
+  record?: Uint8Array;
+  /** src, dst and replySrc as bytes, when the listing had them so: the packet is then built without parsing text. */
+  addressBytes?: { src: Uint8Array; dst: Uint8Array; replySrc: Uint8Array };
 }
 
 /** The `occurrence`-th (0: the original tuple, 1: the reply tuple, which repeats the keys) value of `key`. */
@@ -92,20 +96,27 @@ export function parseConntrackListing(text: string): ConntrackEntry[] {
  * the same tuple from Forward.SrcIP and Reverse.SrcIP (pkg/dataplane/conntrack).
  */
 export function entryPacket(entry: ConntrackEntry): Packet {
-  const rewritten = entry.replySrc !== entry.dst || entry.replySrcPort !== entry.dstPort;
+  const bytes = entry.addressBytes ?? { src: parseIP(entry.src)!.bytes, dst: parseIP(entry.dst)!.bytes, replySrc: parseIP(entry.replySrc)!.bytes };
+  const rewritten = !sameBytes(bytes.replySrc, bytes.dst) || entry.replySrcPort !== entry.dstPort;
   const packet: Packet = {
     family: entry.family,
     protocol: entry.protocol,
-    src: parseIP(entry.src)!.bytes,
-    dst: parseIP(entry.replySrc)!.bytes,
+    src: bytes.src,
+    dst: bytes.replySrc,
     srcPort: entry.srcPort,
     dstPort: entry.replySrcPort,
     icmpType: entry.icmpType,
     icmpCode: entry.icmpCode,
   };
   // A connection a Service proxy sent back to the pod that opened it.
-  if (rewritten && entry.replySrc === entry.src) packet.serviceHairpin = true;
+  if (rewritten && sameBytes(bytes.replySrc, bytes.src)) packet.serviceHairpin = true;
   return packet;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** `conntrack -L` arguments for the connections `src` opened to `dst` (a Service IP, say) on `dstPort`. */

@@ -145,6 +145,45 @@ describe('Dataplane', () => {
     expect(dataplane.decisionMicros.count).toBe(3);
   });
 
+  it('gives the verdicts of a batch by packet id once an asynchronous judge has them, reading on meanwhile', async () => {
+    const { dataplane, queues } = setup({}, '', true);
+    const answers: Array<() => void> = [];
+    const judge = new (class extends DenySourceJudge {
+      allowsBatch(): void { throw new Error('a judge that answers later is not asked synchronously'); }
+      allowsBatchAsync(packets: readonly Packet[], out: Uint8Array) {
+        return new Promise<void>((resolve) => answers.push(() => { packets.forEach((p, i) => { out[i] = this.allows(p) ? 1 : 0; }); resolve(); }));
+      }
+    })('10.244.0.3');
+    await dataplane.start(judge);
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'));
+    queues.deliver(10, 2, tcpSyn('10.244.0.3', '10.244.0.2'));
+    await new Promise((r) => setImmediate(r));
+    // The first wakeup's batch is with the judge; the next wakeup is read and batched on its own.
+    queues.deliver(10, 3, tcpSyn('10.244.0.2', '10.244.0.3'));
+    await new Promise((r) => setImmediate(r));
+    expect(answers).toHaveLength(2);
+    expect(queues.verdicts).toEqual([]);
+    answers[1]();
+    answers[0]();
+    await new Promise((r) => setImmediate(r));
+    expect(queues.verdicts).toEqual([
+      { queue: 10, id: 3, verdict: NF_ACCEPT, mark: DEFAULT_MARKS.accepted },
+      { queue: 10, id: 1, verdict: NF_ACCEPT, mark: DEFAULT_MARKS.accepted },
+      { queue: 10, id: 2, verdict: NF_DROP, mark: undefined },
+    ]);
+    expect(dataplane.counters.judgeErrors).toBe(0);
+  });
+
+  it('answers a batch by the failure policy when an asynchronous judge rejects it', async () => {
+    const { dataplane, queues } = setup({ failOpen: false });
+    await dataplane.start({ allows: () => true, allowsBatch: () => undefined, allowsBatchAsync: () => Promise.reject(new Error('boom')), interest: () => ({ all: true, ips: [] }) });
+    queues.deliver(10, 3, tcpSyn('10.244.0.2', '10.244.0.3'));
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(queues.verdicts.map((v) => v.verdict)).toEqual([NF_DROP]);
+    expect(dataplane.counters.judgeErrors).toBe(1);
+  });
+
   it('answers a whole batch by the failure policy when allowsBatch throws', async () => {
     const { dataplane, queues } = setup({ failOpen: false });
     await dataplane.start({ allows: () => true, allowsBatch: () => { throw new Error('boom'); }, interest: () => ({ all: true, ips: [] }) });

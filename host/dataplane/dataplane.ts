@@ -14,6 +14,7 @@ import { runCommand, type CommandRunner } from './command-runner.js';
 import { dialledArgs, parseConntrackListing } from './conntrack.js';
 import type { MarkClearer } from './conntrack-netlink.js';
 import { parseDnsResponse } from './dns.js';
+import { FastPath, type FastPathOptions } from './fast-path.js';
 import { chooseMarkClearer, StrictCut, type SweepResult } from './strict-cut.js';
 import type { PacketJudge } from './judge.js';
 import { KernelRules, type ModeChoice } from './kernel-rules.js';
@@ -47,6 +48,14 @@ export interface DataplaneOptions {
    * need root or CAP_SYS_NICE; refusal is logged and the dataplane runs anyway.
    */
   packetThreadNice?: number;
+  /**
+   * The kernel fast path (docs/dataplane.md): decided tuples go into kernel
+   * sets so their next connections are decided without the agent. Absent:
+   * off. Whoever changes what the judge decides must call
+   * `fastPath.invalidate` at once (the agent wires it to the cluster state
+   * and the engine: fast-path-invalidation.ts).
+   */
+  fastPath?: FastPathOptions;
   /** Substitutes for tests. */
   runner?: CommandRunner;
   /** How strict mode clears the accepted bit; default: netlink batches when the addon is built (strict-cut.ts). */
@@ -89,6 +98,8 @@ export class Dataplane {
     strictCutFailures: 0,
   };
   readonly decisionMicros = new LatencyHistogram();
+  /** The kernel fast path, when the options ask for it. */
+  readonly fastPath: FastPath | undefined;
 
   private readonly marks: MarkBits;
   private readonly rules: KernelRules;
@@ -115,11 +126,13 @@ export class Dataplane {
   constructor(private readonly options: DataplaneOptions) {
     this.marks = options.marks ?? DEFAULT_MARKS;
     this.run = options.runner ?? runCommand;
+    const fastPath = options.fastPath ? { timeoutSeconds: options.fastPath.timeoutSeconds, maxEntries: options.fastPath.maxEntries } : undefined;
     this.rules = new KernelRules(
-      { tableName: options.tableName, queueId: options.queueId, dnsQueueId: options.dnsQueueId, failOpen: options.failOpen, marks: this.marks },
+      { tableName: options.tableName, queueId: options.queueId, dnsQueueId: options.dnsQueueId, failOpen: options.failOpen, marks: this.marks, fastPath },
       this.run,
       options.logger,
     );
+    this.fastPath = options.fastPath ? new FastPath(this.rules, options.tableName, options.fastPath, options.logger) : undefined;
     this.clearQueueBits = ~(this.marks.queue | this.marks.dns | this.marks.reply) >>> 0;
   }
 
@@ -155,10 +168,14 @@ export class Dataplane {
       throw err;
     }
     this.lastInterestKey = interestKey(interest);
+    this.fastPath?.start();
     if (this.options.strict) this.strictCut = this.createStrictCut();
     this.started = true;
     this.options.logger.info(
-      { mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, strictCut: this.strictCut?.path, packetThreadNice: this.appliedNice },
+      {
+        mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, strictCut: this.strictCut?.path, packetThreadNice: this.appliedNice,
+        fastPath: this.fastPath ? (this.fastPath.blocker ?? 'on') : 'off',
+      },
       `dataplane running with the ${mode === 'nft' ? 'nftables queue statement' : 'xtables NFQUEUE target'}`,
     );
   }
@@ -213,7 +230,13 @@ export class Dataplane {
       this.lastInterestKey = key;
       this.options.logger.debug({ all: interest.all, ips: interest.ips.length }, 'dataplane interest updated');
     }
-    if (this.options.strict) await this.sweepConntrack();
+    if (this.options.strict) {
+      // The change that led here invalidated the fast path's sets; the sweep
+      // lists conntrack only once that reached the kernel, so it sees every
+      // connection a stale entry let in, and none it cuts is let in again.
+      await this.fastPath?.settled();
+      await this.sweepConntrack();
+    }
   }
 
   /** How strict mode cuts (`netlink` or `conntrack-process`); undefined before start or without strict mode. */
@@ -259,6 +282,7 @@ export class Dataplane {
   async stop(): Promise<void> {
     if (!this.started) return;
     this.started = false;
+    this.fastPath?.stop();
     if (this.refreshing) await this.refreshing.catch(() => undefined);
     await this.rules.remove();
   }
@@ -298,33 +322,62 @@ export class Dataplane {
       }
       return;
     }
+    const fastPath = this.fastPath;
+    const ticket = fastPath ? fastPath.ticket() : -1;
     let allowed: boolean;
     try {
       allowed = this.judge!.allows(packet);
     } catch {
       this.counters.judgeErrors++;
-      allowed = this.options.failOpen;
+      this.answer(id, nfmark, this.options.failOpen, started);
+      return;
     }
     this.answer(id, nfmark, allowed, started);
+    if (ticket >= 0 && (nfmark & this.marks.reply) === 0 && fastPath!.valid(ticket)) fastPath!.add(packet, allowed);
   }
 
   private flushWaiting(): void {
     this.flushScheduled = false;
     const batch = this.waiting.splice(0);
     if (batch.length === 0) return;
+    const packets = batch.map((w) => w.packet);
+    // Taken before the judge sees the batch, checked when its verdicts are in (fast-path.ts).
+    const ticket = this.fastPath ? this.fastPath.ticket() : -1;
+    if (this.judge!.allowsBatchAsync) {
+      // Verdicts by packet id once the judge has them; the thread reads on meanwhile.
+      const later = new Uint8Array(batch.length);
+      let answered: Promise<void> | undefined;
+      try {
+        answered = this.judge!.allowsBatchAsync(packets, later);
+      } catch {
+        answered = Promise.reject(new Error('allowsBatchAsync threw'));
+      }
+      if (answered) {
+        answered.then(() => this.answerBatch(batch, later, false, ticket), () => this.answerBatch(batch, later, true, ticket));
+        return;
+      }
+    }
     if (this.batchVerdicts.length < batch.length) this.batchVerdicts = new Uint8Array(batch.length * 2);
     const out = this.batchVerdicts;
     let failed = false;
     try {
-      this.judge!.allowsBatch!(batch.map((w) => w.packet), out);
+      this.judge!.allowsBatch!(packets, out);
     } catch {
-      this.counters.judgeErrors += batch.length;
       failed = true;
     }
+    this.answerBatch(batch, out, failed, ticket);
+  }
+
+  private answerBatch(batch: ReadonlyArray<{ id: number; nfmark: number; started: number; packet: Packet }>, out: Uint8Array, failed: boolean, ticket: number): void {
+    if (failed) this.counters.judgeErrors += batch.length;
     for (let i = 0; i < batch.length; i++) {
       const w = batch[i];
       this.answer(w.id, w.nfmark, failed ? this.options.failOpen : out[i] === 1, w.started);
     }
+    const fastPath = this.fastPath;
+    if (failed || ticket < 0 || !fastPath || !fastPath.valid(ticket)) return;
+    const reply = this.marks.reply;
+    for (let i = 0; i < batch.length; i++) if ((batch[i].nfmark & reply) === 0) fastPath.add(batch[i].packet, out[i] === 1);
   }
 
   private answer(id: number, nfmark: number, allowed: boolean, started: number): void {

@@ -14,6 +14,14 @@ export interface PacketJudge {
    * calls cost a thread crossing pays it per batch, not per packet.
    */
   allowsBatch?(packets: readonly Packet[], out: Uint8Array): void;
+  /**
+   * Optional: `allowsBatch` answered later — `out` is filled when the promise
+   * resolves, and the dataplane gives the verdicts by packet id then, so the
+   * thread stays free meanwhile (a judge whose module code runs in other
+   * threads). Undefined when the judge would rather answer now: the
+   * dataplane then calls `allowsBatch`.
+   */
+  allowsBatchAsync?(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined;
   /** Which traffic the dataplane must queue: every packet, or only packets to/from these IPs. */
   interest(): { all: boolean; ips: string[] };
 }

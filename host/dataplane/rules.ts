@@ -14,6 +14,8 @@
 //     with the ACCEPTED bit in its packet mark; copy it to the conntrack mark so
 //     the rest of the connection bypasses the queue, then clear our packet bits.
 
+import { nftFastPathRules, nftFastPathSets, xtablesFastPathRules, type FastPathRuleOptions } from './fast-path-rules.js';
+
 export type QueueMode = 'nft' | 'xtables';
 
 /** Packet-mark and conntrack-mark bits the dataplane owns; a second agent must use other bits. */
@@ -45,6 +47,8 @@ export interface RuleOptions {
   /** Let packets through when no process listens on the queue (`bypass`). */
   failOpen: boolean;
   marks: MarkBits;
+  /** The kernel fast path's sets and rules (fast-path-rules.ts); absent: none. */
+  fastPath?: FastPathRuleOptions;
 }
 
 export interface Interest {
@@ -97,6 +101,8 @@ function classifyChain(options: RuleOptions, mode: QueueMode, hook: Hook, intere
     // In xtables mode a DNS answer must not also pick up the policy bit.
     ...(mode === 'xtables' ? [`meta mark & ${hex(marks.dns)} == ${hex(marks.dns)} return`] : []),
     `ct mark & ${hex(marks.accepted)} == ${hex(marks.accepted)} return`,
+    // In nft mode the classify chain queues, so the decided tuples are consulted here (xtables: in the mangle chains).
+    ...(mode === 'nft' && options.fastPath ? nftFastPathRules(hex(marks.accepted)) : []),
     // A connection not (or no longer) accepted may speak first from its responder's side:
     // tell the agent, so it judges the connection's original direction, not this packet's.
     `ct direction reply meta mark set meta mark | ${hex(marks.reply)}`,
@@ -140,6 +146,7 @@ export function nftRuleset(options: RuleOptions, mode: QueueMode, interest: Inte
   const body = [
     setDefinition('interest4', 'ipv4_addr', elementList(interest.ips, 4)),
     setDefinition('interest6', 'ipv6_addr', elementList(interest.ips, 6)),
+    ...(mode === 'nft' && options.fastPath ? nftFastPathSets(options.fastPath) : []),
     classifyChain(options, mode, 'postrouting', interest),
     classifyChain(options, mode, 'input', interest),
     commitChain(options, 'postrouting'),
@@ -180,7 +187,7 @@ export function xtablesChainName(options: RuleOptions, hook: Hook): string {
 }
 
 export interface XtablesCommands {
-  /** Run in order with iptables and again with ip6tables. */
+  /** Run in order with the family's tool (iptables for 4, ip6tables for 6). */
   install: string[][];
   /** Run in order; each may fail harmlessly when the rule is already gone. */
   remove: string[][];
@@ -188,8 +195,12 @@ export interface XtablesCommands {
 
 const BUILTIN_OF: Record<Hook, string> = { postrouting: 'POSTROUTING', input: 'INPUT' };
 
-/** The iptables mangle chains that queue packets the nftables classify chains marked. */
-export function xtablesCommands(options: RuleOptions): XtablesCommands {
+/**
+ * The iptables (family 4) or ip6tables (6) mangle chains that queue packets
+ * the nftables classify chains marked; with the fast path, its set matches
+ * come just before the queue rule.
+ */
+export function xtablesCommands(options: RuleOptions, family: 4 | 6 = 4): XtablesCommands {
   const install: string[][] = [];
   const remove: string[][] = [];
   const { marks } = options;
@@ -200,6 +211,9 @@ export function xtablesCommands(options: RuleOptions): XtablesCommands {
     install.push(
       ['-t', 'mangle', '-N', chain],
       ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `${hex(marks.dns)}/${hex(marks.dns)}`, '-j', 'NFQUEUE', '--queue-num', String(options.dnsQueueId), '--queue-bypass'],
+      ...(options.fastPath ? xtablesFastPathRules(chain, options.tableName, family, {
+        accepted: hex(marks.accepted), queue: hex(marks.queue), queueOrReply: hex(marks.queue | marks.reply), acceptedOrQueue: hex(marks.accepted | marks.queue),
+      }) : []),
       ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `${hex(marks.queue)}/${hex(marks.queue)}`, '-j', 'NFQUEUE', '--queue-num', String(options.queueId), ...bypass],
       ['-t', 'mangle', '-I', builtin, '1', '-j', chain],
     );

@@ -19,6 +19,7 @@ import { isKwpError } from '../errors.js';
 import { Dataplane } from './dataplane.js';
 import type { ModeChoice } from './kernel-rules.js';
 import { marksAt } from './rules.js';
+import { DEFAULT_FAST_PATH } from './fast-path-rules.js';
 import { StaticJudge, type StaticJudgeConfig } from './static-judge.js';
 import type { HostLogger } from '../logger.js';
 
@@ -31,6 +32,8 @@ export interface RunnerConfig {
   mode?: ModeChoice;
   /** First of the four mark bits (see marksAt); default 20. */
   markBase?: number;
+  /** The kernel fast path; every `judge` op invalidates it before the refresh. Default off. */
+  fastPath?: boolean;
   judge: StaticJudgeConfig;
 }
 
@@ -58,6 +61,7 @@ async function main(): Promise<void> {
     strict: config.strict,
     mode: config.mode,
     marks: marksAt(config.markBase ?? 20),
+    ...(config.fastPath ? { fastPath: { ...DEFAULT_FAST_PATH, fillDelayMs: 1 } } : {}),
     logger,
     onDnsAnswer: (name, address, ttl) => emit({ event: 'dns', name, address, ttl }),
   });
@@ -74,8 +78,10 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop(0));
   process.on('SIGINT', () => void stop(0));
 
+  // The static judge changes only by the `judge` op below, which invalidates first.
+  dataplane.fastPath?.block(undefined, 'pipeline');
   await dataplane.start(judge);
-  emit({ event: 'started', mode: dataplane.queueMode });
+  emit({ event: 'started', mode: dataplane.queueMode, fastPath: dataplane.fastPath ? (dataplane.fastPath.blocker ?? 'on') : 'off' });
 
   const lines = createInterface({ input: process.stdin });
   lines.on('line', (line) => {
@@ -83,13 +89,14 @@ async function main(): Promise<void> {
     const command = JSON.parse(line) as RunnerCommand;
     if (command.op === 'judge') {
       judge.update(command.config);
+      dataplane.fastPath?.invalidate('object');
       const cutBefore = dataplane.counters.strictCut;
       dataplane.refresh().then(
         () => emit({ event: 'refreshed', strictCut: dataplane.counters.strictCut - cutBefore }),
         (err) => emit({ event: 'error', message: String(err) }),
       );
     } else if (command.op === 'stats') {
-      emit({ event: 'stats', ...dataplane.counters, p50Micros: dataplane.decisionMicros.p50(), p99Micros: dataplane.decisionMicros.p99(), summary: dataplane.describe() });
+      emit({ event: 'stats', ...dataplane.counters, fastPath: dataplane.fastPath?.counters, p50Micros: dataplane.decisionMicros.p50(), p99Micros: dataplane.decisionMicros.p99(), summary: dataplane.describe() });
     } else if (command.op === 'stop') {
       void stop(0);
     }

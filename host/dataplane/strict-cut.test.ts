@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import type { CommandResult, CommandRunner } from './command-runner.js';
-import { parseConntrackLine, type ConntrackEntry } from './conntrack.js';
-import { loadConntrackNetlink, netlinkMarkClearer, packTuples, TUPLE_BYTES, type MarkClearer } from './conntrack-netlink.js';
+import { entryPacket, parseConntrackLine, type ConntrackEntry } from './conntrack.js';
+import { loadConntrackNetlink, netlinkMarkClearer, packRecords, unpackRecords, RECORD_BYTES, type MarkClearer } from './conntrack-netlink.js';
 import { chooseMarkClearer, processMarkClearer, StrictCut } from './strict-cut.js';
 import { formatIP } from '../net/ip.js';
 import type { Packet } from '../contract.js';
@@ -74,6 +74,24 @@ describe('StrictCut', () => {
     expect(result).toMatchObject({ cut: 0, gone: 1, failed: 0 });
   });
 
+  it('lists through the clearer when it can (the netlink dump), without running conntrack -L', async () => {
+    const commands: string[] = [];
+    const run: CommandRunner = async (command) => {
+      commands.push(command);
+      return { code: 0, stdout: '', stderr: '' };
+    };
+    const listed = new Map<number, ConntrackEntry[]>([
+      [4, [parseConntrackLine(tcpLine('10.1.0.1', '10.2.0.1', 1000))!, parseConntrackLine(tcpLine('10.1.0.2', '10.2.0.1', 1001))!]],
+      [6, [parseConntrackLine(tcpLine('fd00::1', 'fd00::ffff', 1002))!]],
+    ]);
+    const clearer = { ...recordingClearer(), list: async (family: 4 | 6) => listed.get(family)! };
+    const cut = new StrictCut({ run, acceptedBit: BIT, failOpen: true, logger: silent, clearer });
+    const result = await cut.sweep(denySources(new Set(['10.1.0.2', 'fd00::1'])));
+    expect(commands).toEqual([]);
+    expect(clearer.calls.map((c) => c.tuples).sort()).toEqual([['10.1.0.2:1001'], ['fd00::1:1002']]);
+    expect(result.cut).toBe(2);
+  });
+
   it('judges through allowsBatch when the judge has it, with the same verdicts as one by one', async () => {
     const lines = Array.from({ length: 2500 }, (_, i) => tcpLine(`10.3.${i >> 8}.${i & 255}`, '10.2.0.1', 10000 + i));
     const { runner } = parallelListings(lines, []);
@@ -97,25 +115,45 @@ describe('StrictCut', () => {
 describe('the mark clearers', () => {
   const entry = (line: string): ConntrackEntry => parseConntrackLine(line)!;
 
-  it('pack each tuple into 44 bytes: protocol, ports or ICMP type/code/id in network order, then both addresses', () => {
-    const tcp = entry(tcpLine('10.1.2.3', '10.4.5.6', 0x1234));
+  it('pack each entry into 64 bytes: protocol, ports or ICMP type/code/id, the reply source port, both addresses, the reply source, the mark', () => {
+    const tcp = entry('tcp      6 431999 ESTABLISHED src=10.1.2.3 dst=10.96.0.1 sport=4660 dport=80 src=10.4.5.6 dst=10.1.2.3 sport=8080 dport=4660 [ASSURED] mark=1048577 use=1');
     const icmp = entry('icmp     1 29 src=10.0.0.1 dst=10.0.0.2 type=8 code=0 id=4660 src=10.0.0.2 dst=10.0.0.1 type=0 code=0 id=4660 mark=1048576 use=1');
     const v6 = entry(tcpLine('fd00::1', 'fd00::2', 443));
-    const packed = packTuples([tcp, icmp, v6]);
-    expect(packed.length).toBe(3 * TUPLE_BYTES);
-    expect([...packed.subarray(0, 8)]).toEqual([6, 0, 0, 0, 0x12, 0x34, 0, 80]);
+    const packed = packRecords([tcp, icmp, v6]);
+    expect(packed.length).toBe(3 * RECORD_BYTES);
+    expect([...packed.subarray(0, 12)]).toEqual([6, 0, 0, 0, 0x12, 0x34, 0, 80, 0, 0, 0x1f, 0x90]);
     expect([...packed.subarray(12, 16)]).toEqual([10, 1, 2, 3]);
-    expect([...packed.subarray(28, 32)]).toEqual([10, 4, 5, 6]);
-    expect([...packed.subarray(44, 54)]).toEqual([1, 8, 0, 0, 0, 0, 0, 0, 0x12, 0x34]);
-    expect(packed[88 + 12]).toBe(0xfd);
-    expect(packed[88 + 27]).toBe(1);
-    expect(packed[88 + 43]).toBe(2);
+    expect([...packed.subarray(28, 32)]).toEqual([10, 96, 0, 1]);
+    expect([...packed.subarray(44, 48)]).toEqual([10, 4, 5, 6]);
+    expect([...packed.subarray(60, 64)]).toEqual([0, 0x10, 0, 1]);
+    expect([...packed.subarray(64, 74)]).toEqual([1, 8, 0, 0, 0, 0, 0, 0, 0x12, 0x34]);
+    expect(packed[128 + 12]).toBe(0xfd);
+    expect(packed[128 + 27]).toBe(1);
+    expect(packed[128 + 43]).toBe(2);
+  });
+
+  it('read the dump\'s records back as the entries conntrack -L would print, each keeping its record for the cut', () => {
+    const lines = [
+      'tcp      6 431999 ESTABLISHED src=10.1.2.3 dst=10.96.0.1 sport=4660 dport=80 src=10.4.5.6 dst=10.1.2.3 sport=8080 dport=4660 [ASSURED] mark=1048577 use=1',
+      'icmp     1 29 src=10.0.0.1 dst=10.0.0.2 type=8 code=0 id=4660 src=10.0.0.2 dst=10.0.0.1 type=0 code=0 id=4660 mark=1048576 use=1',
+    ];
+    const entries = lines.map(entry);
+    const fields = (e: ConntrackEntry) => ({ family: e.family, protocol: e.protocol, src: e.src, dst: e.dst, srcPort: e.srcPort, dstPort: e.dstPort, replySrc: e.replySrc, replySrcPort: e.replySrcPort, icmpType: e.icmpType, icmpCode: e.icmpCode, icmpId: e.icmpId, mark: e.mark });
+    const back = unpackRecords(4, packRecords(entries));
+    expect(back.map(fields)).toEqual(entries.map(fields));
+    expect(back[0].record).toEqual(packRecords([entries[0]]));
+    // The packet strict mode judges is the same whether the entry came from text or from the dump.
+    const packet = (e: ConntrackEntry) => { const p = entryPacket(e); return { ...p, src: [...p.src], dst: [...p.dst] }; };
+    expect(back.map(packet)).toEqual(entries.map(packet));
+    const six = [entry(tcpLine('fd00::1', 'fd00::2', 443))];
+    expect(unpackRecords(6, packRecords(six)).map(fields)).toEqual(six.map(fields));
   });
 
   it('hand the addon one packed buffer per family and name the errno of a failure', async () => {
     const calls: Array<{ family: number; bytes: number; count: number; bit: number }> = [];
     const binding = {
-      recordBytes: TUPLE_BYTES,
+      recordBytes: RECORD_BYTES,
+      async listMarked() { return Buffer.alloc(0); },
       async clearMarkBit(family: 4 | 6, tuples: Buffer, count: number, bit: number) {
         calls.push({ family, bytes: tuples.length, count, bit });
         return { cleared: count - 1, gone: 0, failed: 1, firstError: 1 };
@@ -124,7 +162,7 @@ describe('the mark clearers', () => {
     const clearer = netlinkMarkClearer(binding);
     const entries = [entry(tcpLine('10.1.0.1', '10.2.0.1', 1)), entry(tcpLine('10.1.0.2', '10.2.0.1', 2))];
     expect(await clearer.clear(4, entries, BIT)).toEqual({ cleared: 1, gone: 0, failed: 1, firstError: 'EPERM (errno 1)' });
-    expect(calls).toEqual([{ family: 4, bytes: 2 * TUPLE_BYTES, count: 2, bit: BIT }]);
+    expect(calls).toEqual([{ family: 4, bytes: 2 * RECORD_BYTES, count: 2, bit: BIT }]);
   });
 
   it('fall back to one conntrack -U per connection, an ended connection counted as gone', async () => {
@@ -141,6 +179,17 @@ describe('the mark clearers', () => {
   it('are the per-process one over a substitute runner, so tests never reach the kernel', () => {
     const run: CommandRunner = async () => ({ code: 0, stdout: '', stderr: '' });
     expect(chooseMarkClearer(run, true, silent).path).toBe('conntrack-process');
+  });
+
+  it('fall back to the per-process path with a warning naming what to install when the addon does not load', () => {
+    const run: CommandRunner = async () => ({ code: 0, stdout: '', stderr: '' });
+    const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+    const logger = { ...silent, warn: (obj: Record<string, unknown>, msg: string) => warnings.push({ obj, msg }) };
+    const clearer = chooseMarkClearer(run, false, logger, () => loadConntrackNetlink('kwp-no-such-addon'));
+    expect(clearer.path).toBe('conntrack-process');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].obj).toMatchObject({ strictCut: 'conntrack-process' });
+    expect(warnings[0].msg).toMatch(/libnetfilter-conntrack-dev.*npm rebuild kwp-conntrack-netlink/);
   });
 
   it('report why the addon is missing instead of throwing', () => {

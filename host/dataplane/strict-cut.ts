@@ -1,9 +1,10 @@
 // Strict mode's sweep: after a change, the accepted connections the judge now
 // denies lose their accepted bit, so their next packet is queued and dropped
 // (conntrack.ts says why the bit is cleared rather than the entry deleted).
-// Both families are listed, judged and cut in parallel; the cut itself is one
-// batch per family over netlink when the addon is built, else one `conntrack`
-// process per connection (about 10 ms each: 10,000 connections take minutes).
+// Both families are listed, judged and cut in parallel. With the netlink addon
+// built, the listing is one kernel-filtered dump and the cut one batch per
+// family; without it, `conntrack -L` and one `conntrack -U` process per
+// connection (about 10 ms each: 10,000 connections take minutes).
 
 import type { Packet } from '../contract.js';
 import type { HostLogger } from '../logger.js';
@@ -54,15 +55,11 @@ export class StrictCut {
 
   private async sweepFamily(judge: PacketJudge, family: 4 | 6): Promise<FamilySweep> {
     const bit = this.options.acceptedBit;
-    const args = listArgs(family, bit);
     const t0 = performance.now();
-    const listing = await this.options.run('conntrack', args);
     const millis = { list: 0, judge: 0, clear: 0 };
-    if (listing.code !== 0) {
-      this.options.logger.warn({ error: describeFailure('conntrack', args, listing) }, 'strict mode could not list connections');
-      return { cleared: 0, gone: 0, failed: 0, millis };
-    }
-    const accepted = parseConntrackListing(listing.stdout).filter((e) => (e.mark & bit) !== 0);
+    const listed = await this.list(family);
+    if (listed === undefined) return { cleared: 0, gone: 0, failed: 0, millis };
+    const accepted = listed.filter((e) => (e.mark & bit) !== 0);
     const t1 = performance.now();
     millis.list = t1 - t0;
     const denied = await this.denied(judge, accepted);
@@ -75,6 +72,27 @@ export class StrictCut {
       this.options.logger.warn({ family, failed: result.failed, of: denied.length, error: result.firstError, path: this.path }, 'strict mode could not cut some connections the policy now denies');
     }
     return result;
+  }
+
+  /** The family's entries with the accepted bit, through the clearer when it lists, else `conntrack -L`; undefined (logged) when that fails. */
+  private async list(family: 4 | 6): Promise<ConntrackEntry[] | undefined> {
+    const bit = this.options.acceptedBit;
+    const clearer = this.options.clearer;
+    if (clearer.list) {
+      try {
+        return await clearer.list(family, bit);
+      } catch (err) {
+        this.options.logger.warn({ family, error: err instanceof Error ? err.message : String(err), path: clearer.path }, 'strict mode could not list connections');
+        return undefined;
+      }
+    }
+    const args = listArgs(family, bit);
+    const listing = await this.options.run('conntrack', args);
+    if (listing.code !== 0) {
+      this.options.logger.warn({ error: describeFailure('conntrack', args, listing) }, 'strict mode could not list connections');
+      return undefined;
+    }
+    return parseConntrackListing(listing.stdout);
   }
 
   /** The entries the judge now denies, judged as the packet that opened them. */
@@ -140,9 +158,9 @@ export function processMarkClearer(run: CommandRunner): MarkClearer {
  * log line saying which and why. A substitute runner (tests) means conntrack
  * is the substitute's: the per-process path over it, never the real kernel.
  */
-export function chooseMarkClearer(run: CommandRunner, substituteRunner: boolean, logger: HostLogger): MarkClearer {
+export function chooseMarkClearer(run: CommandRunner, substituteRunner: boolean, logger: HostLogger, load = loadConntrackNetlink): MarkClearer {
   if (substituteRunner) return processMarkClearer(run);
-  const loaded = loadConntrackNetlink();
+  const loaded = load();
   if ('binding' in loaded) {
     logger.info({ strictCut: 'netlink' }, 'strict mode cuts connections in netlink batches (kwp-conntrack-netlink)');
     return netlinkMarkClearer(loaded.binding);

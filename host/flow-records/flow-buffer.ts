@@ -1,12 +1,14 @@
 // The packet path's half of flow recording: a preallocated ring of compact
-// records in typed arrays, one slot per decided connection. Appending is a
-// handful of stores into memory allocated once; everything that costs more
-// (pod lookups, workload names, attribution text, aggregation, JSON) happens
-// when the recorder drains the ring, off the packet path
-// (host/flow-records/flow-recorder.ts). When the drain falls behind and the
-// ring is full, a connection is not recorded and `dropped` counts it: the
-// decision never waits for the recorder.
-import type { Packet } from '../contract.js';
+// records, one slot per decided connection, in one typed array. A claim
+// copies the first 13 words of the decision record the pipeline encoded
+// anyway (family, protocol, ports, pod ids, addresses) and the walk writes
+// each direction's outcome as three words: no strings, no objects, nothing
+// allocated. Everything that costs more (pod lookups, workload names,
+// attribution text, aggregation, JSON) happens when the recorder drains the
+// ring, off the packet path (host/flow-records/flow-recorder.ts). When the
+// drain falls behind and the ring is full, a connection is not recorded and
+// `dropped` counts it: the decision never waits for the recorder.
+import { OFF_DST_PORT, OFF_DST_POD, OFF_FAMILY, OFF_PROTOCOL, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_SRC_POD, OFF_SRC_PORT } from '../abi/record.js';
 
 /** What ended a direction's walk, as the buffer stores it. */
 export const Outcome = {
@@ -25,6 +27,32 @@ export const Outcome = {
 /** Audit stages whose would-be verdicts a record keeps (per direction); more are not recorded. */
 export const MAX_AUDIT_STAGES = 4;
 
+// A slot is 14 words (56 bytes; the memory a claim writes is most of its
+// cost, so nothing is kept twice). Words 0..5 are copied from the decision
+// record: 0 family, protocol and flags (its byte 0, the record's direction,
+// holds the slot's own flags), 1 both ports, 2 and 3 the pod ids, 4 and 5
+// the first word of each address; an IPv6 connection's full addresses go to
+// `v6`.
+/** Slot word: the pipeline revision that decided. */
+export const W_REVISION = 6;
+/** Slot word: the claim's clock (Date.now()), its low 32 bits. */
+export const W_TIME = 7;
+/** Slot words per direction (egress first, then ingress): outcome | (stage index + 1) << 8, reason code, rule code. */
+export const W_DIRECTIONS = 8;
+export const SLOT_WORDS = 14;
+/** Byte 0 of a slot: its flags. */
+export const SlotFlag = { Allowed: 1, Audited: 2 } as const;
+/** Words per slot in `v6`: both addresses. */
+export const V6_WORDS = 8;
+/** Words per slot in `audits`: per direction and audit stage, verdict + 1 (0: not decided), reason, rule. */
+export const AUDIT_WORDS = 2 * MAX_AUDIT_STAGES * 3;
+
+const SRC_POD_WORD = OFF_SRC_POD >> 2;
+const DST_POD_WORD = OFF_DST_POD >> 2;
+const SRC_ADDR_WORD = OFF_SRC_ADDR >> 2;
+const DST_ADDR_WORD = OFF_DST_ADDR >> 2;
+const SLOT_BYTES = SLOT_WORDS * 4;
+
 /** One direction's outcome read back from the buffer. */
 export interface StoredDirection { outcome: number; stage: number; reason: number; rule: number }
 
@@ -32,18 +60,14 @@ export class FlowBuffer {
   readonly capacity: number;
   /** Connections not recorded because the ring was full. */
   dropped = 0;
-  /** Records appended since the buffer was made. */
-  appended = 0;
   private head = 0;
   private count = 0;
-  readonly time: Float64Array;
-  readonly family: Uint8Array;
-  readonly protocol: Uint8Array;
-  readonly srcPort: Uint16Array;
-  readonly dstPort: Uint16Array;
-  /** 16 bytes per slot as four little-endian words; an IPv4 address is the first word. */
-  readonly srcAddr: Uint32Array;
-  readonly dstAddr: Uint32Array;
+  /** SLOT_WORDS per slot (layout above); `bytes` is the same memory. */
+  readonly words: Uint32Array;
+  readonly bytes: Uint8Array;
+  /** V6_WORDS per slot, written only for IPv6 connections. */
+  readonly v6: Uint32Array;
+  readonly audits: Uint32Array;
   /**
    * The time claims stamp: Date.now() costs as much as the rest of a claim,
    * so it is read once per CLOCK_EVERY claims and at every drain
@@ -51,23 +75,10 @@ export class FlowBuffer {
    */
   private clock = Date.now();
   private sinceTick = 0;
-  readonly srcPod: Uint32Array;
-  readonly dstPod: Uint32Array;
-  readonly allowed: Uint8Array;
-  readonly revision: Uint32Array;
-  /** Per direction (0 egress, 1 ingress): outcome, stage index in the pipeline, reason and rule codes. */
-  readonly outcome: Uint8Array;
-  readonly stage: Int16Array;
-  readonly reason: Uint32Array;
-  readonly rule: Uint32Array;
-  /** Per audit stage and direction: verdict + 1 (0: not decided), reason, rule. */
-  readonly auditVerdict: Uint8Array;
-  readonly auditReason: Uint32Array;
-  readonly auditRule: Uint32Array;
   /**
-   * The pipeline of each revision with slots pending, so the drain names the
-   * stages and asks their modules for attribution. Kept by revision rather
-   * than per slot: storing an object per claim costs a write barrier.
+   * The pipeline of each revision with slots pending (`register`), so the
+   * drain names the stages and asks their modules for attribution. Kept by
+   * revision rather than per slot: storing an object per claim costs a write barrier.
    */
   private readonly pipelines = new Map<number, unknown>();
   private lastPipeline: unknown;
@@ -75,35 +86,23 @@ export class FlowBuffer {
   constructor(capacity = 16384) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`flow buffer capacity must be a positive integer, got ${capacity}`);
     this.capacity = capacity;
-    this.time = new Float64Array(capacity);
-    this.family = new Uint8Array(capacity);
-    this.protocol = new Uint8Array(capacity);
-    this.srcPort = new Uint16Array(capacity);
-    this.dstPort = new Uint16Array(capacity);
-    this.srcAddr = new Uint32Array(capacity * 4);
-    this.dstAddr = new Uint32Array(capacity * 4);
-    this.srcPod = new Uint32Array(capacity);
-    this.dstPod = new Uint32Array(capacity);
-    this.allowed = new Uint8Array(capacity);
-    this.revision = new Uint32Array(capacity);
-    this.outcome = new Uint8Array(capacity * 2);
-    this.stage = new Int16Array(capacity * 2);
-    this.reason = new Uint32Array(capacity * 2);
-    this.rule = new Uint32Array(capacity * 2);
-    this.auditVerdict = new Uint8Array(capacity * 2 * MAX_AUDIT_STAGES);
-    this.auditReason = new Uint32Array(capacity * 2 * MAX_AUDIT_STAGES);
-    this.auditRule = new Uint32Array(capacity * 2 * MAX_AUDIT_STAGES);
+    this.words = new Uint32Array(capacity * SLOT_WORDS);
+    this.bytes = new Uint8Array(this.words.buffer);
+    this.v6 = new Uint32Array(capacity * V6_WORDS);
+    this.audits = new Uint32Array(capacity * AUDIT_WORDS);
   }
 
   /** Records waiting for the drain. */
   get pending(): number { return this.count; }
 
   /**
-   * Claims the next slot and writes the connection's header into it; -1 when
-   * the ring is full (the connection is counted in `dropped`). The caller then
-   * writes each direction with `setDirection` (and audits with `setAudit`).
+   * Claims the next slot for the connection whose encoded decision record
+   * starts at word `at` of `record` (the pipeline's own encoding: pod ids
+   * and addresses in place); -1 when the ring is full (the connection is
+   * counted in `dropped`). The caller then writes each direction with
+   * `setDirection` (and audits with `setAudit`) and the verdict with `setAllowed`.
    */
-  claim(packet: Packet, srcPod: number, dstPod: number, revision: number, pipeline: unknown): number {
+  claim(record: Uint32Array, at: number, revision: number, audited: boolean): number {
     if (this.count === this.capacity) {
       this.dropped++;
       return -1;
@@ -111,30 +110,46 @@ export class FlowBuffer {
     let slot = this.head + this.count;
     if (slot >= this.capacity) slot -= this.capacity;
     this.count++;
-    this.appended++;
     if (++this.sinceTick >= CLOCK_EVERY) this.tick();
-    this.time[slot] = this.clock;
-    this.family[slot] = packet.family;
-    this.protocol[slot] = packet.protocol;
-    this.srcPort[slot] = packet.srcPort;
-    this.dstPort[slot] = packet.dstPort;
-    copyAddress(this.srcAddr, slot * 4, packet.src);
-    copyAddress(this.dstAddr, slot * 4, packet.dst);
-    this.srcPod[slot] = srcPod;
-    this.dstPod[slot] = dstPod;
-    this.revision[slot] = revision;
-    if (pipeline !== this.lastPipeline) {
-      this.lastPipeline = pipeline;
-      this.pipelines.set(revision, pipeline);
-    }
+    const w = this.words;
+    const o = slot * SLOT_WORDS;
+    w[o] = record[at];
+    w[o + 1] = record[at + 1];
+    w[o + 2] = record[at + SRC_POD_WORD];
+    w[o + 3] = record[at + DST_POD_WORD];
+    w[o + 4] = record[at + SRC_ADDR_WORD];
+    w[o + 5] = record[at + DST_ADDR_WORD];
+    w[o + W_REVISION] = revision;
+    w[o + W_TIME] = this.clock;
+    this.bytes[o * 4] = audited ? SlotFlag.Audited : 0;
+    // The rare cases are out of line, so the claim stays small enough to inline.
+    if (audited || this.bytes[o * 4 + OFF_FAMILY] === 6) this.claimMore(record, at, slot, audited);
     return slot;
   }
 
-  /** Clears the slot's audit verdicts: only pipelines with audit stages call it, before their setAudit calls. */
-  clearAudits(slot: number): void {
-    const a = slot * 2 * MAX_AUDIT_STAGES;
-    this.auditVerdict.fill(0, a, a + 2 * MAX_AUDIT_STAGES);
+  private claimMore(record: Uint32Array, at: number, slot: number, audited: boolean): void {
+    if (this.family(slot) === 6) {
+      const v = slot * V6_WORDS;
+      for (let i = 0; i < 4; i++) {
+        this.v6[v + i] = record[at + SRC_ADDR_WORD + i];
+        this.v6[v + 4 + i] = record[at + DST_ADDR_WORD + i];
+      }
+    }
+    if (audited) this.audits.fill(0, slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS);
   }
+
+  /**
+   * Names the pipeline that decides with `revision`, so the drain can name
+   * its stages and ask its modules for attribution: a pipeline registers
+   * when recording is switched on for it (Pipeline.flowBuffer), not per claim.
+   */
+  register(revision: number, pipeline: unknown): void {
+    this.pipelines.set(revision, pipeline);
+    this.lastPipeline = pipeline;
+  }
+
+  /** The clock claims stamp now; the drain reads it (after its `tick`) to turn slot times back into full ones (`timeOf`). */
+  get clockReading(): number { return this.clock; }
 
   /** Reads the clock for the claims that follow. */
   tick(): void {
@@ -142,47 +157,98 @@ export class FlowBuffer {
     this.sinceTick = 0;
   }
 
-  /** The slot's address as bytes (4 for IPv4, 16 for IPv6). */
-  address(which: 'src' | 'dst', slot: number): Uint8Array {
-    const words = which === 'src' ? this.srcAddr : this.dstAddr;
-    const out = new Uint8Array(16);
-    new Uint32Array(out.buffer).set(words.subarray(slot * 4, slot * 4 + 4));
-    return this.family[slot] === 6 ? out : out.subarray(0, 4);
-  }
-
   setDirection(slot: number, dir: number, outcome: number, stage: number, reason: number, rule: number): void {
-    const i = slot * 2 + dir;
-    this.outcome[i] = outcome;
-    this.stage[i] = stage;
-    this.reason[i] = reason;
-    this.rule[i] = rule;
+    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
+    const w = this.words;
+    w[i] = outcome | ((stage + 1) << 8);
+    w[i + 1] = reason;
+    w[i + 2] = rule;
   }
 
-  setAllowed(slot: number, allowed: boolean): void { this.allowed[slot] = allowed ? 1 : 0; }
+  /**
+   * Direction `dir` was decided by `stage` (its position `stageIndex` in
+   * the pipeline) with `outcome`: the stage writes the reason and rule codes
+   * of its last decision in place, one call for both.
+   */
+  setDecided(slot: number, dir: number, outcome: number, stageIndex: number, stage: { lastCodesInto(out: Uint32Array, at: number): void }): void {
+    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
+    this.words[i] = outcome | ((stageIndex + 1) << 8);
+    stage.lastCodesInto(this.words, i + 1);
+  }
+
+  /** The connection's verdict (after both directions). */
+  setAllowed(slot: number, allowed: boolean): void {
+    const p = slot * SLOT_BYTES;
+    this.bytes[p] = allowed ? this.bytes[p] | SlotFlag.Allowed : this.bytes[p] & ~SlotFlag.Allowed;
+  }
 
   /** Audit stage number `k` (0-based among the audit stages) said `verdict` in direction `dir`. */
   setAudit(slot: number, dir: number, k: number, verdict: number, reason: number, rule: number): void {
     if (k >= MAX_AUDIT_STAGES) return;
-    const i = (slot * 2 + dir) * MAX_AUDIT_STAGES + k;
-    this.auditVerdict[i] = verdict + 1;
-    this.auditReason[i] = reason;
-    this.auditRule[i] = rule;
+    const i = slot * AUDIT_WORDS + (dir * MAX_AUDIT_STAGES + k) * 3;
+    const a = this.audits;
+    a[i] = verdict + 1;
+    a[i + 1] = reason;
+    a[i + 2] = rule;
+  }
+
+  // Reading a slot back (the drain's side).
+
+  family(slot: number): number { return this.bytes[slot * SLOT_BYTES + OFF_FAMILY]; }
+  protocol(slot: number): number { return this.bytes[slot * SLOT_BYTES + OFF_PROTOCOL]; }
+  srcPort(slot: number): number { return this.u16(slot * SLOT_BYTES + OFF_SRC_PORT); }
+  dstPort(slot: number): number { return this.u16(slot * SLOT_BYTES + OFF_DST_PORT); }
+  srcPod(slot: number): number { return this.words[slot * SLOT_WORDS + 2]; }
+  dstPod(slot: number): number { return this.words[slot * SLOT_WORDS + 3]; }
+  revision(slot: number): number { return this.words[slot * SLOT_WORDS + W_REVISION]; }
+  allowed(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Allowed) !== 0; }
+  audited(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Audited) !== 0; }
+
+  /**
+   * When the slot was claimed (ms since the epoch), given a clock reading
+   * `now` taken after the claim: the slot keeps the low 32 bits, exact for
+   * any slot younger than 49 days.
+   */
+  timeOf(slot: number, now: number): number {
+    return now - ((now - this.words[slot * SLOT_WORDS + W_TIME]) >>> 0);
+  }
+
+  /** The slot's address as bytes (4 for IPv4, 16 for IPv6). */
+  address(which: 'src' | 'dst', slot: number): Uint8Array {
+    if (this.family(slot) === 6) {
+      const v = slot * V6_WORDS + (which === 'src' ? 0 : 4);
+      return new Uint8Array(this.v6.buffer.slice(v * 4, v * 4 + 16));
+    }
+    const p = slot * SLOT_BYTES + (which === 'src' ? 16 : 20);
+    return this.bytes.slice(p, p + 4);
+  }
+
+  direction(slot: number, dir: number): StoredDirection {
+    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
+    const w = this.words;
+    return { outcome: w[i] & 0xff, stage: (w[i] >>> 8) - 1, reason: w[i + 1], rule: w[i + 2] };
+  }
+
+  /** Audit stage `k`'s would-be verdict in direction `dir`: verdict + 1 (0: not decided), reason, rule. */
+  audit(slot: number, dir: number, k: number): { verdict: number; reason: number; rule: number } {
+    const i = slot * AUDIT_WORDS + (dir * MAX_AUDIT_STAGES + k) * 3;
+    const a = this.audits;
+    return { verdict: a[i], reason: a[i + 1], rule: a[i + 2] };
   }
 
   /** The pipeline that decided the slot's connection (by its revision), while the slot is pending. */
   pipelineOf(slot: number): unknown {
-    return this.pipelines.get(this.revision[slot]);
+    return this.pipelines.get(this.revision(slot));
   }
 
-  direction(slot: number, dir: number): StoredDirection {
-    const i = slot * 2 + dir;
-    return { outcome: this.outcome[i], stage: this.stage[i], reason: this.reason[i], rule: this.rule[i] };
-  }
-
-  /** Hands every pending slot to `visit`, oldest first, and frees them. */
-  drain(visit: (slot: number) => void): number {
+  /**
+   * Hands the oldest pending slots to `visit`, at most `max`, and frees them;
+   * returns how many it visited. The recorder drains in slices of `max` so a
+   * burst never holds the event loop (and the packets behind it) for long.
+   */
+  drain(visit: (slot: number) => void, max = Infinity): number {
     this.tick();
-    const n = this.count;
+    const n = Math.min(this.count, max);
     for (let k = 0; k < n; k++) {
       let slot = this.head + k;
       if (slot >= this.capacity) slot -= this.capacity;
@@ -190,26 +256,15 @@ export class FlowBuffer {
     }
     this.head = (this.head + n) % this.capacity;
     this.count -= n;
-    // Only the pipeline claims still use may be needed by the next drain.
-    for (const revision of [...this.pipelines.keys()]) if (this.pipelines.get(revision) !== this.lastPipeline) this.pipelines.delete(revision);
+    // Only the pipeline claims still use may be needed by the next drain, once nothing older is pending.
+    if (this.count === 0) for (const revision of [...this.pipelines.keys()]) if (this.pipelines.get(revision) !== this.lastPipeline) this.pipelines.delete(revision);
     return n;
+  }
+
+  private u16(p: number): number {
+    return this.bytes[p] | (this.bytes[p + 1] << 8);
   }
 }
 
 /** Claims between two reads of the clock. */
 const CLOCK_EVERY = 64;
-
-const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-
-/** Four words at `w`, in the platform's order (read back the same way by `address`). */
-function copyAddress(out: Uint32Array, w: number, a: Uint8Array): void {
-  if (a.length === 4 && LITTLE_ENDIAN) {
-    out[w] = a[0] | (a[1] << 8) | (a[2] << 16) | (a[3] << 24);
-    out[w + 1] = 0;
-    out[w + 2] = 0;
-    out[w + 3] = 0;
-    return;
-  }
-  const bytes = new Uint8Array(out.buffer, out.byteOffset + w * 4, 16);
-  for (let i = 0; i < 16; i++) bytes[i] = i < a.length ? a[i] : 0;
-}

@@ -10,6 +10,8 @@ import { Kinds, type KubeObject, type Packet } from '../contract.js';
 import { FlowRecorder } from './flow-recorder.js';
 import { parseFlowFilter } from './flow-filter.js';
 import { KwpError } from '../errors.js';
+import { parseIP } from '../net/ip.js';
+import type { FlowRecord } from './flow-record.js';
 
 const ns = (name: string, labels: Record<string, string>): KubeObject => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
 function pod(namespace: string, name: string, ip: string, labels: Record<string, string>, owner?: string): KubeObject {
@@ -30,7 +32,7 @@ const packet = (src: string, dst: string, dstPort: number, srcPort = 40000): Pac
 let recorders: FlowRecorder[] = [];
 afterEach(() => { for (const r of recorders) r.stop(); recorders = []; });
 
-function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' as const }]) {
+function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' as const }], extraPolicies: KubeObject[] = []) {
   const state = new ClusterState();
   state.replace(Kinds.Namespace, [ns('x', { team: 'frontend' }), ns('y', { team: 'backend' })]);
   state.replace(Kinds.Pod, [
@@ -43,6 +45,7 @@ function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> =
       { from: [{ podSelector: { matchLabels: { app: 'cache' } } }], ports: [{ port: 81 }] },
       { from: [{ namespaceSelector: { matchLabels: { team: 'frontend' } }, podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 'http' }] },
     ] }),
+    ...extraPolicies,
   ]);
   const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
   engine.activate(engine.build({ stages }));
@@ -83,6 +86,36 @@ describe('flow records from the packet path', () => {
       ['x/web-1', 'allow', 'y/allow-web', 'ingress rule 1'],
       ['y/cache', 'allow', 'y/allow-web', 'ingress rule 0'],
     ]);
+  });
+
+  it('records a batch exactly as it records the same connections one at a time: egress denies, IPv6 ends, audits, the other stages', () => {
+    const v6 = (src: string, dst: string, dstPort: number, srcPort: number): Packet => ({ ...packet('0.0.0.0', '0.0.0.0', dstPort, srcPort), family: 6, src: parseIP(src)!.bytes, dst: parseIP(dst)!.bytes });
+    const mix = [
+      packet(IP.xa, IP.ya, 80, 40001), packet(IP.xa2, IP.ya, 80, 40002), packet(IP.xb, IP.ya, 80, 40003), packet(IP.yb, IP.ya, 81, 40004),
+      packet(IP.xb, IP.yb, 5432, 40005), packet(IP.ya, IP.xb, 22, 40006), packet(IP.xa, '192.0.2.7', 443, 40007),
+      v6('2001:db8::1', '2001:db8::2', 53, 40008), v6('2001:db8::1', '2001:db8::2', 53, 40009), v6('2001:db8::3', '2001:db8::2', 53, 40010),
+    ];
+    const stages = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' as const }, { name: 'all', module: 'allow-all' }];
+    const batchNoEgress = np('x', 'batch-no-egress', { podSelector: { matchLabels: { app: 'batch' } }, policyTypes: ['Egress'] });
+    const one = setUp({}, stages, [batchNoEgress]);
+    const many = setUp({}, stages, [batchNoEgress]);
+    const single = mix.map((p) => (one.engine.allows(p) ? 1 : 0));
+    const out = new Uint8Array(mix.length);
+    many.engine.allowsBatch(mix, out);
+    expect([...out]).toEqual(single);
+    const shape = (records: FlowRecord[]) => records.map(({ firstSeen: _f, lastSeen: _l, ...r }) => r).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+    const recorded = shape(one.recorder.flush());
+    expect(shape(many.recorder.flush())).toEqual(recorded);
+    // What the mix must show, so that equal records mean something.
+    expect(recorded.map((r) => [r.src, r.dst, r.count, r.verdict, r.egress.action, r.ingress.action])).toEqual(expect.arrayContaining([
+      ['x/batch', 'y/db', 1, 'deny', 'Deny', 'Skipped'],
+      ['x/web-1', 'y/db', 2, 'allow', 'Accept', 'Accept'],
+      ['2001:db8::1', '2001:db8::2', 2, 'allow', 'Accept', 'Accept'],
+      ['2001:db8::3', '2001:db8::2', 1, 'allow', 'Accept', 'Accept'],
+    ]));
+    expect(recorded.find((r) => r.src === 'x/batch')!.egress).toMatchObject({ stage: 'np', policy: 'x/batch-no-egress' });
+    expect(recorded.find((r) => r.src === 'x/web-1')!.egress).toMatchObject({ stage: 'all', action: 'Accept' });
+    expect(recorded.some((r) => r.audit.length > 0)).toBe(true);
   });
 
   it('keeps a deny apart from an allow, attributes the default deny to the isolating policy, and names the other rule for another peer', () => {

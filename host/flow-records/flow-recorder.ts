@@ -15,6 +15,7 @@ import { FlowBuffer, MAX_AUDIT_STAGES, Outcome } from './flow-buffer.js';
 import type { FlowAction, FlowAudit, FlowDirection, FlowRecord } from './flow-record.js';
 import { protocolName } from './flow-record.js';
 import { workloadOf } from './workload.js';
+import { SlotKeys } from './slot-keys.js';
 import { FlowLogWriter } from './flow-log-writer.js';
 import { PolicyVerdictCounts } from './policy-verdicts.js';
 import { matchesFlow, type FlowFilter } from './flow-filter.js';
@@ -46,6 +47,9 @@ const ACTIONS: Record<number, FlowAction> = {
   [Outcome.Skipped]: 'Skipped', [Outcome.Failure]: 'Failure', [Outcome.Remote]: 'Remote',
 };
 
+/** Connections one drain slice aggregates before it yields to the event loop (about a millisecond's work). */
+const DRAIN_SLICE = 4096;
+
 interface OpenRecord { record: FlowRecord; count: number; first: number; last: number }
 
 interface End { name: string; workload: string; labels: Record<string, string>; namespaceLabels: Record<string, string>; pod?: PodInfo }
@@ -61,9 +65,10 @@ export class FlowRecorder {
   private readonly node: string;
   private readonly drainMs: number;
   private readonly now: () => number;
-  /** The interval's records by attribution key, and by the codes that led to them. */
+  /** The interval's records by attribution key, and by the numeric slot keys that led to them (`keys` numbers them). */
   private readonly open = new Map<string, OpenRecord>();
-  private readonly byCodes = new Map<string, OpenRecord>();
+  private readonly keys = new SlotKeys();
+  private byKey: OpenRecord[] = [];
   /** Pods as this interval first saw them. */
   private readonly ends = new Map<number, End>();
   private readonly ring: FlowRecord[] = [];
@@ -73,6 +78,8 @@ export class FlowRecorder {
   /** (pipeline revision, stage, reason, rule) → attribution, for the current interval: the same answer comes back often. */
   private readonly attributions = new Map<string, Attribution | undefined>();
   private drainTimer: NodeJS.Timeout | undefined;
+  private sliceQueued = false;
+  private readonly visit = (slot: number): void => this.aggregate(slot);
   private flushTimer: NodeJS.Timeout | undefined;
   private tap: FlowTap | undefined;
   /** Connections aggregated so far, and records emitted. */
@@ -95,7 +102,7 @@ export class FlowRecorder {
   start(tap: FlowTap): void {
     this.tap = tap;
     tap.recordFlows(this.buffer);
-    this.drainTimer = setInterval(() => this.drain(), Math.min(this.drainMs, this.intervalMs)).unref();
+    this.drainTimer = setInterval(() => this.drainSlice(), Math.min(this.drainMs, this.intervalMs)).unref();
     this.flushTimer = setInterval(() => this.flush(), this.intervalMs).unref();
   }
 
@@ -111,7 +118,22 @@ export class FlowRecorder {
 
   /** Aggregates every connection the packet path appended since the last drain. */
   drain(): number {
-    return this.buffer.drain((slot) => this.aggregate(slot));
+    return this.buffer.drain(this.visit);
+  }
+
+  /**
+   * The timer's drain: DRAIN_SLICE connections at a time, the rest after
+   * the event loop has had its turn (setImmediate runs after pending I/O),
+   * so a burst of recorded connections never holds up the packets queued
+   * behind it.
+   */
+  private drainSlice(): void {
+    this.sliceQueued = false;
+    this.buffer.drain(this.visit, DRAIN_SLICE);
+    if (this.buffer.pending > 0 && !this.sliceQueued && this.tap !== undefined) {
+      this.sliceQueued = true;
+      setImmediate(() => this.drainSlice());
+    }
   }
 
   /** Ends the interval: drains, then emits every open record to the ring, the log and followers. */
@@ -130,7 +152,8 @@ export class FlowRecorder {
       }
     }
     this.open.clear();
-    this.byCodes.clear();
+    this.keys.clear();
+    this.byKey = [];
     this.ends.clear();
     this.attributions.clear();
     for (const r of out) this.keep(r);
@@ -171,54 +194,47 @@ export class FlowRecorder {
 
   private aggregate(slot: number): void {
     const b = this.buffer;
-    const pipeline = b.pipelineOf(slot) as Pipeline | undefined;
-    const src = this.end('src', b.srcPod[slot], slot);
-    const dst = this.end('dst', b.dstPod[slot], slot);
-    const revision = b.revision[slot];
-    const e = slot * 2;
-    // The codes identify the deciding rule as the modules wrote them; several
-    // codes can name one policy and rule (a NetworkPolicy deny names its
-    // subject pod), so a code key leads to the record of its attribution,
-    // worked out once per interval.
-    let codeKey = `${src.workload}\u0000${dst.workload}\u0000${b.dstPort[slot]}\u0000${b.protocol[slot]}\u0000${b.allowed[slot]}\u0000${revision}`
-      + `\u0000${b.outcome[e]},${b.stage[e]},${b.reason[e]},${b.rule[e]}\u0000${b.outcome[e + 1]},${b.stage[e + 1]},${b.reason[e + 1]},${b.rule[e + 1]}`;
-    const audited = pipeline !== undefined && pipeline.auditing.length > 0;
-    if (audited) {
-      for (let i = e * MAX_AUDIT_STAGES, n = i + 2 * MAX_AUDIT_STAGES; i < n; i++) {
-        if (b.auditVerdict[i] > 1) codeKey += `\u0000${i % (2 * MAX_AUDIT_STAGES)},${b.auditVerdict[i]},${b.auditReason[i]},${b.auditRule[i]}`;
-      }
-    }
-    const t = b.time[slot];
     this.connections++;
-    let entry = this.byCodes.get(codeKey);
-    if (entry === undefined) {
-      entry = this.entryFor(pipeline, slot, src, dst, audited);
-      this.byCodes.set(codeKey, entry);
+    const found = this.keys.entryOf(b, slot);
+    let entry: OpenRecord;
+    if (found >= 0) entry = this.byKey[found];
+    else {
+      // A key seen for the first time this interval: names, workloads and
+      // attribution are worked out now, once; several keys can lead to one
+      // record (two replicas of a workload, a NetworkPolicy deny naming its
+      // subject pod in its codes).
+      entry = this.entryFor(b.pipelineOf(slot) as Pipeline | undefined, slot);
+      this.byKey[~found] = entry;
     }
     entry.count++;
+    const t = b.timeOf(slot, b.clockReading);
     if (t < entry.first) entry.first = t;
     if (t > entry.last) entry.last = t;
   }
 
-  /** The open record a connection with new codes belongs to: an existing one with the same attribution, or a new one. */
-  private entryFor(pipeline: Pipeline | undefined, slot: number, src: End, dst: End, audited: boolean): OpenRecord {
+  /** The open record a connection with a new key belongs to: an existing one with the same attribution, or a new one. */
+  private entryFor(pipeline: Pipeline | undefined, slot: number): OpenRecord {
     const b = this.buffer;
-    const revision = b.revision[slot];
+    const src = this.end('src', b.srcPod(slot), slot);
+    const dst = this.end('dst', b.dstPod(slot), slot);
+    const revision = b.revision(slot);
+    const audited = pipeline !== undefined && pipeline.auditing.length > 0 && b.audited(slot);
     const egress = this.direction(pipeline, revision, slot, 0);
     const ingress = this.direction(pipeline, revision, slot, 1);
     const audit = audited ? this.audits(pipeline!, revision, slot) : [];
-    const verdict: 'allow' | 'deny' = b.allowed[slot] === 1 ? 'allow' : 'deny';
-    const port = b.dstPort[slot];
-    const protocol = protocolName(b.protocol[slot]);
+    const verdict: 'allow' | 'deny' = b.allowed(slot) ? 'allow' : 'deny';
+    const port = b.dstPort(slot);
+    const protocolNumber = b.protocol(slot);
+    const protocol = protocolName(protocolNumber);
     const key = JSON.stringify([src.workload, dst.workload, port, protocol, verdict, revision, egress.stage, egress.policy, egress.rule, egress.action,
       ingress.stage, ingress.policy, ingress.rule, ingress.action, audit]);
     const known = this.open.get(key);
     if (known) return known;
     const record: FlowRecord = {
-      src: src.name, dst: dst.name, port, protocol, family: b.family[slot] === 6 ? 6 : 4, srcPort: b.srcPort[slot],
+      src: src.name, dst: dst.name, port, protocol, family: b.family(slot) === 6 ? 6 : 4, srcPort: b.srcPort(slot),
       srcWorkload: src.workload, dstWorkload: dst.workload, srcLabels: src.labels, dstLabels: dst.labels,
       srcNamespaceLabels: src.namespaceLabels, dstNamespaceLabels: dst.namespaceLabels,
-      dstPortName: dst.pod?.containerPorts.find((p) => p.port === port && p.protocol === b.protocol[slot])?.name ?? '',
+      dstPortName: dst.pod?.containerPorts.find((p) => p.port === port && p.protocol === protocolNumber)?.name ?? '',
       verdict, egress, ingress, audit, count: 0, firstSeen: '', lastSeen: '', revision, node: this.node,
     };
     const entry: OpenRecord = { record, count: 0, first: Infinity, last: -Infinity };
@@ -267,12 +283,11 @@ export class FlowRecorder {
     const b = this.buffer;
     for (let dir = 0; dir < 2; dir++) {
       for (let k = 0; k < MAX_AUDIT_STAGES && k < pipeline.auditing.length; k++) {
-        const i = (slot * 2 + dir) * MAX_AUDIT_STAGES + k;
-        const v = b.auditVerdict[i];
+        const { verdict: v, reason, rule } = b.audit(slot, dir, k);
         // Not decided, or Next: the stage had nothing to say.
         if (v <= 1) continue;
         const stage = pipeline.auditing[k];
-        const a = this.attribute(pipeline, revision, pipeline.stages.indexOf(stage), b.auditReason[i], b.auditRule[i]);
+        const a = this.attribute(pipeline, revision, pipeline.stages.indexOf(stage), reason, rule);
         out.push({ stage: stage.name, direction: dir === 0 ? 'egress' : 'ingress', policy: a?.policy ?? '', rule: a?.rule ?? '', action: verdictName(v - 1) });
       }
     }

@@ -9,6 +9,8 @@ import { KwpError } from '../errors.js';
 import type { SandboxLimits } from '../runtime/limits.js';
 import { fixtureModules } from '../../test/fixtures/modules.js';
 import { PipelineController } from '../control/pipeline-controller.js';
+import type { StageIsolation } from './stage.js';
+import { INSTANCE_THREAD_BYTES } from '../runtime/isolated-instance.js';
 
 const fixtures = fixtureModules();
 /** `n` stages of the scripted fixture, whose memory maximum is 1024 pages (64 MiB). */
@@ -16,8 +18,8 @@ const stages = (n: number, prefix = 's'): PipelineSpec => ({
   stages: Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, module: 'scripted', config: { egress: 'Accept', ingress: 'Accept' } })),
 });
 
-function started(limits: Partial<SandboxLimits>, fallback: PipelineSpec) {
-  const engine = new PolicyEngine({ state: new ClusterState(), modules: fixtures, limits });
+function started(limits: Partial<SandboxLimits>, fallback: PipelineSpec, isolation: StageIsolation = 'thread') {
+  const engine = new PolicyEngine({ state: new ClusterState(), modules: fixtures, limits, isolation });
   const controller = new PipelineController({ engine, fallback, stateDir: mkdtempSync(join(tmpdir(), 'kwp-budget-')) });
   controller.start();
   return { engine, controller };
@@ -83,4 +85,17 @@ describe('all pipelines kept share one memory budget', () => {
     expect((await controller.set(stages(1, 'c'))).stages).toHaveLength(1);
     controller.stop();
   });
+
+  it('counts the instance thread of every stage when instances run in threads of their own (--module-threads)', async () => {
+    // Four stages of 64 MiB fit 256 MiB in the main thread (above); with a thread each (24 MiB), two active and one more do not.
+    const { engine, controller } = started({ memoryBudgetMiB: 256 }, stages(2, 'a'), 'worker');
+    expect(INSTANCE_THREAD_BYTES).toBe(24 * 2 ** 20);
+    expect(engine.memoryBudget.reservedBytes).toBe(2 * (64 + 24) * 2 ** 20);
+    const err = await refusal(controller.set(stages(2, 'b')));
+    expect(err.code).toBe('KWP_ERR_MEMORY_BUDGET');
+    expect(err.message).toMatch(/stages\[0\] \(b0\): module scripted@[^ ]+ and its instance thread may use up to 88 MiB/);
+    expect(controller.get().stages.map((s) => s.name)).toEqual(['a0', 'a1']);
+    controller.stop();
+    expect(engine.memoryBudget.reservedBytes).toBe(0);
+  }, 60_000);
 });

@@ -12,6 +12,7 @@ import type { ClusterState } from '../state/cluster-state.js';
 import { KwpError } from '../errors.js';
 import { resolveLimits, type SandboxLimits } from '../runtime/limits.js';
 import { MemoryBudget } from '../runtime/memory-budget.js';
+import { INSTANCE_THREAD_BYTES } from '../runtime/isolated-instance.js';
 import { Pipeline } from './pipeline.js';
 import { Stage, type InstanceFailure, type StageIsolation } from './stage.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
@@ -191,7 +192,9 @@ export class PolicyEngine {
   private newStage(s: StageSpec, i: number, where: string): Stage {
     const at = `${where}: stages[${i}] (${s.name})`;
     const compiled = resolveOrThrow(this.modules, s.module, at);
-    const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}`, compiled.reservedBytes);
+    // A stage whose instance runs in a thread of its own pays for the thread too (isolated-instance.ts).
+    const threadBytes = this.options.isolation === 'worker' ? INSTANCE_THREAD_BYTES : 0;
+    const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}${threadBytes ? ' and its instance thread' : ''}`, compiled.reservedBytes + threadBytes);
     const stage = new Stage(s, compiled, this.state, this.logger, this.options.isolation);
     stage.onDisposed = release;
     // A stage whose state outgrows what its module reserved reserves the rest when it builds the bigger instance.
@@ -285,6 +288,11 @@ export class PolicyEngine {
   /** The batched packet path (PacketJudge.allowsBatch). */
   allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
     this.active.allowsBatch(packets, out);
+  }
+
+  /** The batched packet path without blocking on instance threads (PacketJudge.allowsBatchAsync). */
+  allowsBatchAsync(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined {
+    return this.active.allowsBatchAsync(packets, out);
   }
 
   evaluate(packet: Packet, srcPod?: PodInfo, dstPod?: PodInfo): Decision {

@@ -18,6 +18,9 @@ function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
 }
 
+/** A module call the batched walk needs: `stage` decides the first `n` records of `batch` into `out` (with their reason and rule codes when asked). */
+interface BatchStep { stage: Stage; batch: Uint8Array; n: number; out: Uint8Array; reasons: Uint32Array | undefined; rules: Uint32Array | undefined }
+
 export class Pipeline {
   readonly stages: readonly Stage[];
   readonly spec: PipelineSpec;
@@ -28,6 +31,7 @@ export class Pipeline {
   /** The audit stages, in pipeline order; flow records number them from 0 in this order. */
   readonly auditing: readonly Stage[];
   private readonly record = new Uint8Array(RECORD_SIZE);
+  private readonly record32 = new Uint32Array(this.record.buffer);
   // Scratch for allowsBatch: the chunk's records, packed records for later stages, indices and verdicts.
   private readonly encoded = new Uint8Array(RECORD_SIZE * BATCH_RECORDS);
   private readonly encoded32 = new Uint32Array(this.encoded.buffer);
@@ -46,12 +50,20 @@ export class Pipeline {
   private readonly remoteSrc = new Uint8Array(BATCH_RECORDS);
   private readonly remoteDst = new Uint8Array(BATCH_RECORDS);
   private anyRemote = false;
-  /**
-   * Set while flow recording is on (PolicyEngine.recordFlows): `allows`
-   * then appends one compact record per decided connection. Mutable because
-   * recording is switched on and off for the active pipeline, not rebuilt.
-   */
-  flowBuffer: FlowBuffer | undefined;
+  // Flow recording on the batched path: each record's buffer slot (-1: not recorded), and each stage's reason and rule codes.
+  private readonly slots = new Int32Array(BATCH_RECORDS);
+  private readonly reasons = new Uint32Array(BATCH_RECORDS);
+  private readonly rules = new Uint32Array(BATCH_RECORDS);
+  private readonly selectedReasons = new Uint32Array(BATCH_RECORDS);
+  private readonly selectedRules = new Uint32Array(BATCH_RECORDS);
+  /** Every stage's instance returns reason and rule codes with a batch's verdicts (none runs in its own thread). */
+  private readonly batchReportsCodes: boolean;
+  private flows: FlowBuffer | undefined;
+  /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
+  private readonly threaded: boolean;
+  /** The asynchronous walks, one after another (they share the batch scratch); walksInFlight counts those asked for and not done. */
+  private walking: Promise<void> = Promise.resolve();
+  private walksInFlight = 0;
 
   constructor(spec: PipelineSpec, stages: Stage[], revision: number, private readonly state: ClusterState) {
     this.spec = spec;
@@ -60,6 +72,20 @@ export class Pipeline {
     this.enforcing = this.stages.filter((s) => s.mode === 'enforce');
     this.auditing = this.stages.filter((s) => s.mode === 'audit');
     this.enforcingIndex = Int16Array.from(this.enforcing, (s) => this.stages.indexOf(s));
+    this.batchReportsCodes = this.stages.every((s) => s.isolation === 'thread');
+    this.threaded = !this.batchReportsCodes;
+  }
+
+  /**
+   * Set while flow recording is on (PolicyEngine.recordFlows): `allows`
+   * then appends one compact record per decided connection. Mutable because
+   * recording is switched on and off for the active pipeline, not rebuilt.
+   */
+  get flowBuffer(): FlowBuffer | undefined { return this.flows; }
+
+  set flowBuffer(buffer: FlowBuffer | undefined) {
+    this.flows = buffer;
+    buffer?.register(this.revision, this);
   }
 
   /**
@@ -67,17 +93,20 @@ export class Pipeline {
    * ingress both allow. Pods are looked up by address in the cluster state.
    */
   allows(packet: Packet): boolean {
+    // Recording is its own function so that this one stays as small (and as
+    // inlined) as it is without it.
+    if (this.flows !== undefined) return this.allowsRecording(packet, this.flows);
     const src = this.state.podByIP(packet.src);
     const dst = this.state.podByIP(packet.dst);
     const srcId = src ? src.id : 0;
     const dstId = dst ? dst.id : 0;
     const rec = this.record;
     encodeRecord(rec, 0, packet, srcId, dstId);
-    const flows = this.flowBuffer;
-    if (flows !== undefined) {
-      const slot = flows.claim(packet, srcId, dstId, this.revision, this);
-      if (slot >= 0) return this.allowsRecorded(rec, src, dst, flows, slot);
-    }
+    return this.decideEncoded(rec, src, dst, srcId, dstId);
+  }
+
+  /** The walk of both directions for an encoded record, nothing recorded. */
+  private decideEncoded(rec: Uint8Array, src: PodInfo | undefined, dst: PodInfo | undefined, srcId: number, dstId: number): boolean {
     if (this.auditing.length) this.audit(rec);
     rec[OFF_DIRECTION] = EGRESS;
     if (!this.isRemote(src) && !this.walk(rec, srcId, dstId)) return false;
@@ -86,16 +115,22 @@ export class Pipeline {
   }
 
   /**
-   * `allows` with the outcome of each direction (deciding stage, its reason
-   * and rule codes) and the audit stages' would-be verdicts written to the
-   * flow buffer's slot. The same walk, so the same verdict.
+   * `allows` while recording: the encoded record goes to a flow buffer slot
+   * with each direction's outcome (deciding stage, its reason and rule
+   * codes) and the audit stages' would-be verdicts. The same walk, so the
+   * same verdict; a full buffer costs the record, never the decision.
    */
-  private allowsRecorded(rec: Uint8Array, src: PodInfo | undefined, dst: PodInfo | undefined, flows: FlowBuffer, slot: number): boolean {
+  private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
+    const src = this.state.podByIP(packet.src);
+    const dst = this.state.podByIP(packet.dst);
     const srcId = src ? src.id : 0;
     const dstId = dst ? dst.id : 0;
+    const rec = this.record;
+    encodeRecord(rec, 0, packet, srcId, dstId);
     const audits = this.auditing;
+    const slot = flows.claim(this.record32, 0, this.revision, audits.length > 0);
+    if (slot < 0) return this.decideEncoded(rec, src, dst, srcId, dstId);
     if (audits.length) {
-      flows.clearAudits(slot);
       for (let dir = EGRESS; dir <= INGRESS; dir++) {
         rec[OFF_DIRECTION] = dir;
         for (let k = 0; k < audits.length; k++) {
@@ -108,12 +143,12 @@ export class Pipeline {
     rec[OFF_DIRECTION] = EGRESS;
     let allowed = true;
     if (this.isRemote(src)) flows.setDirection(slot, EGRESS, Outcome.Remote, -1, 0, 0);
-    else allowed = this.walk(rec, srcId, dstId, flows, slot, EGRESS);
+    else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, EGRESS);
     if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
     else {
       rec[OFF_DIRECTION] = INGRESS;
       if (this.isRemote(dst)) flows.setDirection(slot, INGRESS, Outcome.Remote, -1, 0, 0);
-      else allowed = this.walk(rec, srcId, dstId, flows, slot, INGRESS);
+      else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, INGRESS);
     }
     flows.setAllowed(slot, allowed);
     return allowed;
@@ -134,20 +169,69 @@ export class Pipeline {
    * earlier stage decided, so each verdict equals the one `allows` gives.
    */
   allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
-    // A flow record needs each direction's deciding stage, policy and rule,
-    // which only the one-packet walk keeps: while recording, the batch is
-    // decided packet by packet, so the dataplane's batched wakeups are
-    // recorded like any other decision.
-    if (this.flowBuffer !== undefined) {
+    const flows = this.flows;
+    // A flow record needs each direction's deciding stage, reason and rule
+    // codes; a module in its own thread (--module-threads) answers a batch
+    // with verdicts only, so such a pipeline decides packet by packet while
+    // recording. The same while an asynchronous walk is suspended: the batch
+    // scratch is its.
+    if ((flows !== undefined && !this.batchReportsCodes) || this.walksInFlight > 0) {
       for (let i = 0; i < packets.length; i++) out[i] = this.allows(packets[i]) ? 1 : 0;
       return;
     }
     for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
-      this.decideChunk(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out);
+      const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out, flows);
+      for (let r = steps.next(); !r.done; r = steps.next()) {
+        const q = r.value;
+        q.stage.decideVerdicts(q.batch, q.n, q.out, q.reasons, q.rules);
+      }
     }
   }
 
-  private decideChunk(packets: readonly Packet[], start: number, count: number, out: Uint8Array): void {
+  /**
+   * `allowsBatch` whose module calls do not block this thread: each stage
+   * whose instance runs in a thread of its own (`--module-threads`) decides
+   * while the event loop runs on, and `out` is filled when the promise
+   * resolves (it never rejects). Batches are walked one after another.
+   * Undefined when it would gain nothing — no stage runs in a thread, or
+   * flows are recorded (packet by packet, as `allowsBatch` does then) — so
+   * the caller decides synchronously.
+   */
+  allowsBatchAsync(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined {
+    if (this.flows !== undefined || !this.threaded) return undefined;
+    const idle = this.walksInFlight === 0;
+    this.walksInFlight++;
+    const walk = async () => {
+      try {
+        for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
+          const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out, undefined);
+          for (let r = steps.next(); !r.done; r = steps.next()) await r.value.stage.decideVerdictsAsync(r.value.batch, r.value.n, r.value.out);
+        }
+      } finally {
+        this.walksInFlight--;
+      }
+    };
+    // An idle pipeline starts at once: the first module call is posted before this returns.
+    const done = idle ? walk() : this.walking.then(walk);
+    this.walking = done.catch(() => undefined);
+    return done;
+  }
+
+  /** One module call of the batched walk, handed to the caller (allowsBatch makes it at once, allowsBatchAsync awaits it); reused. */
+  private readonly step: BatchStep = { stage: undefined as unknown as Stage, batch: this.encoded, n: 0, out: this.verdicts, reasons: undefined, rules: undefined };
+
+  private ask(stage: Stage, batch: Uint8Array, n: number, out: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): BatchStep {
+    const q = this.step;
+    q.stage = stage;
+    q.batch = batch;
+    q.n = n;
+    q.out = out;
+    q.reasons = reasons;
+    q.rules = rules;
+    return q;
+  }
+
+  private *chunkSteps(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): Generator<BatchStep, void> {
     const enc = this.encoded;
     const state = this.state;
     const multicluster = state.multiclusterMode;
@@ -167,31 +251,53 @@ export class Pipeline {
       }
       encodeRecordWords(this.encoded32, enc, i * (RECORD_SIZE >> 2), packet, srcId, dstId);
     }
+    const slots = this.slots;
+    if (flows !== undefined) {
+      const audited = this.auditing.length > 0;
+      for (let i = 0; i < count; i++) slots[i] = flows.claim(this.encoded32, i * (RECORD_SIZE >> 2), this.revision, audited);
+    }
     if (this.auditing.length) {
       for (const dir of [EGRESS, INGRESS]) {
         setDirection(enc, count, dir);
-        for (const s of this.auditing) s.decideVerdicts(enc, count, this.verdicts);
+        for (let k = 0; k < this.auditing.length; k++) {
+          const s = this.auditing[k];
+          if (flows === undefined) {
+            yield this.ask(s, enc, count, this.verdicts);
+            continue;
+          }
+          yield this.ask(s, enc, count, this.verdicts, this.reasons, this.rules);
+          const failed = s.lastFailure !== undefined;
+          for (let i = 0; i < count; i++) {
+            if (slots[i] >= 0) flows.setAudit(slots[i], dir, k, this.verdicts[i], failed ? 0 : this.reasons[i], failed ? 0 : this.rules[i]);
+          }
+        }
       }
     }
     const pending = this.pending;
     for (let i = 0; i < count; i++) pending[i] = i;
-    const egressAllowed = this.walkBatch(EGRESS, count, count);
+    const egressAllowed = yield* this.walkBatch(EGRESS, count, count, flows);
     // Only what egress allowed walks ingress; the rest is denied.
     out.fill(0, start, start + count);
-    const allowed = this.walkBatch(INGRESS, egressAllowed, count);
+    const allowed = yield* this.walkBatch(INGRESS, egressAllowed, count, flows);
     for (let k = 0; k < allowed; k++) out[start + pending[k]] = 1;
+    if (flows !== undefined) for (let i = 0; i < count; i++) if (slots[i] >= 0) flows.setAllowed(slots[i], out[start + i] === 1);
   }
 
   /**
    * Walks the records whose indices are `pending[0..count)` through the
    * enforcing stages in direction `dir` (`chunk` records are encoded); returns how many were allowed, and
-   * leaves their indices in `pending[0..n)`.
+   * leaves their indices in `pending[0..n)`. With `flows`, each record's
+   * outcome in this direction goes to its flow buffer slot, as the
+   * one-packet walk writes it.
    */
-  private walkBatch(dir: number, count: number, chunk: number): number {
+  private *walkBatch(dir: number, count: number, chunk: number, flows: FlowBuffer | undefined): Generator<BatchStep, number> {
     const enc = this.encoded;
     const pending = this.pending;
     const allowed = this.allowedIdx;
     const verdicts = this.verdicts;
+    const slots = this.slots;
+    const reasons = flows !== undefined ? this.reasons : undefined;
+    const rules = flows !== undefined ? this.rules : undefined;
     setDirection(enc, chunk, dir);
     let n = count;
     let nAllowed = 0;
@@ -200,8 +306,10 @@ export class Pipeline {
       let kept = 0;
       for (let k = 0; k < n; k++) {
         const r = pending[k];
-        if (remote[r] === 1) allowed[nAllowed++] = r;
-        else pending[kept++] = r;
+        if (remote[r] === 1) {
+          allowed[nAllowed++] = r;
+          if (flows !== undefined && slots[r] >= 0) flows.setDirection(slots[r], dir, Outcome.Remote, -1, 0, 0);
+        } else pending[kept++] = r;
       }
       n = kept;
     }
@@ -237,17 +345,24 @@ export class Pipeline {
           packed = true;
           batch = this.work;
         }
-        stage.decideVerdicts(batch, n, verdicts);
+        yield this.ask(stage, batch, n, verdicts, reasons, rules);
       } else {
         // Only the records touching a subject go to the module; the rest are Next.
         for (let j = 0; j < m; j++) this.selectedIdx[j] = pending[selected[j]];
         this.pack(this.selectedIdx, m);
         packed = false;
-        stage.decideVerdicts(this.work, m, this.selectedVerdicts);
+        yield this.ask(stage, this.work, m, this.selectedVerdicts, flows !== undefined ? this.selectedReasons : undefined, flows !== undefined ? this.selectedRules : undefined);
         stage.countSkipped(n - m);
         verdicts.fill(Verdict.Next, 0, n);
         for (let j = 0; j < m; j++) verdicts[selected[j]] = this.selectedVerdicts[j];
+        if (reasons !== undefined && rules !== undefined) {
+          for (let j = 0; j < m; j++) {
+            reasons[selected[j]] = this.selectedReasons[j];
+            rules[selected[j]] = this.selectedRules[j];
+          }
+        }
       }
+      if (flows !== undefined) this.recordDecided(flows, dir, this.enforcingIndex[s], n, stage.lastFailure !== undefined);
       let kept = 0;
       for (let k = 0; k < n; k++) {
         const v = verdicts[k];
@@ -260,9 +375,31 @@ export class Pipeline {
         packed = false;
       }
     }
-    for (let k = 0; k < n; k++) allowed[nAllowed++] = pending[k];
+    for (let k = 0; k < n; k++) {
+      const r = pending[k];
+      allowed[nAllowed++] = r;
+      if (flows !== undefined && slots[r] >= 0) flows.setDirection(slots[r], dir, Outcome.Default, -1, 0, 0);
+    }
     pending.set(allowed.subarray(0, nAllowed));
     return nAllowed;
+  }
+
+  /**
+   * Writes the outcome of the records stage `stageIndex` decided (verdicts
+   * Accept or Deny among `pending[0..n)`) to their flow buffer slots; a
+   * deny at egress also marks ingress Skipped, as the one-packet walk does.
+   */
+  private recordDecided(flows: FlowBuffer, dir: number, stageIndex: number, n: number, failed: boolean): void {
+    const verdicts = this.verdicts;
+    for (let k = 0; k < n; k++) {
+      const v = verdicts[k];
+      if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
+      const slot = this.slots[this.pending[k]];
+      if (slot < 0) continue;
+      const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+      flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : this.reasons[k], failed ? 0 : this.rules[k]);
+      if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    }
   }
 
   /** Copies the records `indices[0..n)` of `encoded` to the front of `work`, in that order. */
@@ -278,12 +415,29 @@ export class Pipeline {
     }
   }
 
+  /** One direction's walk through the enforcing stages. */
+  private walk(rec: Uint8Array, srcId: number, dstId: number): boolean {
+    const stages = this.enforcing;
+    for (let i = 0; i < stages.length; i++) {
+      const stage = stages[i];
+      const subjects = stage.subjectFilter();
+      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
+        stage.countSkipped(1);
+        continue;
+      }
+      const v = stage.decide(rec);
+      if (v === Verdict.Accept) return true;
+      if (v === Verdict.Deny) return false;
+    }
+    return true;
+  }
+
   /**
-   * One direction's walk through the enforcing stages. With `flows`, the
-   * outcome (which stage decided, its reason and rule codes) goes to the
-   * flow buffer's `slot` as direction `dir`.
+   * `walk`, with the outcome (which stage decided, its reason and rule
+   * codes) written to the flow buffer's `slot` as direction `dir`. Kept
+   * apart from `walk` so the unrecorded path carries none of it.
    */
-  private walk(rec: Uint8Array, srcId: number, dstId: number, flows?: FlowBuffer, slot = 0, dir = 0): boolean {
+  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number): boolean {
     const stages = this.enforcing;
     for (let i = 0; i < stages.length; i++) {
       const stage = stages[i];
@@ -294,13 +448,11 @@ export class Pipeline {
       }
       const v = stage.decide(rec);
       if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
-      if (flows !== undefined) {
-        const outcome = stage.lastFailure ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-        flows.setDirection(slot, dir, outcome, this.enforcingIndex[i], stage.lastReasonCode(), stage.lastRuleCode());
-      }
+      const outcome = stage.lastFailure ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+      flows.setDecided(slot, dir, outcome, this.enforcingIndex[i], stage);
       return v === Verdict.Accept;
     }
-    flows?.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
+    flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
     return true;
   }
 
@@ -383,6 +535,11 @@ export class Pipeline {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    // Walks already asked for finish first: their packets get the modules' verdicts, not the failure policy.
+    if (this.walksInFlight > 0) {
+      void this.walking.then(() => { for (const s of this.stages) s.dispose(); });
+      return;
+    }
     for (const s of this.stages) s.dispose();
   }
 }

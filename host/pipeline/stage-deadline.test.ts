@@ -5,7 +5,8 @@
 // the stage is skipped and the later stages decide), is counted, and the
 // stage is rebuilt after a quarantine that doubles when the module hangs again.
 import { describe, it, expect, afterEach } from 'vitest';
-import { Kinds, type KubeObject } from '../contract.js';
+import { Kinds, Verdict, type KubeObject } from '../contract.js';
+import { encodeRecord, RECORD_SIZE } from '../abi/record.js';
 import { stateFromObjects } from '../eval.js';
 import { resolveFlow } from '../flows.js';
 import { PolicyEngine } from './engine.js';
@@ -128,6 +129,77 @@ describe('a decision that never returns', () => {
     s.pipeline.allowsBatch([...packets, hostile], new Uint8Array(4));
     expect(performance.now() - started).toBeLessThan(DECISION_BOUND_MS);
     expect(s.pipeline.stages[0].counters.deadlineExceeded).toBe(1);
+  }, 60_000);
+});
+
+describe('asynchronous answers (allowsBatchAsync) from stages whose instances run in threads', () => {
+  /** Accept, but Deny for port 4243 (one record a call). */
+  const BY_PORT = `
+    (i32.store8 (i32.const ${4096 + 52}) (select (i32.const 2) (i32.const 1) (i32.eq (i32.load16_u (i32.const ${4096 + 6})) (i32.const 4243))))
+    (i32.store (i32.const ${4096 + 56}) (i32.const 1))
+    (i32.const 0)`;
+  const packetTo = (s: Setup, port: number) => resolveFlow({ src: 'default/a', dst: 'default/b', protocol: 'TCP', port, srcPort: 40000, file: '<test>', index: 1 }, s.state).packet;
+
+  it('a decision that never returns leaves the event loop running, and its packet gets the failure policy at the deadline', async () => {
+    const s = await setup({ decideBody: decideUnlessPort(HOSTILE_PORT, ENDLESS, 0) }, 'fail-closed');
+    const out = new Uint8Array(3);
+    let ticks = 0;
+    const ticker = setInterval(() => { ticks++; }, 1);
+    const answered = s.pipeline.allowsBatchAsync([80, HOSTILE_PORT, 81].map((p) => packetTo(s, p)), out);
+    expect(answered).toBeInstanceOf(Promise);
+    await answered;
+    clearInterval(ticker);
+    // The walk waited for the module through at least the 50 ms deadline; the timer kept firing meanwhile.
+    expect(ticks).toBeGreaterThan(0);
+    expect(s.pipeline.stages[0].counters.deadlineExceeded).toBe(1);
+    // One call carried the three records: the deadline answers all of them by the failure policy.
+    expect([...out]).toEqual([0, 0, 0]);
+  }, 60_000);
+
+  it('gives the verdicts the synchronous walk gives', async () => {
+    const s = await setup({ decideBody: BY_PORT }, 'fail-closed');
+    const packets = [80, 4243, 81, 4243, 82].map((p) => packetTo(s, p));
+    const sync = new Uint8Array(5);
+    const later = new Uint8Array(5);
+    s.pipeline.allowsBatch(packets, sync);
+    await s.pipeline.allowsBatchAsync(packets, later);
+    expect([...later]).toEqual([1, 0, 1, 0, 1]);
+    expect([...later]).toEqual([...sync]);
+  }, 60_000);
+
+  it('a call that comes while a decision is in flight waits for it and does not overwrite its verdicts', async () => {
+    const s = await setup({ decideBody: BY_PORT }, 'fail-closed');
+    const stage = s.pipeline.stages[0];
+    const record = (port: number) => {
+      const rec = new Uint8Array(RECORD_SIZE);
+      encodeRecord(rec, 0, packetTo(s, port), 1, 2);
+      return rec;
+    };
+    const out = new Uint8Array(1);
+    const answered = stage.decideVerdictsAsync(record(80), 1, out);
+    // Synchronously, while the first is in flight: a decision for the denied port through the same instance, and a delivery.
+    expect(stage.decide(record(4243))).toBe(Verdict.Deny);
+    s.state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policy('another', 2) });
+    await answered;
+    expect(out[0]).toBe(Verdict.Accept);
+    expect(stage.counters.deadlineExceeded + stage.counters.traps).toBe(0);
+  }, 60_000);
+
+  it('a pipeline disposed while a decision is in flight still answers it with the module\'s verdict', async () => {
+    const s = await setup({ decideBody: BY_PORT }, 'fail-closed');
+    const out = new Uint8Array(2);
+    const answered = s.pipeline.allowsBatchAsync([packetTo(s, 80), packetTo(s, 81)], out)!;
+    s.pipeline.dispose();
+    await answered;
+    expect([...out]).toEqual([1, 1]);
+  }, 60_000);
+
+  it('is not offered when no stage runs in a thread of its own: the caller decides synchronously', async () => {
+    const state = stateFromObjects(CLUSTER);
+    const engine = new PolicyEngine({ state, modules: resolverOf(unmeteredEvaluator({ decideBody: BY_PORT, meta: { ...DEFAULT_META, name: 'by-port' } }, LIMITS)), limits: LIMITS });
+    const pipeline = await engine.buildAsync({ stages: [{ name: 'in-thread', module: 'by-port' }] });
+    open.push(pipeline);
+    expect(pipeline.allowsBatchAsync([], new Uint8Array(0))).toBeUndefined();
   }, 60_000);
 });
 

@@ -17,6 +17,7 @@ import { OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
 import { LineRate } from '../runtime/line-rate.js';
 import { memoryCapForState, PAGE_BYTES } from '../runtime/limits.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
+import type { StateEvent } from '../state/state-events.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
 import { RetryBackoff } from './retry-backoff.js';
@@ -33,7 +34,7 @@ import { loggerOf, type HostLogger } from '../logger.js';
  *   and a retry (with back-off) succeeds.
  */
 export interface StageStateProblem {
-  kind: 'growing' | 'rebuilding' | 'rejected';
+  kind: 'growing' | 'rebuilding' | 'refreshing' | 'rejected';
   message: string;
   /** Date.now() when it began. */
   since: number;
@@ -73,6 +74,12 @@ export type InstanceFailure = Exclude<StageFailure, 'unavailable'>;
  * that the host stops when a call overruns its deadline (isolated-instance.ts).
  */
 export type StageIsolation = 'thread' | 'worker';
+
+/** A delivery that arrived while an instance was being fed: applied to it, and to the snapshot it was fed, once the feed is done. */
+interface QueuedDelivery {
+  fn: (inst: ModuleInstance) => void;
+  hold: (held: HeldState) => void;
+}
 
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
 const FEED_SLICE_MS = 2;
@@ -114,7 +121,7 @@ export class Stage implements StateListener {
   private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
-  private feedQueue: Array<(inst: ModuleInstance) => void> | undefined;
+  private feedQueue: QueuedDelivery[] | undefined;
   /** What the instance holds (set whenever `instance` is). */
   private held: HeldState | undefined;
   private building = false;
@@ -125,6 +132,8 @@ export class Stage implements StateListener {
   private readonly retry = new RetryBackoff();
   /** Pods or objects fed between two turns of the event loop (startAsync sets it for later builds too). */
   private slice = 1000;
+  /** Set when a bulk change arrives while a build feeds: the build starts over from the state that change led to. */
+  private feedStale = false;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
   onDisposed: (() => void) | undefined;
   /**
@@ -188,7 +197,7 @@ export class Stage implements StateListener {
    */
   async startAsync(slice = 1000): Promise<void> {
     this.slice = slice;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
@@ -280,6 +289,27 @@ export class Stage implements StateListener {
   private currentState(): HeldState {
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
     return HeldState.of(this.state.pods(), objects);
+  }
+
+  /**
+   * `currentState`, sized in slices: what it holds is read at once (so it is
+   * one consistent state), but the sizes of objects it has not seen before
+   * (their JSON: a second at 100,000 policies) are worked out between turns
+   * of the event loop.
+   */
+  private async currentStateAsync(): Promise<HeldState> {
+    const pods = [...this.state.pods()];
+    const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
+    let sliceStarted = performance.now();
+    for (const list of [pods, ...objects]) {
+      for (let i = 0; i < list.length; i++) {
+        deliveredBytes(list[i]);
+        if ((i & 63) !== 63 || performance.now() - sliceStarted < FEED_SLICE_MS) continue;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStarted = performance.now();
+      }
+    }
+    return HeldState.of(pods, objects);
   }
 
   private get limits() { return this.compiled.limits; }
@@ -378,12 +408,15 @@ export class Stage implements StateListener {
 
   /**
    * Builds an instance in slices. With `queued` it is fed the current state
-   * and then the deliveries queued meanwhile (each attempt re-reads the
+   * and then the deliveries queued meanwhile, which update the snapshot it
+   * was fed too rather than a second synchronous snapshot (each attempt re-reads the
    * state, which includes them, so the queue starts over); without, it is
    * fed `from` only. A cap that proves too small is doubled up to the ceiling.
    */
-  private async buildAsync(queued: Array<(inst: ModuleInstance) => void> | null, from?: HeldState, floor = 0): Promise<{ inst: ModuleInstance; held: HeldState }> {
-    let source = from ?? this.currentState();
+  private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState }> {
+    this.feedStale = false;
+    let source = from ?? await this.currentStateAsync();
+    if (sized) floor = Math.max(floor, sized(source.bytes));
     let cap = this.capFor(source.bytes, floor);
     for (;;) {
       let inst: ModuleInstance | undefined;
@@ -410,10 +443,21 @@ export class Stage implements StateListener {
           if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
         }
         inst.feeding = false;
-        if (queued) {
-          for (const fn of queued) fn(inst);
+        if (queued && this.feedStale) {
+          // A bulk change arrived meanwhile and was not queued: feed a fresh instance the state it led to.
+          this.feedStale = false;
+          inst.close();
           queued.length = 0;
-          source = this.currentState();
+          source = await this.currentStateAsync();
+          cap = Math.max(cap, this.capFor(source.bytes, floor));
+          continue;
+        }
+        if (queued) {
+          for (const { fn, hold } of queued) {
+            fn(inst);
+            hold(source);
+          }
+          queued.length = 0;
         }
         return { inst, held: source };
       } catch (err) {
@@ -436,14 +480,14 @@ export class Stage implements StateListener {
    * instance broke, rebuilds from) the last state it held, says so, and
    * tries again only when the state changes, with back-off.
    */
-  private async replaceInstance(problem: StageStateProblem, floor = 0): Promise<void> {
+  private async replaceInstance(problem: StageStateProblem, floor = 0, sized?: (bytes: number) => number): Promise<void> {
     if (this.building || this.disposed) return;
     this.building = true;
     this.stateProblem = problem;
-    const queued: Array<(inst: ModuleInstance) => void> = [];
+    const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     try {
-      const { inst, held } = await this.buildAsync(queued, undefined, floor);
+      const { inst, held } = await this.buildAsync(queued, undefined, floor, sized);
       if (this.disposed) {
         inst.close();
         return;
@@ -551,11 +595,29 @@ export class Stage implements StateListener {
 
   /** The state outgrew the instance's cap: a bigger instance is fed while this one answers with what it holds. */
   private grow(bytes: number, floor: number): void {
-    const inst = this.instance!;
     const target = this.capFor(bytes * 1.5, floor);
+    void this.replaceInstance(this.growing(bytes, target), target);
+  }
+
+  /** Counts and logs a growth to `target` pages; the problem the stage has meanwhile. */
+  private growing(bytes: number, target: number): StageStateProblem {
+    const from = this.instance?.memoryCapPages ?? 0;
     this.stateCounters.grown++;
-    this.logger?.info({ stage: this.name }, `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${inst.memoryCapPages} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`);
-    void this.replaceInstance({ kind: 'growing', message: `stage ${this.name}: growing its memory cap from ${inst.memoryCapPages} to ${target} pages for the new state (${mib(bytes)} delivered); answering with the state it held until then`, since: Date.now() }, target);
+    this.logger?.info({ stage: this.name }, `stage ${this.name}: the state (${mib(bytes)} delivered) outgrew the memory cap of ${from} pages; feeding an instance capped at ${target} pages while this one answers with the state it holds`);
+    return { kind: 'growing', message: `stage ${this.name}: growing its memory cap from ${from} to ${target} pages for the new state (${mib(bytes)} delivered); answering with the state it held until then`, since: Date.now() };
+  }
+
+  /**
+   * Whether `bytes` of state outgrow the current instance's cap (a quarter of
+   * slack: memoryPerStateByte is generous, the built-ins need 3 to 6 bytes a
+   * byte, and without slack a stage built for an empty state would rebuild at
+   * its first pod).
+   */
+  private outgrows(bytes: number): boolean {
+    const inst = this.instance;
+    if (!inst || this.compiled.memoryImport === undefined || inst.memoryCapPages >= this.limits.maxStageMemoryPages) return false;
+    const want = this.capFor(bytes);
+    return want > inst.memoryCapPages && want >= Math.min(this.limits.maxStageMemoryPages, Math.ceil(inst.memoryCapPages * 1.25));
   }
 
   /** Decides one record (direction already set). Never throws. */
@@ -613,7 +675,37 @@ export class Stage implements StateListener {
       this.counters.unavailable += count;
       this.lastFailure = 'unavailable';
     }
-    // Records a failure left undecided get the failure policy's verdict.
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /**
+   * `decideVerdicts` without blocking the event loop on an instance that
+   * runs in a thread of its own (the wall-clock backstop): the main thread
+   * goes on with sources, the admin API and /healthz while the module
+   * decides. Other instances decide synchronously. Never rejects.
+   */
+  async decideVerdictsAsync(records: Uint8Array, count: number, verdicts: Uint8Array): Promise<void> {
+    const inst = this.instance;
+    if (inst?.decideIntoAsync === undefined || inst.broken) {
+      this.decideVerdicts(records, count, verdicts);
+      return;
+    }
+    this.counters.decisions += count;
+    let first = 0;
+    try {
+      await inst.decideIntoAsync(records, 0, count, verdicts);
+      first = count;
+      this.lastFailure = undefined;
+    } catch (err) {
+      // A call that waited for this one (a delivery, an explanation) may have reported the failure already.
+      if (this.instance === inst) this.failed(err);
+      else this.lastFailure = 'unavailable';
+    }
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /** Records from `first` on get the failure policy's verdict (a failure left them undecided); every verdict is checked and counted. */
+  private settleVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, first: number): void {
     for (let i = first; i < count; i++) verdicts[i] = this.failureVerdict;
     const c = this.counters;
     for (let i = 0; i < count; i++) {
@@ -692,6 +784,18 @@ export class Stage implements StateListener {
     return inst === undefined || this.lastFailure ? 0 : inst.lastRule();
   }
 
+  /** `lastReasonCode()` and `lastRuleCode()` written to `out[at]` and `out[at + 1]`: the recorded packet path's one call for both. */
+  lastCodesInto(out: Uint32Array, at: number): void {
+    const inst = this.instance;
+    if (inst === undefined || this.lastFailure) {
+      out[at] = 0;
+      out[at + 1] = 0;
+      return;
+    }
+    out[at] = inst.lastReason();
+    out[at + 1] = inst.lastRule();
+  }
+
   /** The reason and rule codes of the last `decide`, for flow records (0, 0 after a failure). */
   lastCodes(): { reason: number; rule: number } {
     const inst = this.instance;
@@ -751,7 +855,7 @@ export class Stage implements StateListener {
    */
   private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
-      this.feedQueue.push(fn);
+      this.feedQueue.push({ fn, hold });
       return;
     }
     if (this.stateProblem?.kind === 'rejected') {
@@ -762,14 +866,10 @@ export class Stage implements StateListener {
     const inst = this.instance;
     const held = this.held;
     if (!inst || !held) return; // a rebuild replays the whole state
-    const ceiling = this.limits.maxStageMemoryPages;
-    const growable = this.compiled.memoryImport !== undefined && inst.memoryCapPages < ceiling;
+    const growable = this.compiled.memoryImport !== undefined && inst.memoryCapPages < this.limits.maxStageMemoryPages;
     if (growable && bytesAfter) {
       const after = bytesAfter(held);
-      // A quarter of slack: memoryPerStateByte is generous (the built-ins need 3 to 6 bytes a byte), and
-      // without slack a stage built for an empty state would rebuild at its first pod.
-      const want = this.capFor(after);
-      if (want > inst.memoryCapPages && want >= Math.min(this.limits.maxStageMemoryPages, Math.ceil(inst.memoryCapPages * 1.25))) {
+      if (this.outgrows(after)) {
         this.grow(after, 0);
         return;
       }
@@ -783,6 +883,41 @@ export class Stage implements StateListener {
     hold(held);
     // The module uses more than the state predicts: grow before it runs out.
     if (growable && inst.memoryBytes > 0.9 * inst.memoryCapPages * PAGE_BYTES) this.grow(held.bytes, inst.memoryCapPages * 2);
+  }
+
+  /**
+   * A flush of at least `slice` deliveries for this stage (pods, and objects
+   * of its kinds: a relist, a namespace relabelled) is not delivered one by
+   * one on the main thread — at 100,000 policies that is many seconds of
+   * module calls. A fresh instance is fed the state the change led to, in
+   * slices, while the current one answers with the state it held (like a
+   * stage that grows); a build under way starts over from that state.
+   */
+  bulkChange(events: readonly StateEvent[]): boolean {
+    if (this.disposed) return false;
+    let weight = 0;
+    for (const e of events) {
+      if (e.type === 'objectsReplaced') weight += this.kindIndex.has(e.kind) ? e.objects.length + 1 : 0;
+      else if (e.type === 'objectApplied') weight += this.kindIndex.has(e.kind) ? 1 : 0;
+      else weight++;
+    }
+    if (weight < this.slice) return false;
+    if (this.feedQueue) {
+      this.feedStale = true;
+      return true;
+    }
+    // Rejected: one retry after the back-off (deliver); broken: the rebuild replays the state anyway.
+    if (this.stateProblem?.kind === 'rejected' || this.building || !this.instance || !this.held) return false;
+    this.subjectsChanged();
+    // Sized once the state is (in slices): a state that outgrows the cap makes it a growth.
+    const sized = (bytes: number) => {
+      if (!this.outgrows(bytes)) return 0;
+      const target = this.capFor(bytes * 1.5);
+      this.stateProblem = this.growing(bytes, target);
+      return target;
+    };
+    void this.replaceInstance({ kind: 'refreshing', message: `stage ${this.name}: feeding an instance the new state (${weight} changes at once) in slices; answering with the state it held until then`, since: Date.now() }, 0, sized);
+    return true;
   }
 
   podUpserted(pod: PodInfo): void {

@@ -104,6 +104,11 @@ export interface ModuleInstance {
    */
   feeding?: boolean;
   settle?(): Promise<void>;
+  /**
+   * Optional (an instance in a thread of its own): decideInto without
+   * blocking the caller; the verdicts are in place when it resolves.
+   */
+  decideIntoAsync?(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): Promise<void>;
 }
 
 export class EvaluatorInstance implements ModuleInstance {

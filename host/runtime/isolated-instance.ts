@@ -38,8 +38,34 @@ const waitAsync = (Atomics as unknown as {
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
 
+/**
+ * The V8 heap of an instance's thread: it holds the host's instance code and
+ * each call's arguments, never the module's memory (a WebAssembly memory is
+ * outside the heap). A thread past it dies, which the next call handles as a
+ * trap. Applied when the thread runs the compiled package; a thread started
+ * from the TypeScript sources (tests) may first load the compiler, and runs
+ * without it.
+ */
+export const THREAD_HEAP_LIMITS = { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 4 } as const;
+/**
+ * What one instance thread may cost outside its module's memory, counted in
+ * memoryBudgetMiB for every stage that runs its instance in a thread: the
+ * heap above and about 4 MiB of isolate, code and stack (a thread measured 5
+ * to 7 MiB of RSS beside a 3 MiB module memory).
+ */
+export const INSTANCE_THREAD_BYTES = (THREAD_HEAP_LIMITS.maxOldGenerationSizeMb + THREAD_HEAP_LIMITS.maxYoungGenerationSizeMb + 4) * 1048576;
+
 /** Threads started and stopped by deadlines, process-wide: evidence for tests and the bench. */
 export const isolationCounters = { threadsStarted: 0, threadsStopped: 0 };
+
+/** A decision posted without waiting (IsolatedInstance.decideIntoAsync). */
+interface Flight {
+  seq: number;
+  done: boolean;
+  error: unknown;
+  /** Copies the verdicts out of the shared buffer (throws when the call failed). */
+  take: () => void;
+}
 
 export class IsolatedInstance implements ModuleInstance {
   readonly name: string;
@@ -60,6 +86,14 @@ export class IsolatedInstance implements ModuleInstance {
   feeding = false;
   /** The call posted while feeding that nobody waited for yet. */
   private pending: { seq: number; what: string } | undefined;
+  /**
+   * The decision posted by decideIntoAsync, not yet landed: whoever sees it
+   * done first (its awaiting caller, or the next call, which must wait for
+   * it before it writes the shared buffer) copies its verdicts out.
+   */
+  private flight: Flight | undefined;
+  /** close() was asked while a flight was out: the thread stops once it lands (within decisionDeadlineMs). */
+  private closeWhenLanded = false;
   batchCapacity = 0;
   memoryCapPages = 0;
   broken: KwpError | undefined;
@@ -78,7 +112,7 @@ export class IsolatedInstance implements ModuleInstance {
     this.port = port1;
     const { meta, sha256, size, memoryImport, limits, source, reservedBytes } = compiled;
     const setup: WorkerSetup = { module: compiled.module, compiled: { meta, sha256, size, memoryImport, limits, source, reservedBytes }, memoryPages, control, data, port: port2 };
-    this.worker = startPackageWorker(new URL('./instance-worker.js', import.meta.url), { workerData: setup, transferList: [port2] });
+    this.worker = startPackageWorker(new URL('./instance-worker.js', import.meta.url), { workerData: setup, transferList: [port2], resourceLimits: THREAD_HEAP_LIMITS });
     isolationCounters.threadsStarted++;
     // The thread never keeps the process alive, and its log lines arrive through the event loop.
     this.worker.unref();
@@ -148,11 +182,7 @@ export class IsolatedInstance implements ModuleInstance {
     if (this.broken) throw this.broken;
     if (this.pending) this.waitPendingSync();
     if (this.exited) this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance stopped`));
-    const ctl = this.ctl;
-    const seq = ++this.seq;
-    ctl[Ctl.OP] = op;
-    Atomics.store(ctl, Ctl.REQ, seq);
-    Atomics.notify(ctl, Ctl.REQ);
+    const seq = this.post(op);
     if (feedable && this.feeding) {
       this.pending = { seq, what };
       return 0;
@@ -160,9 +190,97 @@ export class IsolatedInstance implements ModuleInstance {
     return this.waitFor(seq, deadlineMs, what, limitName);
   }
 
-  /** Before writing a call's arguments: the call posted while feeding must be done with them. */
+  /** Before writing a call's arguments: the call posted while feeding, or the decision in flight, must be done with them. */
   private ready(): void {
+    if (this.flight) this.waitFlightSync();
     if (this.pending) this.waitPendingSync();
+  }
+
+  /** The decision in flight, waited for by another call: blocking, with the decision deadline. Its error goes to its own caller. */
+  private waitFlightSync(): void {
+    const f = this.flight!;
+    try {
+      this.waitFor(f.seq, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
+      this.land(f);
+    } catch (err) {
+      this.land(f, err);
+    }
+  }
+
+  private land(f: Flight, err?: unknown): void {
+    if (f.done) return;
+    f.done = true;
+    this.flight = undefined;
+    if (err !== undefined) f.error = err;
+    else f.take();
+    if (this.closeWhenLanded) this.close();
+  }
+
+  /**
+   * decideInto without blocking: the thread decides while the caller's event
+   * loop runs on, and the verdicts are in `verdicts` when the promise
+   * resolves (rejected like decideInto: deadline, trap, a stopped thread).
+   * The next call into this instance, if it comes first, waits for the
+   * decision synchronously, as it would have waited for a synchronous one.
+   */
+  async decideIntoAsync(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): Promise<void> {
+    for (let done = 0; done < n; done += MAX_BATCH) {
+      this.ready();
+      if (this.broken) throw this.broken;
+      if (this.exited) this.fail(new KwpError('KWP_ERR_TRAP', `module ${this.name}: the thread running its instance stopped`));
+      const m = Math.min(MAX_BATCH, n - done);
+      const from = (first + done) * RECORD_SIZE;
+      const at = first + done;
+      this.data.set(records.subarray(from, from + m * RECORD_SIZE), 0);
+      this.ctl[Ctl.A0] = m;
+      const f: Flight = { seq: this.post(Op.DECIDE), done: false, error: undefined, take: () => {} };
+      f.take = () => {
+        if (this.ctl[Ctl.STATUS] !== 0) this.fail(this.portError() ?? new KwpError('KWP_ERR_TRAP', `module ${this.name}: kwp_decide failed`));
+        verdicts.set(this.data.subarray(VERDICTS_OFFSET, VERDICTS_OFFSET + m), at);
+      };
+      this.flight = f;
+      await this.awaitFlight(f);
+    }
+    this.reason = 0;
+    this.rule = 0;
+  }
+
+  private async awaitFlight(f: Flight): Promise<void> {
+    const requested = monotonicMs();
+    let wait = this.decisionDeadlineMs;
+    while (!f.done) {
+      const done = Atomics.load(this.ctl, Ctl.DONE);
+      if (done === f.seq) {
+        try {
+          this.land(f);
+        } catch (err) {
+          f.error = err;
+        }
+        break;
+      }
+      // Every call waits for the flight before it posts (ready), so nothing finishes past it unseen; if something did, its verdicts are gone.
+      if (done !== f.seq - 1) {
+        this.land(f, new KwpError('KWP_ERR_TRAP', `module ${this.name}: the decision in flight was overtaken by another call`));
+        break;
+      }
+      const w = waitAsync(this.ctl, Ctl.DONE, f.seq - 1, wait);
+      if ((w.async ? await w.value : w.value) !== 'timed-out' || f.done) continue;
+      try {
+        wait = this.remaining(f.seq, requested, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
+      } catch (err) {
+        this.land(f, err);
+      }
+    }
+    if (f.error !== undefined) throw f.error;
+  }
+
+  /** Posts the operation whose arguments are in place; returns its sequence number. */
+  private post(op: number): number {
+    const seq = ++this.seq;
+    this.ctl[Ctl.OP] = op;
+    Atomics.store(this.ctl, Ctl.REQ, seq);
+    Atomics.notify(this.ctl, Ctl.REQ);
+    return seq;
   }
 
   /** A call posted while feeding, waited for by a caller that did not settle it: blocking, with the feed deadline. */
@@ -350,6 +468,11 @@ export class IsolatedInstance implements ModuleInstance {
 
   close(): void {
     if (this.closed) return;
+    // A decision in flight lands first (or overruns its deadline): its packets get verdicts, not a stopped thread.
+    if (this.flight && !this.broken) {
+      this.closeWhenLanded = true;
+      return;
+    }
     this.closed = true;
     this.port.close();
     void this.worker.terminate().catch(() => undefined);

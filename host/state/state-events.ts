@@ -12,6 +12,13 @@ export interface StateListener {
   /** A full snapshot of one kind, Pods, Namespaces and Nodes included. */
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void;
   objectApplied(kind: KindKey, event: ObjectEvent): void;
+  /**
+   * Optional: told of a flush before its events. Returning true takes the
+   * flush's events away from this listener: it will read the state they lead
+   * to itself (consistent by the time this is called), in its own time — a
+   * stage does so when a relist is too much to deliver on the main thread.
+   */
+  bulkChange?(events: readonly StateEvent[]): boolean;
 }
 
 export type StateEvent =
@@ -37,7 +44,8 @@ export class StateEvents {
   }
 
   /**
-   * Delivers the queued events, in order, to every listener. A throwing
+   * Delivers the queued events, in order, to every listener (but those whose
+   * bulkChange took this flush). A throwing
    * listener does not stop the others; the first error is rethrown afterwards.
    */
   flush(): void {
@@ -45,8 +53,20 @@ export class StateEvents {
     this.pending = [];
     let firstError: unknown;
     let failed = false;
+    const skipped = new Set<StateListener>();
+    for (const listener of this.listeners) {
+      try {
+        if (listener.bulkChange?.(events) === true) skipped.add(listener);
+      } catch (err) {
+        if (!failed) {
+          failed = true;
+          firstError = err;
+        }
+      }
+    }
     for (const event of events) {
       for (const listener of [...this.listeners]) {
+        if (skipped.has(listener)) continue;
         try {
           switch (event.type) {
             case 'podUpserted':

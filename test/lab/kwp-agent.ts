@@ -42,7 +42,9 @@ export async function startKwpAgent(lab: Lab, options: KwpAgentOptions): Promise
   // pipeline from an earlier run must never override the one under test.
   const ownStateDir = (options.args ?? []).some((a) => a.startsWith('--state-dir')) ? undefined : mkdtempSync(join(tmpdir(), 'kwp-lab-state-'));
   const stateArgs = ownStateDir ? [`--state-dir=${ownStateDir}`] : [];
-  const args = [join(root, 'bin', 'kwp.js'), 'agent', ...options.manifests.map((m) => `--manifests=${m}`), `--node-name=${lab.nodeName}`, ...stateArgs, ...(options.args ?? [])];
+  // KWP_LAB_AGENT_ARGS adds flags to every lab agent, e.g. `--module-threads` to run the e2e suites with the wall-clock backstop on.
+  const extra = (process.env.KWP_LAB_AGENT_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const args = [join(root, 'bin', 'kwp.js'), 'agent', ...options.manifests.map((m) => `--manifests=${m}`), `--node-name=${lab.nodeName}`, ...stateArgs, ...(options.args ?? []), ...extra];
   const proc = lab.spawnInNode(process.execPath, args);
   // However the agent ends (stop, SIGKILL, the lab's teardown), its private state goes with it.
   if (ownStateDir) proc.child.once('exit', () => rmSync(ownStateDir, { recursive: true, force: true }));

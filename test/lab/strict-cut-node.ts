@@ -12,7 +12,8 @@
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Kinds, type KubeObject } from '../../host/contract.js';
+import { Kinds, type KubeObject, type Packet } from '../../host/contract.js';
+import { parseIP } from '../../host/net/ip.js';
 import { Dataplane } from '../../host/dataplane/dataplane.js';
 import { runCommand } from '../../host/dataplane/command-runner.js';
 import { parseConntrackListing } from '../../host/dataplane/conntrack.js';
@@ -98,6 +99,30 @@ function insertLines(kind: number, count: number, mark: number): string[] {
   return lines;
 }
 
+/**
+ * A running agent has decided packets before any policy change; this one has
+ * not. Deciding the lab's traffic shape for a while first lets the JIT tier up
+ * the decision path (as bench/e2e-node.ts does), so the figure is the cut's,
+ * not the first calls' of a cold process.
+ */
+function warm(engine: PolicyEngine): void {
+  const packets: Packet[] = [];
+  for (let n = 0; n < 1024; n++) {
+    const v6 = n % 2 === 1;
+    const i = n % PODS_PER_KIND;
+    const kind = (n >> 1) % 2;
+    packets.push({
+      family: v6 ? 6 : 4, protocol: 6, srcPort: 10000 + n, dstPort: 80, icmpType: 0, icmpCode: 0,
+      src: parseIP(v6 ? podV6(kind, i) : podV4(kind, i))!.bytes, dst: parseIP(v6 ? SERVER.v6 : SERVER.v4)!.bytes,
+    });
+  }
+  const out = new Uint8Array(packets.length);
+  for (let round = 0; round < 40; round++) {
+    engine.allowsBatch(packets, out);
+    for (const p of packets) engine.allows(p);
+  }
+}
+
 const quiet: HostLogger = { debug: () => undefined, info: () => undefined, warn: (o, m) => process.stderr.write(`${m} ${JSON.stringify(o)}\n`), error: (o, m) => process.stderr.write(`${m} ${JSON.stringify(o)}\n`) };
 
 async function main(): Promise<void> {
@@ -123,6 +148,7 @@ async function main(): Promise<void> {
   const state = stateFromObjects(objects());
   const engine = new PolicyEngine({ state, modules: sharedBuiltins() });
   engine.activate(engine.build(defaultPipeline()));
+  warm(engine);
   const dataplane = new Dataplane({ tableName: config.tableName, queueId: config.queueId, dnsQueueId: config.dnsQueueId, failOpen: true, strict: config.strict ?? true, logger: quiet,
     ...(config.clearer === 'process' ? { markClearer: processMarkClearer(runCommand) } : {}),
   });

@@ -7,7 +7,8 @@
 // memory bound, the overrun is counted, the stage is rebuilt, and a
 // configuration that never returns is refused on time.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { AgentProcess, expectBounded } from './agent-process.js';
+import { AgentProcess, BASIC_MANIFESTS } from '../fixtures/agent-process.js';
+import { expectBounded } from './bounded.js';
 import { straightLineLoops, STRAIGHT_LINE_PORT } from './hostile-modules.js';
 
 /** decisionDeadlineMs (50) plus stopping the thread and an HTTP round trip on a loaded machine. */
@@ -17,7 +18,7 @@ const CONFIGURE_BOUND_MS = 20_000;
 
 let agent: AgentProcess;
 beforeAll(async () => {
-  agent = await AgentProcess.start(['--module-threads', '--sandbox-limit', 'fuelPerDecision=30000000', '--sandbox-limit', 'fuelPerCall=2000000000', '--sandbox-limit', 'feedDeadlineMs=2000']);
+  agent = await AgentProcess.start([...BASIC_MANIFESTS, '--module-threads', '--sandbox-limit', 'fuelPerDecision=30000000', '--sandbox-limit', 'fuelPerCall=2000000000', '--sandbox-limit', 'feedDeadlineMs=2000']);
   await agent.runAlone(straightLineLoops('straight-line-loops'), 'straight-line-loops');
 }, 120_000);
 afterAll(() => agent?.stop());

@@ -7,7 +7,8 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { DEFAULT_LIMITS } from '../../host/runtime/limits.js';
 import { sandboxModule } from '../fixtures/sandbox-modules.js';
-import { AgentProcess, expectBounded } from './agent-process.js';
+import { AgentProcess, BASIC_MANIFESTS } from '../fixtures/agent-process.js';
+import { expectBounded } from './bounded.js';
 import { loud, abortsLoudly, undefinedVerdict, hostileMeta } from './hostile-modules.js';
 
 /** Raised from 1024 so that 16 stages' reasons (both directions) are more than maxExplainBytes. */
@@ -24,7 +25,7 @@ const LINE_BYTES = 2 * DEFAULT_LIMITS.maxLogLineBytes + 512;
 
 let agent: AgentProcess;
 beforeAll(async () => {
-  agent = await AgentProcess.start(['--sandbox-limit', `maxReasonBytes=${REASON_BYTES}`]);
+  agent = await AgentProcess.start([...BASIC_MANIFESTS, '--sandbox-limit', `maxReasonBytes=${REASON_BYTES}`]);
   for (const [name, bytes] of [['loud', loud('loud')], ['aborts', abortsLoudly('aborts', ABORT_PORT)], ['bad-verdict', undefinedVerdict('bad-verdict', BAD_VERDICT_PORT)]] as const) {
     const up = await agent.uploadPatiently(bytes, name, '0.0.1');
     expect(up.status, JSON.stringify(up.json)).toBe(201);

@@ -9,7 +9,8 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { cpSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentProcess, expectBounded } from './agent-process.js';
+import { AgentProcess } from '../fixtures/agent-process.js';
+import { expectBounded } from './bounded.js';
 
 /** A ceiling of 80 pages (5 MiB) for every stage: the basic example fits, 4,000 more policies do not. */
 const LIMITS = { maxMemoryPages: 64, memoryPerStateByte: 4, maxStageMemoryPages: 80 };
@@ -19,7 +20,7 @@ let manifests: string;
 beforeAll(async () => {
   manifests = mkdtempSync(join(tmpdir(), 'kwp-sandbox-state-'));
   cpSync('examples/basic/manifests', manifests, { recursive: true });
-  agent = await AgentProcess.start(Object.entries(LIMITS).flatMap(([k, v]) => ['--sandbox-limit', `${k}=${v}`]), manifests);
+  agent = await AgentProcess.start(['--manifests', manifests, ...Object.entries(LIMITS).flatMap(([k, v]) => ['--sandbox-limit', `${k}=${v}`])]);
 }, 120_000);
 afterAll(async () => {
   await agent?.stop();
@@ -82,9 +83,14 @@ describe('a state the NetworkPolicy module cannot hold within maxStageMemoryPage
     const { health } = await agent.during(async () => {
       writeFileSync(join(manifests, '.filler.tmp'), JSON.stringify({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'isolate-x', namespace: 'x' }, spec: { podSelector: {}, policyTypes: ['Ingress'] } }));
       renameSync(join(manifests, '.filler.tmp'), join(manifests, 'filler.yaml'));
-      await until('the stage ready again', async () => ((await agent.request('GET', '/readyz')).status === 200 ? true : undefined));
+      // Ready, and deciding with isolate-x (x/a -> x/b denied): /readyz turns 200 when the stage holds the state, which a poll of /readyz alone might see before the verdicts do on a loaded node.
+      await until('the stage ready again and following the state', async () => {
+        if ((await agent.request('GET', '/readyz')).status !== 200) return undefined;
+        const verdicts = await basicVerdicts();
+        return verdicts.join() === 'allow,deny,deny' ? verdicts : undefined;
+      });
     });
-    // isolate-x now applies: x/a -> x/b is denied.
+    expect((await agent.request('GET', '/readyz')).status).toBe(200);
     expect(await basicVerdicts()).toEqual(['allow', 'deny', 'deny']);
     expectBounded(agent, health);
   }, 150_000);

@@ -6,7 +6,8 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { DEFAULT_LIMITS } from '../../host/runtime/limits.js';
 import { SELF_TEST_GRACE_MS } from '../../host/control/upload-validator.js';
-import { AgentProcess, expectBounded } from './agent-process.js';
+import { AgentProcess, BASIC_MANIFESTS } from '../fixtures/agent-process.js';
+import { expectBounded } from './bounded.js';
 import { slowForSomePorts, neverStarts, TIME_ATTACKS, EXPLAIN_ATTACK_PORT } from './hostile-modules.js';
 
 /**
@@ -19,7 +20,7 @@ const UPLOAD_BOUND_MS = DEFAULT_LIMITS.selfTestTimeoutMs + SELF_TEST_GRACE_MS + 
 
 let agent: AgentProcess;
 beforeAll(async () => {
-  agent = await AgentProcess.start();
+  agent = await AgentProcess.start(BASIC_MANIFESTS);
   await agent.runAlone(slowForSomePorts('slow-for-some-ports'), 'slow-for-some-ports');
 }, 120_000);
 afterAll(() => agent?.stop());

@@ -6,13 +6,14 @@
 // within 1 s throughout and the agent lives within its memory bound.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { sandboxModule, DEFAULT_META } from '../fixtures/sandbox-modules.js';
-import { AgentProcess, expectBounded } from './agent-process.js';
+import { AgentProcess, BASIC_MANIFESTS } from '../fixtures/agent-process.js';
+import { expectBounded } from './bounded.js';
 
 /** Refusing an upload: static checks, instrumentation and the self-test in the validation process, on a loaded machine. */
 const UPLOAD_BOUND_MS = 20_000;
 
 let agent: AgentProcess;
-beforeAll(async () => { agent = await AgentProcess.start(); }, 120_000);
+beforeAll(async () => { agent = await AgentProcess.start(BASIC_MANIFESTS); }, 120_000);
 afterAll(() => agent?.stop());
 
 /** Uploads under the fixtures' kwp.meta name, so that what refuses is the hostile part. */

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { startAgentProcess, type AgentProcess } from '../../../test/fixtures/agent-process.js';
+import { AgentProcess } from '../../../test/fixtures/agent-process.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const EXAMPLE = join(root, 'examples', 'flows');
@@ -23,7 +23,7 @@ let dir: string;
 beforeAll(async () => {
   // The agent runs the shop with its lockdown applied.
   // Without a flow recorder (--flow-ring 0): every request brings its flows, and one without them is refused.
-  agent = await startAgentProcess(['--manifests', join(EXAMPLE, 'manifests'), '--manifests', join(EXAMPLE, 'proposed'), '--flow-ring', '0']);
+  agent = await AgentProcess.start(['--manifests', join(EXAMPLE, 'manifests'), '--manifests', join(EXAMPLE, 'proposed'), '--flow-ring', '0']);
   ({ url: server, token } = agent);
   dir = mkdtempSync(join(tmpdir(), 'kwp-diff-route-'));
 }, 120_000);

@@ -1,4 +1,9 @@
-// Strict mode's cut in one call: clear one mark bit on many conntrack entries.
+// Strict mode's table access in two calls: list the entries carrying a mark
+// bit, and clear that bit on many of them.
+//
+// The listing is one dump filtered in the kernel by mark (CTA_MARK/CTA_MARK_MASK),
+// returned as packed records rather than text, so 10,000 entries are neither
+// printed by a `conntrack -L` process nor parsed back.
 //
 // `conntrack -U` with a tuple filter dumps the whole table for every line, so
 // cutting n connections that way costs n processes or n dumps. Here each entry
@@ -12,6 +17,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,8 +37,9 @@
 #define NETLINK_CAP_ACK 10
 #endif
 
-// The JavaScript side's packed tuple (host/dataplane/conntrack-netlink.ts).
-#define RECORD_BYTES 44
+// The JavaScript side's packed record (host/dataplane/conntrack-netlink.ts):
+// the clear reads the first 44 bytes, the listing fills all 64.
+#define RECORD_BYTES 64
 #define OFF_PROTOCOL 0
 #define OFF_ICMP_TYPE 1
 #define OFF_ICMP_CODE 2
@@ -41,6 +48,9 @@
 #define OFF_ICMP_ID 8
 #define OFF_SRC 12
 #define OFF_DST 28
+#define OFF_REPLY_SRC_PORT 10
+#define OFF_REPLY_SRC 44
+#define OFF_MARK 60
 
 // Updates per sendto(): their acknowledgements (about 1 KiB of receive buffer
 // each) must fit the socket's receive buffer while we are still sending.
@@ -213,6 +223,88 @@ static void execute(napi_env env, void* data) {
   close(fd);
 }
 
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  int family;
+  uint32_t bit;
+  uint8_t* records;
+  size_t count;
+  size_t capacity;
+  int error;
+} ListJob;
+
+static int on_entry(enum nf_conntrack_msg_type type, struct nf_conntrack* ct, void* data) {
+  (void)type;
+  ListJob* job = (ListJob*)data;
+  if (job->count == job->capacity) {
+    size_t capacity = job->capacity ? job->capacity * 2 : 1024;
+    uint8_t* grown = realloc(job->records, capacity * RECORD_BYTES);
+    if (grown == NULL) {
+      job->error = ENOMEM;
+      return NFCT_CB_STOP;
+    }
+    job->records = grown;
+    job->capacity = capacity;
+  }
+  uint8_t* r = job->records + job->count * RECORD_BYTES;
+  memset(r, 0, RECORD_BYTES);
+  uint8_t protocol = nfct_get_attr_u8(ct, ATTR_ORIG_L4PROTO);
+  r[OFF_PROTOCOL] = protocol;
+  if (protocol == IPPROTO_ICMP || protocol == IPPROTO_ICMPV6) {
+    r[OFF_ICMP_TYPE] = nfct_get_attr_u8(ct, ATTR_ICMP_TYPE);
+    r[OFF_ICMP_CODE] = nfct_get_attr_u8(ct, ATTR_ICMP_CODE);
+    uint16_t id = nfct_get_attr_u16(ct, ATTR_ICMP_ID);
+    memcpy(r + OFF_ICMP_ID, &id, 2);
+  } else {
+    uint16_t sport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC);
+    uint16_t dport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST);
+    uint16_t rsport = nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC);
+    memcpy(r + OFF_SRC_PORT, &sport, 2);
+    memcpy(r + OFF_DST_PORT, &dport, 2);
+    memcpy(r + OFF_REPLY_SRC_PORT, &rsport, 2);
+  }
+  if (job->family == 6) {
+    memcpy(r + OFF_SRC, nfct_get_attr(ct, ATTR_ORIG_IPV6_SRC), 16);
+    memcpy(r + OFF_DST, nfct_get_attr(ct, ATTR_ORIG_IPV6_DST), 16);
+    memcpy(r + OFF_REPLY_SRC, nfct_get_attr(ct, ATTR_REPL_IPV6_SRC), 16);
+  } else {
+    uint32_t a = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC);
+    uint32_t b = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST);
+    uint32_t c = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC);
+    memcpy(r + OFF_SRC, &a, 4);
+    memcpy(r + OFF_DST, &b, 4);
+    memcpy(r + OFF_REPLY_SRC, &c, 4);
+  }
+  uint32_t mark = htonl(nfct_get_attr_u32(ct, ATTR_MARK));
+  memcpy(r + OFF_MARK, &mark, 4);
+  job->count++;
+  return NFCT_CB_CONTINUE;
+}
+
+static void list_execute(napi_env env, void* data) {
+  (void)env;
+  ListJob* job = (ListJob*)data;
+  struct nfct_handle* h = nfct_open(CONNTRACK, 0);
+  if (h == NULL) {
+    job->error = errno ? errno : EIO;
+    return;
+  }
+  struct nfct_filter_dump* filter = nfct_filter_dump_create();
+  if (filter == NULL) {
+    job->error = ENOMEM;
+    nfct_close(h);
+    return;
+  }
+  struct nfct_filter_dump_mark mark = { .val = job->bit, .mask = job->bit };
+  nfct_filter_dump_set_attr(filter, NFCT_FILTER_DUMP_MARK, &mark);
+  nfct_filter_dump_set_attr_u8(filter, NFCT_FILTER_DUMP_L3NUM, job->family == 6 ? AF_INET6 : AF_INET);
+  nfct_callback_register(h, NFCT_T_ALL, on_entry, job);
+  if (nfct_query(h, NFCT_Q_DUMP_FILTER, filter) < 0 && job->error == 0) job->error = errno ? errno : EIO;
+  nfct_filter_dump_destroy(filter);
+  nfct_close(h);
+}
+
 static void set_number(napi_env env, napi_value obj, const char* name, double value) {
   napi_value v;
   napi_create_double(env, value, &v);
@@ -237,6 +329,28 @@ static void complete(napi_env env, napi_status status, void* data) {
   free(job);
 }
 
+static void list_complete(napi_env env, napi_status status, void* data) {
+  ListJob* job = (ListJob*)data;
+  if (status != napi_ok || job->error != 0) {
+    napi_value message, error, code;
+    char text[128];
+    snprintf(text, sizeof text, "conntrack dump failed: %s", strerror(job->error ? job->error : ECANCELED));
+    napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &message);
+    napi_create_error(env, NULL, message, &error);
+    napi_create_int32(env, job->error ? job->error : ECANCELED, &code);
+    napi_set_named_property(env, error, "errno", code);
+    napi_reject_deferred(env, job->deferred, error);
+  } else {
+    napi_value buffer;
+    void* bytes;
+    napi_create_buffer_copy(env, job->count * RECORD_BYTES, job->records ? (void*)job->records : (void*)"", &bytes, &buffer);
+    napi_resolve_deferred(env, job->deferred, buffer);
+  }
+  napi_delete_async_work(env, job->work);
+  free(job->records);
+  free(job);
+}
+
 static napi_value throw_type(napi_env env, const char* message) {
   napi_throw_type_error(env, NULL, message);
   return NULL;
@@ -257,7 +371,7 @@ static napi_value clear_mark_bit(napi_env env, napi_callback_info info) {
   void* bytes;
   size_t length;
   napi_get_buffer_info(env, argv[1], &bytes, &length);
-  if (napi_get_value_uint32(env, argv[2], &count) != napi_ok || (size_t)count * RECORD_BYTES > length) return throw_type(env, "clearMarkBit: count exceeds the tuples buffer (44 bytes each)");
+  if (napi_get_value_uint32(env, argv[2], &count) != napi_ok || (size_t)count * RECORD_BYTES > length) return throw_type(env, "clearMarkBit: count exceeds the tuples buffer (64 bytes each)");
   if (napi_get_value_uint32(env, argv[3], &bit) != napi_ok || bit == 0) return throw_type(env, "clearMarkBit: bit must be a non-zero u32");
 
   Job* job = calloc(1, sizeof(Job));
@@ -280,8 +394,31 @@ static napi_value clear_mark_bit(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+// listMarked(family, bit) -> Promise<Buffer>: 64-byte records of the entries whose mark has `bit`.
+static napi_value list_marked(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  int32_t family;
+  uint32_t bit;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &family) != napi_ok || (family != 4 && family != 6)) return throw_type(env, "listMarked(family, bit): family must be 4 or 6");
+  if (napi_get_value_uint32(env, argv[1], &bit) != napi_ok || bit == 0) return throw_type(env, "listMarked: bit must be a non-zero u32");
+  ListJob* job = calloc(1, sizeof(ListJob));
+  if (job == NULL) return throw_type(env, "listMarked: out of memory");
+  job->family = family;
+  job->bit = bit;
+  napi_value promise, name;
+  napi_create_promise(env, &job->deferred, &promise);
+  napi_create_string_utf8(env, "kwp-conntrack-netlink-list", NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, NULL, name, list_execute, list_complete, job, &job->work);
+  napi_queue_async_work(env, job->work);
+  return promise;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value fn;
+  napi_create_function(env, "listMarked", NAPI_AUTO_LENGTH, list_marked, NULL, &fn);
+  napi_set_named_property(env, exports, "listMarked", fn);
   napi_create_function(env, "clearMarkBit", NAPI_AUTO_LENGTH, clear_mark_bit, NULL, &fn);
   napi_set_named_property(env, exports, "clearMarkBit", fn);
   napi_value size;
