@@ -13,7 +13,7 @@ import { inputErrorsExit2, outputFormat, parseFlags, requireFlag } from './args.
 import { loadObjects, pluginModules } from './eval.js';
 import { readRecordedFlowsFile } from './diff.js';
 
-const HELP = `usage: kwp recommend --manifests DIR [--manifests ...] --flows FILE [--namespace NS] [--cluster] [--priority N]
+const HELP = `usage: kwp recommend --manifests DIR [--manifests ...] --flows FILE [--namespace NS] [--cluster] [--priority N] [--egress]
                      [--pipeline FILE] [--module FILE ...] [-o yaml|json]
 
 Writes the policies that allow exactly the recorded flows: for every workload
@@ -33,6 +33,10 @@ now that the recommendation would deny.
   --cluster            Admin-tier ClusterNetworkPolicies (v1alpha2) instead of NetworkPolicies;
                        sources outside the cluster still get a NetworkPolicy (the Admin tier has no
                        address peers for ingress)
+  --egress             also egress: per workload that sent recorded flows, a NetworkPolicy allowing
+                       exactly those, to each destination workload by its labels and to each address
+                       outside the cluster's pods as a /32 or /128 ipBlock (with --namespace: the
+                       sources in NS); with --cluster too, egress stays NetworkPolicies
   --priority N         the first Admin-tier priority (default 100; each policy takes the next)
   --pipeline FILE      the pipeline to check with (default: the default pipeline)
   --module FILE        a plugin .wasm the pipeline names (repeatable)
@@ -60,6 +64,7 @@ async function recommend(argv: string[]): Promise<number> {
     flows: { type: 'string' },
     namespace: { type: 'string' },
     cluster: { type: 'boolean' },
+    egress: { type: 'boolean' },
     priority: { type: 'string' },
     pipeline: { type: 'string' },
     module: { type: 'string', multiple: true },
@@ -82,7 +87,7 @@ async function recommend(argv: string[]): Promise<number> {
   const pipeline = values.pipeline ? readPipelineFile(values.pipeline) : undefined;
 
   const state = stateFromObjects(objects);
-  const { objects: recommended, notes, covered } = recommendPolicies(state, read.flows, { namespace: values.namespace, cluster: values.cluster, priority });
+  const { objects: recommended, notes, covered } = recommendPolicies(state, read.flows, { namespace: values.namespace, cluster: values.cluster, priority, egress: values.egress });
   for (const line of [...read.skipped, ...notes]) process.stderr.write(`note: ${line}\n`);
   if (recommended.length === 0) {
     throw new KwpError('KWP_ERR_FLOWS', `${flowsFile}: no recorded flow reached a pod${values.namespace ? ` of namespace ${values.namespace}` : ''} a policy could be written for; see the notes above`);

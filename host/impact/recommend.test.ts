@@ -224,3 +224,45 @@ spec:
     expect(r.stderr).toContain(`KWP_ERR_FLOWS: ${bad}: flow 1 (line 1): field "port" is missing`);
   });
 });
+
+describe('recommended egress (--egress)', () => {
+  const WITH_EXTERNAL = [...OBSERVED, { src: 'shop/api-5c4b9d7f8-abcde', dst: '198.51.100.20', port: 443, protocol: 'TCP' }];
+  const observed = () => recordedFlowsFromValues(WITH_EXTERNAL, 'observed').flows;
+  const egressOf = (objects: KubeObject[]) => objects.filter((o) => o.spec.policyTypes?.includes('Egress'));
+
+  it('writes one egress NetworkPolicy per source workload: to each destination workload by its labels, to each outside address as a /32, on the ports used', () => {
+    const { objects, notes } = recommendPolicies(stateFromObjects(CLUSTER), observed(), { egress: true });
+    expect(egressOf(objects).map((o) => `${o.metadata.namespace}/${o.metadata.name}`)).toEqual(['shop/api-egress-observed', 'web/frontend-egress-observed']);
+    const api = egressOf(objects)[0];
+    expect(api.spec).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'api' } },
+      policyTypes: ['Egress'],
+      egress: [
+        { to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'db' } } }], ports: [{ protocol: 'TCP', port: 5432 }] },
+        { to: [{ ipBlock: { cidr: '198.51.100.20/32' } }], ports: [{ protocol: 'TCP', port: 443 }] },
+      ],
+    });
+    expect(egressOf(objects)[1].spec.egress).toEqual([{
+      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'shop' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'api' } } }],
+      ports: [{ protocol: 'TCP', port: 'http' }, { protocol: 'UDP', port: 53 }],
+    }]);
+    expect(notes.join('\n')).not.toContain('198.51.100.20');
+    // Without the flag: ingress only, and the outside destination is a note.
+    const ingressOnly = recommendPolicies(stateFromObjects(CLUSTER), observed());
+    expect(egressOf(ingressOnly.objects)).toEqual([]);
+    expect(ingressOnly.notes.join('\n')).toContain('198.51.100.20');
+  });
+
+  it('allow every observed flow and deny what the workloads did not send, checked on the WASM pipeline', async () => {
+    const written = await roundTrip(recommendPolicies(stateFromObjects(CLUSTER), observed(), { egress: true }).objects, dir, 'egress.yaml');
+    const check = checkRecommendation({ objects: CLUSTER, recommended: written, flows: observed() });
+    expect(check.notAllowed).toEqual([]);
+    const unobservedEgress: FlowInput[] = [
+      { src: 'shop/api-5c4b9d7f8-abcde', dst: '198.51.100.21', port: 443 },
+      { src: 'shop/api-5c4b9d7f8-abcde', dst: '198.51.100.20', port: 80 },
+      { src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: '198.51.100.20', port: 443 },
+    ];
+    expect(verdicts(CLUSTER, unobservedEgress).every((v) => v.endsWith(' allow'))).toBe(true);
+    expect(verdicts([...CLUSTER, ...written], unobservedEgress).filter((v) => v.endsWith(' allow'))).toEqual([]);
+  });
+});

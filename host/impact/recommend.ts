@@ -21,6 +21,13 @@ export interface RecommendOptions {
   cluster?: boolean;
   /** The first Admin-tier priority used (default 100); each policy gets the next one. */
   priority?: number;
+  /**
+   * Also egress: for every workload that sent recorded flows, a NetworkPolicy
+   * allowing exactly those (to each destination workload by its labels, to
+   * each address outside the cluster's pods as an ipBlock /32 or /128), so
+   * it may open nothing else. With `cluster` too, egress stays NetworkPolicies.
+   */
+  egress?: boolean;
 }
 
 export interface Recommendation {
@@ -84,7 +91,7 @@ function destinations(state: ClusterState, flows: RecordedFlow[], options: Recom
     for (const r of resolveFlowRoutes(f.flow, state)) {
       const what = `${f.flow.src} -> ${f.flow.dst} ${f.flow.protocol}/${r.packet.dstPort}`;
       if (!r.dstPod || r.dstPod.hostNetwork) {
-        notes.push(`${at}: ${what}: the destination is no pod of the cluster, so no ingress policy is written for it (egress stays open)`);
+        if (!options.egress) notes.push(`${at}: ${what}: the destination is no pod of the cluster, so no ingress policy is written for it (egress stays open)`);
         continue;
       }
       if (options.namespace !== undefined && r.dstPod.namespace !== options.namespace) continue;
@@ -175,6 +182,70 @@ function clusterPolicies(d: Destination, sources: Array<{ source: Source; ports:
   });
 }
 
+interface Origin {
+  workload: Workload;
+  /** Per target key: where the workload sent traffic, and the ports. */
+  targets: Map<string, { target: Source; ports: Map<string, Port> }>;
+}
+
+/** Groups the flows by source workload and target (a workload, or an address outside the cluster's pods). */
+function origins(state: ClusterState, flows: RecordedFlow[], options: RecommendOptions, notes: string[], covered: Set<RecordedFlow>): Origin[] {
+  const workloads = new WorkloadIndex(state.pods());
+  const out = new Map<string, Origin>();
+  for (const f of flows) {
+    const at = f.flow.line === undefined ? `${f.flow.file}: flow ${f.flow.index}` : `${f.flow.file}: line ${f.flow.line}`;
+    for (const r of resolveFlowRoutes(f.flow, state)) {
+      // A source outside the cluster's pods has no egress here to police.
+      if (!r.srcPod || r.srcPod.hostNetwork) continue;
+      if (options.namespace !== undefined && r.srcPod.namespace !== options.namespace) continue;
+      const src = workloads.of(r.srcPod);
+      if (!src) continue; // the ingress side has said so
+      const what = `${f.flow.src} -> ${f.flow.dst} ${f.flow.protocol}/${r.packet.dstPort}`;
+      let target: Source;
+      let port: Port;
+      if (r.dstPod && !r.dstPod.hostNetwork) {
+        const dst = workloads.of(r.dstPod);
+        if (!dst) {
+          notes.push(`${at}: ${what}: the destination ${r.dstPod.namespace}/${r.dstPod.name} has no labels an egress rule could select it by; label it and run again`);
+          continue;
+        }
+        target = { kind: 'workload', workload: dst };
+        port = portOf(r.dstPod, f.flow.protocol, r.packet.dstPort);
+      } else {
+        target = { kind: 'address', address: formatIP(r.packet.dst), family: r.packet.family };
+        port = { protocol: f.flow.protocol, port: r.packet.dstPort };
+      }
+      const key = `${src.namespace}/${src.name}`;
+      const o = out.get(key) ?? { workload: src, targets: new Map() };
+      out.set(key, o);
+      const tk = sourceKey(target);
+      const entry = o.targets.get(tk) ?? { target, ports: new Map() };
+      o.targets.set(tk, entry);
+      entry.ports.set(`${port.protocol}/${port.port}`, port);
+      covered.add(f);
+    }
+  }
+  return [...out.values()].sort((a, b) => `${a.workload.namespace}/${a.workload.name}`.localeCompare(`${b.workload.namespace}/${b.workload.name}`));
+}
+
+function egressPolicy(o: Origin): KubeObject {
+  const { workload } = o;
+  const targets = [...o.targets.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, v]) => ({ target: v.target, ports: sortedPorts(v.ports) }));
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name: dnsName(`${workload.name}-egress-observed`), namespace: workload.namespace, labels: { [RECOMMENDED_LABEL]: 'true' } },
+    spec: {
+      podSelector: matchLabels(workload.selector),
+      policyTypes: ['Egress'],
+      egress: targets.map(({ target, ports }) => ({
+        to: [networkPolicyPeer(target, workload.namespace)],
+        ports: ports.map((p) => ({ protocol: p.protocol, port: p.name ?? p.port })),
+      })),
+    },
+  };
+}
+
 /**
  * The policies that allow exactly the observed flows. Every object is
  * validated as strictly as a manifest before it is returned: output that
@@ -198,6 +269,7 @@ export function recommendPolicies(state: ClusterState, flows: RecordedFlow[], op
     // Addresses outside the cluster pass the Admin tier (its Deny names pods); a NetworkPolicy admits the observed ones only.
     if (fromAddresses.length) objects.push(networkPolicy(d, fromAddresses, '-addresses'));
   }
+  if (options.egress) for (const o of origins(state, flows, options, notes, covered)) objects.push(egressPolicy(o));
   const ctx = validationContext([]);
   for (const o of objects) {
     const problems = validateObject(o, ctx);
