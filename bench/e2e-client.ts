@@ -1,16 +1,23 @@
 // The e2e bench's client, run inside a lab pod's network namespace: opens
 // `count` short TCP connections to host:port, `concurrency` at a time; each
-// sends one line, waits for its echo and closes. Prints one JSON line.
-//   node e2e-client.js <host> <port> <count> <concurrency> <timeoutMs>
+// sends one line, waits for its echo and closes. `hosts` may list several
+// addresses (comma-separated, an IPv4 and an IPv6 one, say): connections take
+// them in turn. Prints one JSON line, with the connect times (connect() to
+// the handshake's end, i.e. the SYN's trip through the node and back)
+// as p50/p99 in microseconds.
+//   node e2e-client.js <hosts> <port> <count> <concurrency> <timeoutMs>
 import { Socket } from 'node:net';
 
-const [host, portText, countText, concurrencyText, timeoutText] = process.argv.slice(2);
+const [hostsText, portText, countText, concurrencyText, timeoutText] = process.argv.slice(2);
+const hosts = hostsText.split(',');
 const port = Number(portText);
 const count = Number(countText);
 const concurrency = Number(concurrencyText ?? 8);
 const timeoutMs = Number(timeoutText ?? 1000);
 
-function once(): Promise<boolean> {
+const connectMicros: number[] = [];
+
+function once(host: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket();
     let finished = false;
@@ -25,7 +32,11 @@ function once(): Promise<boolean> {
     socket.setNoDelay(true);
     socket.on('error', () => done(false));
     socket.on('data', () => done(true));
-    socket.connect(port, host, () => socket.write('ping\n'));
+    const t0 = performance.now();
+    socket.connect(port, host, () => {
+      connectMicros.push((performance.now() - t0) * 1000);
+      socket.write('ping\n');
+    });
   });
 }
 
@@ -36,14 +47,17 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const worker = async () => {
     while (started < count) {
+      const host = hosts[started % hosts.length];
       started++;
-      if (await once()) ok++;
+      if (await once(host)) ok++;
       else failed++;
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const seconds = (performance.now() - t0) / 1000;
-  process.stdout.write(JSON.stringify({ ok, failed, seconds, connPerSec: ok / seconds }) + '\n');
+  const sorted = connectMicros.sort((a, b) => a - b);
+  const at = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] : 0);
+  process.stdout.write(JSON.stringify({ ok, failed, seconds, connPerSec: ok / seconds, connectP50Micros: at(0.5), connectP99Micros: at(0.99) }) + '\n');
 }
 
 main().then(() => process.exit(0), (err) => { process.stderr.write(String(err) + '\n'); process.exit(1); });

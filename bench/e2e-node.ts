@@ -11,6 +11,8 @@ import { setPriority } from 'node:os';
 import { createInterface } from 'node:readline';
 import { kindKeyOf, Kinds, type KubeObject } from '../host/contract.js';
 import { Dataplane } from '../host/dataplane/dataplane.js';
+import { DEFAULT_FAST_PATH } from '../host/dataplane/fast-path-rules.js';
+import { invalidateFastPathOnChange } from '../host/dataplane/fast-path-invalidation.js';
 import type { PacketJudge } from '../host/dataplane/judge.js';
 import { LatencyHistogram } from '../host/dataplane/latency-histogram.js';
 import { nfqueueOpener, type QueueOpener } from '../host/dataplane/nfqueue.js';
@@ -29,6 +31,8 @@ export interface E2ENodeConfig {
   dnsQueueId: number;
   /** Passed to the Dataplane as packetThreadNice; unset keeps the inherited priority. */
   packetThreadNice?: number;
+  /** The kernel fast path, wired to the state and engine as the agent wires it. */
+  fastPath?: boolean;
 }
 
 const emit = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -86,7 +90,9 @@ async function main(): Promise<void> {
     strict: false,
     logger,
     packetThreadNice: config.packetThreadNice,
+    ...(config.fastPath ? { fastPath: DEFAULT_FAST_PATH } : {}),
   });
+  if (dataplane.fastPath) invalidateFastPathOnChange({ fastPath: dataplane.fastPath, state, engine });
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
@@ -121,6 +127,13 @@ async function main(): Promise<void> {
         event: 'stats', ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros,
         judgeP50Micros: judgeMicros.p50(), judgeP99Micros: judgeMicros.p99(),
         verdictP50Micros: verdictMicros.p50(), verdictP99Micros: verdictMicros.p99(),
+        ...(dataplane.fastPath ? {
+          fastPathAdded: dataplane.fastPath.counters.added.accept + dataplane.fastPath.counters.added.deny,
+          fastPathBatches: dataplane.fastPath.counters.batches,
+          fastPathFillLagP50Micros: dataplane.fastPath.fillLagMicros.p50(),
+          fastPathFillLagP99Micros: dataplane.fastPath.fillLagMicros.p99(),
+          fastPathBlocker: dataplane.fastPath.blocker ?? null,
+        } : {}),
       });
     } else if (command.op === 'reset') {
       dataplane.decisionMicros.reset();

@@ -1,9 +1,10 @@
 // The packet path end to end: a netns lab with a client and a server pod, the
-// client opening many short TCP connections through the node namespace, with
-// (kernelOnly) no queue, (acceptAll) the Dataplane and an allow-all pipeline,
-// (enforced) the Dataplane and the default pipeline over the lab plus the
-// default-scale synthetic cluster. Needs root and the nfqueue binding;
-// otherwise it reports why it did not run.
+// client opening many short TCP connections through the node namespace (to
+// the server's IPv4 and IPv6 addresses in turn), with (kernelOnly) no queue,
+// (acceptAll) the Dataplane and an allow-all pipeline, (enforced) the
+// Dataplane and the default pipeline over the lab plus the default-scale
+// synthetic cluster, (fastPath) the same with the kernel fast path. Needs
+// root and the nfqueue binding; otherwise it reports why it did not run.
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +18,10 @@ const here = dirname(fileURLToPath(import.meta.url));
 const PORT = 80;
 const CONCURRENCY = 8;
 const RUNS_PER_MODE = 2;
+/** Sequential connections (concurrency 1) whose connect times give the added latency of each mode. */
+const LATENCY_CONNECTIONS = 400;
+/** Issue 20: enforced connections per second with the fast path, against none queued. */
+const FAST_PATH_TARGET = 0.95;
 /**
  * The agent's packet thread runs at this nice value (Dataplane packetThreadNice)
  * in the acceptAll and enforced modes; the enforced agent is then also measured
@@ -28,7 +33,20 @@ export type E2EResult =
   | { reason: string }
   | {
       mode: string;
-      connPerSec: { enforced: number; acceptAll: number; kernelOnly: number };
+      connPerSec: { enforced: number; acceptAll: number; kernelOnly: number; fastPath: number };
+      /**
+       * The kernel fast path: enforced connections per second with it, against
+       * kernelOnly, and the connect time it adds, for a tuple in its sets
+       * (cached) and for one the agent decides (uncached: the enforced mode,
+       * where every connection goes to the agent, as a tuple's first does).
+       */
+      fastPath: {
+        connPerSec: number; vsKernelOnly: number; target: number; met: boolean;
+        addedConnectMicros: { cachedP50: number; cachedP99: number; uncachedP50: number; uncachedP99: number };
+        connectMicros: { kernelOnlyP50: number; kernelOnlyP99: number; cachedP50: number; cachedP99: number; uncachedP50: number; uncachedP99: number };
+        queuedPackets: number; entriesAdded: number; batches: number; fillLagP50Micros: number; fillLagP99Micros: number;
+        note: string;
+      };
       packetProcessP50Micros: number;
       packetProcessP99Micros: number;
       judgeP50Micros: number;
@@ -41,7 +59,7 @@ export type E2EResult =
       /** The enforced agent again, its packet thread at nice 0: the same span, without the priority. */
       inheritedPriority: { connPerSec: number; packetProcessP50Micros: number; packetProcessP99Micros: number; verdictCallP50Micros: number; verdictCallP99Micros: number };
       queuedPackets: number;
-      failedConnections: { enforced: number; acceptAll: number; kernelOnly: number };
+      failedConnections: { enforced: number; acceptAll: number; kernelOnly: number; fastPath: number };
       connectionsPerRun: number;
       concurrency: number;
       runsPerMode: number;
@@ -49,13 +67,15 @@ export type E2EResult =
       enforcedObjects: string;
     };
 
-interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number }
+interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number; connectP50Micros: number; connectP99Micros: number }
 
-function runClient(lab: Lab, count: number): Promise<ClientResult> {
+function runClient(lab: Lab, count: number, concurrency = CONCURRENCY): Promise<ClientResult> {
   const client = lab.pod('bench/client');
   const server = lab.pod('bench/server');
+  // Both families, in turn: IPv6 goes through ip6tables and the IPv6 sets.
+  const hosts = `${server.ip},${server.ipv6!}`;
   return new Promise((resolve, reject) => {
-    const child = spawn('ip', ['netns', 'exec', client.netns, process.execPath, join(here, 'e2e-client.js'), server.ip, String(PORT), String(count), String(CONCURRENCY), '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('ip', ['netns', 'exec', client.netns, process.execPath, join(here, 'e2e-client.js'), hosts, String(PORT), String(count), String(concurrency), '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (c) => { out += c; });
@@ -111,6 +131,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
     namespaceLabels: { bench: { team: 'bench-lab' } },
     tcpPorts: [PORT],
+    ipv6: true,
   });
   try {
     const allowClient: KubeObject = {
@@ -128,7 +149,14 @@ export async function runE2E(options: { connections: number; rounds: number; log
     await runClient(lab, 200); // warm the pods' stacks and the client's JIT
     // The modes take turns, `rounds` times, and each keeps its best run: load
     // from other processes on the machine then hits every mode alike.
-    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined };
+    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited' | 'fastPath', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined, fastPath: undefined };
+    // Connect times, sequential: the lowest p50 (and p99) of the rounds, per mode.
+    const latency: Record<'kernelOnly' | 'uncached' | 'cached', { p50: number; p99: number } | undefined> = { kernelOnly: undefined, uncached: undefined, cached: undefined };
+    const keepLatency = (mode: keyof typeof latency, r: ClientResult) => {
+      const was = latency[mode];
+      latency[mode] = { p50: Math.min(was?.p50 ?? Infinity, r.connectP50Micros), p99: Math.min(was?.p99 ?? Infinity, r.connectP99Micros) };
+    };
+    let fastPathStats: Record<string, number> = {};
     const keep = (mode: keyof typeof best, r: ClientResult) => { if (!best[mode] || r.connPerSec > best[mode]!.connPerSec) best[mode] = r; };
     let acceptAllStats: Record<string, number> = {};
     let enforcedStats: Record<string, number> = {};
@@ -137,6 +165,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     for (let round = 0; round < options.rounds; round++) {
       options.log(`e2e round ${round + 1}/${options.rounds}: kernelOnly`);
       keep('kernelOnly', await bestOf(lab, options.connections));
+      keepLatency('kernelOnly', await runClient(lab, LATENCY_CONNECTIONS, 1));
 
       options.log(`e2e round ${round + 1}/${options.rounds}: acceptAll`);
       const acceptAllNode = await startNode(lab, { ...base, pipeline: 'allow-all', synthetic: false });
@@ -151,6 +180,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
       await runClient(lab, 200);
       keep('enforced', await bestOf(lab, options.connections));
       enforcedStats = await stats(enforcedNode);
+      keepLatency('uncached', await runClient(lab, LATENCY_CONNECTIONS, 1));
       if (Number(JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!).packetThreadNice) !== PACKET_THREAD_NICE) {
         throw new Error(`the e2e agent could not set its packet thread to nice ${PACKET_THREAD_NICE}`);
       }
@@ -162,15 +192,44 @@ export async function runE2E(options: { connections: number; rounds: number; log
       keep('inherited', await bestOf(lab, options.connections));
       inheritedStats = await stats(enforcedNode);
       await stopNode(enforcedNode);
+
+      options.log(`e2e round ${round + 1}/${options.rounds}: enforced with the kernel fast path`);
+      const fastPathNode = await startNode(lab, { ...base, pipeline: 'default', synthetic: true, fastPath: true });
+      // The first connections put the tuple (one per family) into the sets.
+      await runClient(lab, 200);
+      keep('fastPath', await bestOf(lab, options.connections));
+      keepLatency('cached', await runClient(lab, LATENCY_CONNECTIONS, 1));
+      fastPathStats = await stats(fastPathNode);
+      await stopNode(fastPathNode);
     }
     const kernelOnly = best.kernelOnly!;
     const acceptAll = best.acceptAll!;
     const enforced = best.enforced!;
     const inherited = best.inherited!;
+    const fastPath = best.fastPath!;
+    const lat = { kernelOnly: latency.kernelOnly!, uncached: latency.uncached!, cached: latency.cached! };
+    const vsKernelOnly = round(fastPath.connPerSec / kernelOnly.connPerSec, 3);
 
     return {
       mode: queueMode,
-      connPerSec: { enforced: Math.round(enforced.connPerSec), acceptAll: Math.round(acceptAll.connPerSec), kernelOnly: Math.round(kernelOnly.connPerSec) },
+      connPerSec: { enforced: Math.round(enforced.connPerSec), acceptAll: Math.round(acceptAll.connPerSec), kernelOnly: Math.round(kernelOnly.connPerSec), fastPath: Math.round(fastPath.connPerSec) },
+      fastPath: {
+        connPerSec: Math.round(fastPath.connPerSec), vsKernelOnly, target: FAST_PATH_TARGET, met: vsKernelOnly >= FAST_PATH_TARGET,
+        addedConnectMicros: {
+          cachedP50: round(lat.cached.p50 - lat.kernelOnly.p50, 1), cachedP99: round(lat.cached.p99 - lat.kernelOnly.p99, 1),
+          uncachedP50: round(lat.uncached.p50 - lat.kernelOnly.p50, 1), uncachedP99: round(lat.uncached.p99 - lat.kernelOnly.p99, 1),
+        },
+        connectMicros: {
+          kernelOnlyP50: round(lat.kernelOnly.p50, 1), kernelOnlyP99: round(lat.kernelOnly.p99, 1),
+          cachedP50: round(lat.cached.p50, 1), cachedP99: round(lat.cached.p99, 1), uncachedP50: round(lat.uncached.p50, 1), uncachedP99: round(lat.uncached.p99, 1),
+        },
+        queuedPackets: fastPathStats.count, entriesAdded: fastPathStats.fastPathAdded, batches: fastPathStats.fastPathBatches,
+        fillLagP50Micros: round(fastPathStats.fastPathFillLagP50Micros, 1), fillLagP99Micros: round(fastPathStats.fastPathFillLagP99Micros, 1),
+        note:
+          `the same client as kernelOnly (${CONCURRENCY} at a time, IPv4 and IPv6 in turn to one server port: two tuples, decided by the agent once each, then by the kernel). ` +
+          `Added connect time = a mode's connect-time percentile minus kernelOnly's (${LATENCY_CONNECTIONS} sequential connections per round, the lowest percentile of the rounds): ` +
+          `cached = with the fast path, the tuple in its sets; uncached = the enforced mode, every connection decided by the agent, as a tuple's first connection is with the fast path`,
+      },
       packetProcessP50Micros: round(enforcedStats.p50Micros, 2),
       packetProcessP99Micros: round(enforcedStats.p99Micros, 2),
       judgeP50Micros: round(enforcedStats.judgeP50Micros, 2),
@@ -188,7 +247,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
         verdictCallP99Micros: round(inheritedStats.verdictP99Micros, 2),
       },
       queuedPackets: enforcedStats.count,
-      failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed },
+      failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed, fastPath: fastPath.failed },
       connectionsPerRun: options.connections,
       concurrency: CONCURRENCY,
       runsPerMode: RUNS_PER_MODE * options.rounds,

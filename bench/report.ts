@@ -27,6 +27,7 @@ export const TARGETS = {
   'e2e.judgeP50Micros': '<= 2',
   'e2e.judgeP99Micros': '<= 10',
   'e2e.strictCutMillis': '<= 1000 (10,000 connections)',
+  'e2e.fastPath.vsKernelOnly': '>= 0.95',
 };
 
 type Json = Record<string, any>;
@@ -64,6 +65,7 @@ function verdict(result: Json, key: string): string {
     case 'e2e.judgeP50Micros': return v <= 2 ? 'met' : 'MISSED';
     case 'e2e.judgeP99Micros': return v <= 10 ? 'met' : 'MISSED';
     case 'e2e.strictCutMillis': return v <= 1000 ? 'met' : 'MISSED';
+    case 'e2e.fastPath.vsKernelOnly': return v >= 0.95 ? 'met' : 'MISSED';
     default: return '';
   }
 }
@@ -128,6 +130,12 @@ const ROWS: Array<[string, string]> = [
   ['e2e.connPerSec.enforced', 'TCP conn/s, default pipeline'],
   ['e2e.connPerSec.acceptAll', 'TCP conn/s, allow-all pipeline'],
   ['e2e.connPerSec.kernelOnly', 'TCP conn/s, no queue'],
+  ['e2e.connPerSec.fastPath', 'TCP conn/s, default pipeline with the kernel fast path'],
+  ['e2e.fastPath.vsKernelOnly', '  the fast path against no queue'],
+  ['e2e.fastPath.addedConnectMicros.cachedP50', '  added connect time, cached tuple, p50 µs'],
+  ['e2e.fastPath.addedConnectMicros.cachedP99', '  added connect time, cached tuple, p99 µs'],
+  ['e2e.fastPath.addedConnectMicros.uncachedP50', '  added connect time, uncached tuple (agent decides), p50 µs'],
+  ['e2e.fastPath.addedConnectMicros.uncachedP99', '  added connect time, uncached tuple (agent decides), p99 µs'],
   ['e2e.packetProcessP50Micros', 'packet process p50 µs (dataplane histogram)'],
   ['e2e.packetProcessP99Micros', 'packet process p99 µs (dataplane histogram)'],
   ['e2e.judgeP50Micros', 'of which the pipeline (judge) p50 µs'],
