@@ -9,6 +9,7 @@ import { invalidatePodCaches } from "./podcache";
 import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON, OFF_RULE } from "./decision";
 import { registered } from "./evaluator";
 import * as decisionCache from "./decision-cache";
+import { setRuleIndexEnabled } from "./rule-index-switch";
 
 /** ABI 1.3. The host reads this initializer from the binary. */
 export const kwp_abi_version: i32 = 0x00010003;
@@ -40,27 +41,50 @@ export function kwp_configure(ptr: usize, len: i32): i32 {
   decisionCache.objectsChanged();
   const cacheErr = takeDecisionCacheKey(cfg);
   if (cacheErr != null) return max(1, setResultText(cacheErr));
+  const indexErr = takeRuleIndexKey(cfg);
+  if (indexErr != null) return max(1, setResultText(indexErr));
   const err = registered().configure(cfg);
   if (err != null) return max(1, setResultText(err));
   return 0;
 }
 
-// `decisionCache` is the SDK's key, not the evaluator's: it is taken out of
-// the config before the evaluator sees it, so evaluators that refuse unknown
-// keys keep doing so for their own.
+// `decisionCache` and `ruleIndex` are the SDK's keys, not the evaluator's:
+// they are taken out of the config before the evaluator sees it, so
+// evaluators that refuse unknown keys keep doing so for their own.
+const KEY_ABSENT: i32 = -1;
+const KEY_NOT_BOOL: i32 = -2;
+
+/** Removes `name` from an object config: KEY_ABSENT, KEY_NOT_BOOL, or 0/1 for false/true. */
+function takeBoolKey(cfg: JValue, name: string): i32 {
+  if (cfg.kind != JKind.Object) return KEY_ABSENT;
+  const keys = cfg.keys!;
+  const idx = keys.indexOf(name);
+  if (idx < 0) return KEY_ABSENT;
+  const v = cfg.items![idx];
+  if (v.kind != JKind.Bool) return KEY_NOT_BOOL;
+  keys.splice(idx, 1);
+  cfg.items!.splice(idx, 1);
+  return v.b ? 1 : 0;
+}
+
 function takeDecisionCacheKey(cfg: JValue): string | null {
   const on = registered().cachesDecisions();
   decisionCache.setDecisionCacheEnabled(on);
-  if (cfg.kind != JKind.Object) return null;
-  const keys = cfg.keys!;
-  const idx = keys.indexOf("decisionCache");
-  if (idx < 0) return null;
-  const v = cfg.items![idx];
-  if (v.kind != JKind.Bool) return "config.decisionCache must be true or false";
-  if (v.b && !on) return "config.decisionCache is true, but this evaluator does not cache decisions (its verdicts may depend on more than the record and the delivered state); remove the key";
-  decisionCache.setDecisionCacheEnabled(v.b);
-  keys.splice(idx, 1);
-  cfg.items!.splice(idx, 1);
+  const v = takeBoolKey(cfg, "decisionCache");
+  if (v == KEY_ABSENT) return null;
+  if (v == KEY_NOT_BOOL) return "config.decisionCache must be true or false";
+  if (v == 1 && !on) return "config.decisionCache is true, but this evaluator does not cache decisions (its verdicts may depend on more than the record and the delivered state); remove the key";
+  decisionCache.setDecisionCacheEnabled(v == 1);
+  return null;
+}
+
+// false selects the unindexed evaluation (sdk/rule-index-switch.ts), for
+// differential tests and diagnosis.
+function takeRuleIndexKey(cfg: JValue): string | null {
+  setRuleIndexEnabled(true);
+  const v = takeBoolKey(cfg, "ruleIndex");
+  if (v == KEY_NOT_BOOL) return "config.ruleIndex must be true or false";
+  if (v != KEY_ABSENT) setRuleIndexEnabled(v == 1);
   return null;
 }
 

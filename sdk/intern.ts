@@ -21,6 +21,11 @@ export class SharedTable<T> {
     return value;
   }
 
+  /** The value stored under `key`, or null. */
+  get(key: string): T | null {
+    return this.table.has(key) ? this.table.get(key) : null;
+  }
+
   get size(): i32 { return this.table.size; }
 }
 

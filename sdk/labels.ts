@@ -2,8 +2,19 @@
 // a linear scan beats a hash map in both memory and speed, and PodInfo stays
 // small enough for every stage to hold every pod.
 
+// Every Labels object gets a serial (never reused while the module runs), so
+// memo tables can key on "this label set" without holding it: a PodInfo and
+// its Labels are immutable, and pods of one workload share one Labels object.
+let nextLabelsId: u32 = 1;
+
 export class Labels {
-  constructor(public pairs: StaticArray<string> = new StaticArray<string>(0)) {}
+  /** Unique per Labels object; 0 once 2^32 - 1 objects were made (memo tables then skip it). */
+  readonly id: u32;
+
+  constructor(public pairs: StaticArray<string> = new StaticArray<string>(0)) {
+    this.id = nextLabelsId;
+    if (nextLabelsId != 0) nextLabelsId++;
+  }
 
   get size(): i32 { return this.pairs.length >> 1; }
 

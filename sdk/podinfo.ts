@@ -95,6 +95,13 @@ class RecordReader {
 // interned; these sets are bounded by the cluster's schema and topology, not
 // by pod churn (label values and pod names, which churn, are not interned).
 const labelKeys = new Map<string, string>();
+
+/**
+ * The module's copy of a label key or container port name. Policies' named
+ * ports go through it too, so a name compare between a rule and a container
+ * port is usually a pointer compare.
+ */
+export function internKey(s: string): string { return internIn(labelKeys, s); }
 const names = new Map<string, string>();
 const namespaceLabels = new Map<string, Labels>();
 const nodeLabels = new Map<string, Labels>();

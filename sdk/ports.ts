@@ -2,7 +2,7 @@
 // or a container port named on the destination pod, each for one protocol.
 
 import { JValue, JKind } from "./json";
-import { PodInfo, PROTO_TCP, PROTO_UDP, PROTO_SCTP } from "./podinfo";
+import { PodInfo, PROTO_TCP, PROTO_UDP, PROTO_SCTP, internKey } from "./podinfo";
 
 /** A PortMatcher protocol that accepts the packet's protocol (e.g. AdminNetworkPolicy namedPort). */
 export const PROTO_ANY: u8 = 0;
@@ -57,7 +57,7 @@ export class PortMatcher {
   static named(protocol: u8, name: string): PortMatcher {
     const m = new PortMatcher();
     m.protocol = protocol;
-    m.name = name;
+    m.name = internKey(name);
     return m;
   }
 

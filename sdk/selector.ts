@@ -39,13 +39,22 @@ export class LabelRequirement {
   }
 }
 
+let nextSelectorId: u32 = 1;
+
 export class LabelSelector {
+  /** Unique per selector object (sdk/selector-memo.ts keys on it); 0 once 2^31 - 1 were made. */
+  readonly id: u32;
   /** matchLabels as parallel key/value arrays. */
   keys: StaticArray<string> = NO_STRINGS;
   values: StaticArray<string> = NO_STRINGS;
   requirements: StaticArray<LabelRequirement> = NO_REQUIREMENTS;
   /** Why the selector is invalid; an invalid selector matches nothing. */
   error: string | null = null;
+
+  constructor() {
+    this.id = nextSelectorId;
+    if (nextSelectorId != 0) nextSelectorId = nextSelectorId < 0x7fffffff ? nextSelectorId + 1 : 0;
+  }
 
   /** `{}`: selects every object. */
   static everything(): LabelSelector { return new LabelSelector(); }

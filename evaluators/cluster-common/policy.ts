@@ -5,6 +5,7 @@
 
 import { PodInfo, Verdict } from "../../sdk/index";
 import { LabelSelector } from "../../sdk/selector";
+import { selectorMatches } from "../../sdk/selector-memo";
 import { CIDR } from "../../sdk/cidr";
 import { PortMatcher } from "../../sdk/ports";
 import { describeSelector, describePort, matchedAt } from "../../sdk/attribution";
@@ -33,11 +34,11 @@ export class Peer {
   matches(other: PodInfo | null, family: u8, addr: usize): bool {
     switch (this.kind) {
       case PeerKind.Namespaces:
-        return other != null && !other.hostNetwork && this.namespaceSelector.matches(other.namespaceLabels);
+        return other != null && !other.hostNetwork && selectorMatches(this.namespaceSelector, other.namespaceLabels);
       case PeerKind.Pods:
         return other != null && !other.hostNetwork
-          && this.namespaceSelector.matches(other.namespaceLabels)
-          && this.podSelector.matches(other.labels);
+          && selectorMatches(this.namespaceSelector, other.namespaceLabels)
+          && selectorMatches(this.podSelector, other.labels);
       case PeerKind.Networks: {
         const nets = this.networks;
         for (let i = 0, n = nets.length; i < n; i++) if (unchecked(nets[i]).contains(family, addr)) return true;

@@ -9,22 +9,46 @@
 // which addresses a nodes/domainNames peer stands for) is computed when that
 // state changes, so a decision is a cache lookup and a walk over arrays.
 
-import { Evaluator, Decision, Verdict, PodInfo, PodCache, JValue, JKind, pods, log, Attribution, packRule, rulePeer, rulePort } from "../../sdk/index";
+import { Evaluator, Decision, Verdict, PodInfo, JValue, JKind, pods, log, Attribution, packRule, rulePeer, rulePort } from "../../sdk/index";
+import { PodTable } from "../../sdk/pod-table";
 import { Policy, Rule, Peer, PeerKind, comparePolicies, matchedAt } from "./policy";
 import { KindStore } from "./kind-store";
 import { NodeEntry, ResolvedName } from "./cluster-objects";
 import { AddressSetBuilder } from "./address-set";
+import { indexTierRules, peerIndex, reasonOf, verdictOf, ruleOf, NO_PEER } from "./rule-index";
+import { PortIndex } from "../../sdk/port-index";
+import { SharedTable } from "../../sdk/intern";
 
 // Reason codes are (rule id << 1) | tie, where tie says the deciding policy
 // shared its priority with another policy selecting the pod.
 
-/** The policies selecting one pod, in evaluation order, per direction. */
+/**
+ * The policies selecting one pod, in evaluation order, per direction, and
+ * their rules indexed by port (null: too few to index). Shared by every pod
+ * that the same policies select; immutable.
+ */
 class PodPolicies {
   egress: StaticArray<Policy> = new StaticArray<Policy>(0);
   /** 1 where the policy shares its priority with another one in the list. */
   egressTie: StaticArray<u8> = new StaticArray<u8>(0);
   ingress: StaticArray<Policy> = new StaticArray<Policy>(0);
   ingressTie: StaticArray<u8> = new StaticArray<u8>(0);
+  /** What decide reads: the indexes' data (null: scan). */
+  egressRules: StaticArray<u32> | null = null;
+  ingressRules: StaticArray<u32> | null = null;
+  /** The indexes themselves, which own what the data points at. */
+  egressIndex: PortIndex | null = null;
+  ingressIndex: PortIndex | null = null;
+}
+
+/** Distinct policy lists kept for sharing; past the bound the table starts over. */
+const SHARED_LISTS = 4096;
+
+/** A list's identity: each policy by the id of its first rule of the direction (ids are never reused). */
+function listKey(list: StaticArray<Policy>, egress: bool): string {
+  let key = "";
+  for (let i = 0; i < list.length; i++) key += (egress ? list[i].egress[0].id : list[i].ingress[0].id).toString() + ",";
+  return key;
 }
 
 const NO_POLICIES = new PodPolicies();
@@ -78,7 +102,9 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   private domainPeers: Peer[] = [];
   private ruleInfo: Map<u32, RuleInfo> = new Map<u32, RuleInfo>();
   private warnedTies: Set<string> = new Set<string>();
-  private cache: PodCache<PodPolicies> = new PodCache<PodPolicies>();
+  /** Every pod with its policy list (null: not computed yet). */
+  private table: PodTable<PodPolicies> = new PodTable<PodPolicies>();
+  private shared: SharedTable<PodPolicies> = new SharedTable<PodPolicies>(SHARED_LISTS);
   private ready: bool = false;
   /** Every pod's policy list was filled at the last rebuild (and is kept filled since). */
   private eager: bool = false;
@@ -179,7 +205,11 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   }
 
   podUpserted(pod: PodInfo, previous: PodInfo | null): void {
-    if (this.ready) this.cache.set(pod.id, this.policiesFor(pod, true));
+    this.table.set(pod, this.ready ? this.policiesFor(pod, true) : null);
+  }
+
+  podDeleted(pod: PodInfo): void {
+    this.table.delete(pod.id);
   }
 
   // ---- derived state ----
@@ -191,18 +221,19 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     this.ready = this.allSynced();
     if (!this.ready) return;
     if (!wasReady) log.info(this.instanceName() + ": " + this.active.length.toString() + " policies in effect");
-    this.cache.clear();
+    this.shared = new SharedTable<PodPolicies>(SHARED_LISTS);
     const all = pods.all();
     // Filling every pod's list now keeps the first decision for each pod free
     // of allocation, but costs pods x policies selector matches in one call.
     // Past a bound that fuel would not cover, pods fill in on first use.
     this.eager = <i64>all.length * <i64>this.active.length <= EAGER_FILL_LIMIT;
     if (!this.eager) {
+      for (let i = 0; i < all.length; i++) this.table.set(all[i], null);
       log.info(this.instanceName() + ": " + all.length.toString() + " pods x " + this.active.length.toString()
         + " policies: computing each pod's policy list at its first decision instead of now");
       return;
     }
-    for (let i = 0; i < all.length; i++) this.cache.set(all[i].id, this.policiesFor(all[i], true));
+    for (let i = 0; i < all.length; i++) this.table.set(all[i], this.policiesFor(all[i], true));
   }
 
   /**
@@ -219,14 +250,17 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     for (let i = 0; i < all.length; i++) {
       const pod = all[i];
       // A pod without a list computes it, from the new set, at its first decision.
-      if (!this.cache.has(pod.id)) continue;
-      const pp = this.cache.get(pod.id);
+      const slot = this.table.slot(pod.id);
+      if (slot < 0) continue;
+      const known = this.table.valueAt(slot);
+      if (known == null) continue;
+      const pp = known!;
       const held = previous != null && (contains(pp.egress, previous) || contains(pp.ingress, previous));
       const selected = next != null && next.selects(pod);
       if (!held && !selected) continue;
       const egress = replaced(pp.egress, previous, selected && next!.egress.length > 0 ? next : null);
       const ingress = replaced(pp.ingress, previous, selected && next!.ingress.length > 0 ? next : null);
-      this.cache.set(pod.id, this.podPolicies(pod, egress, ingress, true));
+      this.table.setValueAt(slot, this.podPolicies(pod, egress, ingress, true));
     }
   }
 
@@ -316,15 +350,23 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   private podPolicies(pod: PodInfo, egress: StaticArray<Policy>, ingress: StaticArray<Policy>, warnTies: bool): PodPolicies {
     // Most pods are selected by no cluster-wide policy: they share one empty entry.
     if (egress.length == 0 && ingress.length == 0) return NO_POLICIES;
+    if (warnTies) {
+      this.warnTies(pod, egress, "egress");
+      this.warnTies(pod, ingress, "ingress");
+    }
+    const key = listKey(egress, true) + "|" + listKey(ingress, false);
+    const known = this.shared.get(key);
+    if (known != null) return known;
     const pp = new PodPolicies();
     pp.egress = egress;
     pp.ingress = ingress;
     pp.egressTie = tieFlags(egress);
     pp.ingressTie = tieFlags(ingress);
-    if (warnTies) {
-      this.warnTies(pod, egress, "egress");
-      this.warnTies(pod, ingress, "ingress");
-    }
+    pp.egressIndex = indexTierRules(egress, pp.egressTie, true);
+    pp.ingressIndex = indexTierRules(ingress, pp.ingressTie, false);
+    if (pp.egressIndex != null) pp.egressRules = pp.egressIndex!.data;
+    if (pp.ingressIndex != null) pp.ingressRules = pp.ingressIndex!.data;
+    this.shared.share(key, pp);
     return pp;
   }
 
@@ -351,8 +393,10 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   // every list in one call.
   needsAllTraffic(): bool { return !this.ready || !this.eager; }
   isSubject(pod: PodInfo): bool {
-    if (!this.cache.has(pod.id)) return true;
-    return this.cache.get(pod.id) != NO_POLICIES;
+    const slot = this.table.slot(pod.id);
+    if (slot < 0) return true;
+    const pp = this.table.valueAt(slot);
+    return pp == null || pp != NO_POLICIES;
   }
 
   // A verdict reads only the two pods' PodInfos, the policies, nodes and
@@ -372,24 +416,42 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     // BaselineAdminNetworkPolicy follow the same rule. docs/semantics.md, "Hairpin".
     // No reason code: walkthroughs show a Next with a reason as a Pass.
     if (!d.isServiceHairpin && (d.srcPodId == d.dstPodId || sameAddress(family, d.srcAddr, d.dstAddr))) return Verdict.Next;
-    let pp: PodPolicies;
-    if (this.cache.has(subjectId)) pp = this.cache.get(subjectId);
-    else {
-      // Only reached when a decision comes before the pod's PodInfo was cached.
-      const pod = pods.lookup(subjectId);
-      if (pod == null) return Verdict.Next;
-      pp = this.policiesFor(pod, false);
-      this.cache.set(subjectId, pp);
+    const slot = this.table.slot(subjectId);
+    if (slot < 0) return Verdict.Next;
+    const subject = this.table.podAt(slot);
+    let known = this.table.valueAt(slot);
+    if (known == null) {
+      // Only when lists fill in lazily (pods x policies past EAGER_FILL_LIMIT at the last rebuild).
+      known = this.policiesFor(subject, false);
+      this.table.setValueAt(slot, known);
     }
+    const pp = known!;
     const list = egress ? pp.egress : pp.ingress;
     const n = list.length;
     if (n == 0) return Verdict.Next;
     const ties = egress ? pp.egressTie : pp.ingressTie;
-    const dst = d.dstPod;
-    const other = egress ? dst : d.srcPod;
+    const dst = egress ? this.table.pod(d.dstPodId) : subject;
+    const other = egress ? dst : this.table.pod(d.srcPodId);
     const addr = egress ? d.dstAddr : d.srcAddr;
     const protocol = d.protocol;
     const port = d.dstPort;
+    const indexed = egress ? pp.egressRules : pp.ingressRules;
+    if (indexed != null) {
+      // Only the rules whose ports can match, in evaluation order: the first
+      // whose peer matches is the one the scan below would find.
+      const data = indexed!;
+      PortIndex.begin(data, protocol, port, dst);
+      while (true) {
+        const flat = PortIndex.next();
+        if (flat < 0) break;
+        const peer = peerIndex(data, flat, other, family, addr);
+        if (peer == NO_PEER) continue;
+        d.reason = reasonOf(data, flat);
+        d.rule = packRule(!egress, ruleOf(data, flat), peer, PortIndex.portAt);
+        return verdictOf(data, flat);
+      }
+      return Verdict.Next;
+    }
     for (let i = 0; i < n; i++) {
       const p = unchecked(list[i]);
       const rules = egress ? p.egress : p.ingress;

@@ -31,8 +31,8 @@ class MulticlusterNetworkPolicyEvaluator extends NetworkPolicyEvaluator {
     return pod.clusterId == this.clusterId;
   }
 
-  peerFor(policy: Policy, peer: PodInfo | null): PodInfo | null {
-    if (peer != null && (policy.flags & CLUSTER_LOCAL) != 0 && peer.clusterId != this.clusterId) return null;
+  peerFor(policyFlags: u32, peer: PodInfo | null): PodInfo | null {
+    if (peer != null && (policyFlags & CLUSTER_LOCAL) != 0 && peer.clusterId != this.clusterId) return null;
     return peer;
   }
 

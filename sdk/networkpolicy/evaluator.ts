@@ -14,8 +14,11 @@
 // pods of other clusters from cluster-local policies that way.
 
 import { Evaluator, Decision, Verdict, JValue, PodInfo, pods, Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort } from "../index";
-import { Policy, compilePolicy, policyKey, matchedAt } from "./policy";
-import { Isolation, NOT_ISOLATED, PodEntry, PodTable } from "./podtable";
+import { Policy, compilePolicy, policyKey, matchedAt, NO_PEER_MATCH } from "./policy";
+import { Isolation, NOT_ISOLATED } from "./podtable";
+import { PodTable } from "../pod-table";
+import { PortIndex } from "../port-index";
+import { peerIndex, flagsOf, policyOf, ruleOf } from "./rule-index";
 
 // Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
 // up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
@@ -26,6 +29,14 @@ const REASON_NO_SUBJECT: u32 = 3;
 const FIRST_SERIAL: u32 = 16;
 const DENY_FLAG: u32 = 0x80000000;
 const EXPLAIN_MAX_POLICIES = 5;
+/**
+ * Distinct isolations kept for sharing. Pods of one workload are isolated by
+ * the same policies, so they share one Isolation and its rule index; past the
+ * bound the table starts over (a pod computed then gets its own copy).
+ */
+const SHARED_ISOLATIONS = 8192;
+/** Distinct isolations a snapshot's SYNCED indexes (takeIndexBudget). */
+const SYNC_INDEXES = 4096;
 
 export class NetworkPolicyEvaluator extends Evaluator {
   /** namespace -> name -> policy: the names are the policies' own strings, so no "<ns>/<name>" key is kept per policy. */
@@ -33,8 +44,12 @@ export class NetworkPolicyEvaluator extends Evaluator {
   private bySerial: Map<u32, Policy> = new Map<u32, Policy>();
   private byNamespace: Map<string, Array<Policy>> = new Map<string, Array<Policy>>();
   private podsByNamespace: Map<string, Set<u32>> = new Map<string, Set<u32>>();
-  private table: PodTable = new PodTable();
+  private table: PodTable<Isolation> = new PodTable<Isolation>();
   private nextSerial: u32 = FIRST_SERIAL;
+  /** Isolations by the serials of their policies: a serial names one compiled policy version. */
+  private isolations: Map<u64, Isolation> = new Map<u64, Isolation>();
+  /** New isolations that may still get an index in this call; -1: no limit (outside a snapshot's SYNCED). */
+  private indexBudget: i32 = -1;
   /** Between RESET and SYNCED: recomputing per object would be quadratic, so it waits for SYNCED. */
   private snapshotting: bool = false;
 
@@ -44,11 +59,13 @@ export class NetworkPolicyEvaluator extends Evaluator {
   canBeSubject(pod: PodInfo): bool { return true; }
 
   /**
-   * The peer as `policy`'s rules get to see it: `peer` by default; null makes
-   * the rules treat the far end as an address that is no known pod (ipBlocks
-   * still apply). Called on the decision path: must not allocate.
+   * The peer as the rules of a policy whose `flags` are `policyFlags` get to
+   * see it: `peer` by default; null makes the rules treat the far end as an
+   * address that is no known pod (ipBlocks still apply). It may depend on
+   * nothing else of the policy (the rule index keeps only the flags). Called
+   * on the decision path: must not allocate.
    */
-  peerFor(policy: Policy, peer: PodInfo | null): PodInfo | null { return peer; }
+  peerFor(policyFlags: u32, peer: PodInfo | null): PodInfo | null { return peer; }
 
   /** Called once per compiled policy, with its object, before it is used; may set `policy.flags`. */
   policyCompiled(policy: Policy, obj: JValue): void {}
@@ -64,7 +81,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
       this.podsByNamespace.set(pod.namespace, ids);
     }
     ids.add(pod.id);
-    this.table.set(pod.id, new PodEntry(pod, this.isolationOf(pod)));
+    this.table.set(pod, this.isolationOf(pod));
   }
 
   podDeleted(pod: PodInfo): void {
@@ -90,12 +107,42 @@ export class NetworkPolicyEvaluator extends Evaluator {
       if (p.isolatesIngress) ingress.push(p);
       if (p.isolatesEgress) egress.push(p);
     }
-    return ingress.length == 0 && egress.length == 0 ? NOT_ISOLATED : new Isolation(toStatic(ingress), toStatic(egress));
+    if (ingress.length == 0 && egress.length == 0) return NOT_ISOLATED;
+    // The lists' identity as a hash of the policies' serials (a serial names
+    // one compiled policy version); a hash shared by other lists is simply
+    // not shared. No strings: a snapshot computes this for every pod.
+    let h: u64 = 0xcbf29ce484222325;
+    for (let i = 0; i < ingress.length; i++) h = (h ^ <u64>ingress[i].serial) * 0x100000001b3;
+    h = (h ^ 0xffffffff) * 0x100000001b3;
+    for (let i = 0; i < egress.length; i++) h = (h ^ <u64>egress[i].serial) * 0x100000001b3;
+    const shared = this.isolations;
+    if (shared.has(h)) {
+      const known = shared.get(h);
+      if (sameList(ingress, known.ingress) && sameList(egress, known.egress)) return known;
+      return new Isolation(toStatic(ingress), toStatic(egress), this.takeIndexBudget());
+    }
+    const iso = new Isolation(toStatic(ingress), toStatic(egress), this.takeIndexBudget());
+    if (shared.size >= SHARED_ISOLATIONS) shared.clear();
+    shared.set(h, iso);
+    return iso;
+  }
+
+  /**
+   * Whether the next new isolation gets a rule index. A snapshot computes
+   * every pod's isolation in one call (SYNCED), under one call's fuel: it
+   * indexes at most SYNC_INDEXES distinct lists, and the rest are scanned
+   * until a change recomputes them (an index is an optimisation; the scan
+   * gives the same answers).
+   */
+  private takeIndexBudget(): bool {
+    if (this.indexBudget == 0) return false;
+    if (this.indexBudget > 0) this.indexBudget--;
+    return true;
   }
 
   private refresh(id: u32): void {
-    const e = this.table.get(id);
-    if (e != null) e.isolation = this.isolationOf(e.pod);
+    const at = this.table.slot(id);
+    if (at >= 0) this.table.setValueAt(at, this.isolationOf(this.table.podAt(at)));
   }
 
   /**
@@ -109,15 +156,19 @@ export class NetworkPolicyEvaluator extends Evaluator {
     if (this.snapshotting || !this.podsByNamespace.has(namespace)) return;
     const ids = this.podsByNamespace.get(namespace).values();
     for (let i = 0; i < ids.length; i++) {
-      const e = this.table.get(ids[i]);
-      if (e == null) continue;
-      if ((before != null && before.selects(e.pod)) || (after != null && after.selects(e.pod))) e.isolation = this.isolationOf(e.pod);
+      const at = this.table.slot(ids[i]);
+      if (at < 0) continue;
+      const pod = this.table.podAt(at);
+      if ((before != null && before.selects(pod)) || (after != null && after.selects(pod))) this.table.setValueAt(at, this.isolationOf(pod));
     }
   }
 
   private recomputeAll(): void {
     const all = pods.all();
+    this.isolations.clear();
+    this.indexBudget = SYNC_INDEXES;
     for (let i = 0; i < all.length; i++) this.refresh(all[i].id);
+    this.indexBudget = -1;
   }
 
   // --- policies ---
@@ -126,7 +177,11 @@ export class NetworkPolicyEvaluator extends Evaluator {
     const policy = compilePolicy(obj, this.nextSerial);
     if (policy == null) return;
     this.policyCompiled(policy!, obj);
-    this.nextSerial = this.nextSerial >= DENY_FLAG - 1 ? FIRST_SERIAL : this.nextSerial + 1;
+    if (this.nextSerial >= DENY_FLAG - 1) {
+      // Serials start over: a shared isolation keyed by an old serial must not be found for a new policy.
+      this.nextSerial = FIRST_SERIAL;
+      this.isolations.clear();
+    } else this.nextSerial++;
     const before = this.remove(policy.namespace, policy.name);
     let names: Map<string, Policy>;
     if (this.byName.has(policy.namespace)) names = this.byName.get(policy.namespace);
@@ -187,34 +242,53 @@ export class NetworkPolicyEvaluator extends Evaluator {
   decide(d: Decision): Verdict {
     const ingress = d.isIngress;
     const subjectId = ingress ? d.dstPodId : d.srcPodId;
-    const entry = this.table.get(subjectId);
-    if (entry == null) {
+    const slot = this.table.slot(subjectId);
+    if (slot < 0) {
       d.reason = REASON_NO_SUBJECT;
       return Verdict.Next;
     }
-    const iso = entry.isolation;
+    const iso = this.table.valueAt(slot)!;
     const policies = ingress ? iso.ingress : iso.egress;
-    const n = policies.length;
+    const indexed = ingress ? iso.ingressRules : iso.egressRules;
+    // An indexed list is never empty; not reading its length spares a cache line.
+    const n = indexed != null ? 1 : policies.length;
     if (n == 0) {
       d.reason = ingress ? REASON_NOT_ISOLATED_INGRESS : REASON_NOT_ISOLATED_EGRESS;
       return Verdict.Next;
     }
-    const subject = entry.pod;
-    const peerEntry = this.table.get(ingress ? d.srcPodId : d.dstPodId);
+    const subject = this.table.podAt(slot);
+    const peerPod = this.table.pod(ingress ? d.srcPodId : d.dstPodId);
     // A host-networked peer is the node as far as NetworkPolicy goes: no pod
     // selector matches it and its container ports do not name ports.
-    const peer = peerEntry != null && !peerEntry.pod.hostNetwork ? peerEntry.pod : null;
+    const peer = peerPod != null && !peerPod.hostNetwork ? peerPod : null;
     const dstPod = ingress ? subject : peer;
     const family = d.family;
     const peerAddr = ingress ? d.srcAddr : d.dstAddr;
     const protocol = d.protocol;
     const dstPort = d.dstPort;
+    if (indexed != null) {
+      // Only the rules whose ports can match, in the order the scan below
+      // would try them: the first whose peer matches is the scan's answer.
+      const data = indexed!;
+      PortIndex.begin(data, protocol, dstPort, dstPod);
+      while (true) {
+        const flat = PortIndex.next();
+        if (flat < 0) break;
+        const at = peerIndex(data, flat, subject.namespace, this.peerFor(flagsOf(data, flat), peer), family, peerAddr);
+        if (at == NO_PEER_MATCH) continue;
+        d.reason = unchecked(policies[policyOf(data, flat)]).serial;
+        d.rule = packRule(ingress, ruleOf(data, flat), at, PortIndex.portAt);
+        return Verdict.Accept;
+      }
+      d.reason = DENY_FLAG | ((subjectId & 0x3fffffff) << 1) | (ingress ? 1 : 0);
+      return Verdict.Deny;
+    }
     for (let i = 0; i < n; i++) {
       const p = unchecked(policies[i]);
       const rules = ingress ? p.ingress : p.egress;
       // Named ports still resolve against the real destination pod: scope
       // hides who the peer is, not which port it listens on.
-      const seen = this.peerFor(p, peer);
+      const seen = this.peerFor(p.flags, peer);
       for (let j = 0, m = rules.length; j < m; j++) {
         if (unchecked(rules[j]).matches(p.namespace, seen, family, peerAddr, protocol, dstPort, dstPod)) {
           d.reason = p.serial;
@@ -235,9 +309,10 @@ export class NetworkPolicyEvaluator extends Evaluator {
       const id = (reason & ~DENY_FLAG) >> 1;
       const ingress = (reason & 1) != 0;
       const dir = ingress ? "ingress" : "egress";
-      const entry = this.table.get(id);
-      if (entry == null) return "no " + dir + " rule matched (the pod is gone)";
-      const list = ingress ? entry.isolation.ingress : entry.isolation.egress;
+      const at = this.table.slot(id);
+      if (at < 0) return "no " + dir + " rule matched (the pod is gone)";
+      const iso = this.table.valueAt(at)!;
+      const list = ingress ? iso.ingress : iso.egress;
       let names = "";
       for (let i = 0; i < list.length && i < EXPLAIN_MAX_POLICIES; i++) names += (i > 0 ? ", " : "") + list[i].key;
       if (list.length > EXPLAIN_MAX_POLICIES) names += " and " + (list.length - EXPLAIN_MAX_POLICIES).toString() + " more";
@@ -256,9 +331,10 @@ export class NetworkPolicyEvaluator extends Evaluator {
   attribution(reason: u32, rule: u32): Attribution | null {
     if ((reason & DENY_FLAG) != 0) {
       const id = (reason & ~DENY_FLAG) >> 1;
-      const entry = this.table.get(id);
-      if (entry == null) return null;
-      const list = (reason & 1) != 0 ? entry.isolation.ingress : entry.isolation.egress;
+      const at = this.table.slot(id);
+      if (at < 0) return null;
+      const iso = this.table.valueAt(at)!;
+      const list = (reason & 1) != 0 ? iso.ingress : iso.egress;
       return list.length > 0 ? new Attribution(list[0].key, "default deny") : null;
     }
     // Below FIRST_SERIAL: a Next (no policy decided). An unknown serial: the policy changed since.
@@ -280,9 +356,15 @@ export class NetworkPolicyEvaluator extends Evaluator {
   cachesDecisions(): bool { return true; }
 
   isSubject(pod: PodInfo): bool {
-    const entry = this.table.get(pod.id);
-    return entry != null && entry.isolation.any;
+    const at = this.table.slot(pod.id);
+    return at >= 0 && this.table.valueAt(at)!.any;
   }
+}
+
+function sameList(a: Array<Policy>, b: StaticArray<Policy>): bool {
+  if (a.length != b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] != b[i]) return false;
+  return true;
 }
 
 function toStatic(a: Array<Policy>): StaticArray<Policy> {

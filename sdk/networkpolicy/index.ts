@@ -4,4 +4,4 @@
 
 export { NetworkPolicyEvaluator } from "./evaluator";
 export { Policy, Rule, Peer, compilePolicy, policyKey, PEER_PODS, PEER_NAMESPACES, PEER_IPBLOCK, PEER_NOTHING } from "./policy";
-export { Isolation, PodEntry, PodTable, NOT_ISOLATED, NO_POLICIES } from "./podtable";
+export { Isolation, PodTable, NOT_ISOLATED, NO_POLICIES } from "./podtable";

@@ -11,6 +11,7 @@ import {
 import { matchedAt } from "../attribution";
 export { matchedAt } from "../attribution";
 import { intern } from "../intern";
+import { selectorMatches } from "../selector-memo";
 
 // Shared empty lists and the `{}` selector: a field initializer that
 // allocates costs an object per policy, rule and peer, 100,000 times over.
@@ -23,6 +24,8 @@ export const PEER_PODS: u8 = 0;        // podSelector only: pods of the policy's
 export const PEER_NAMESPACES: u8 = 1;  // namespaceSelector, optionally ANDed with podSelector
 export const PEER_IPBLOCK: u8 = 2;
 export const PEER_NOTHING: u8 = 3;     // invalid or empty peer
+/** Rule.peerIndex: no peer entry matches. */
+export const NO_PEER_MATCH: i32 = -2;
 
 export class Peer {
   kind: u8 = PEER_NOTHING;
@@ -40,11 +43,11 @@ export class Peer {
     const kind = this.kind;
     if (kind == PEER_IPBLOCK) return this.ipBlock!.contains(family, addr);
     if (pod == null || pod.hostNetwork) return false;
-    if (kind == PEER_PODS) return pod.namespace == policyNamespace && this.podSelector!.matches(pod.labels);
+    if (kind == PEER_PODS) return pod.namespace == policyNamespace && selectorMatches(this.podSelector!, pod.labels);
     if (kind == PEER_NAMESPACES) {
-      if (!this.namespaceSelector!.matches(pod.namespaceLabels)) return false;
+      if (!selectorMatches(this.namespaceSelector!, pod.namespaceLabels)) return false;
       const ps = this.podSelector;
-      return ps == null || ps.matches(pod.labels);
+      return ps == null || selectorMatches(ps, pod.labels);
     }
     return false;
   }
@@ -88,13 +91,23 @@ export class Rule {
       }
       if (port < 0) return false;
     }
+    const at = this.peerIndex(policyNamespace, peer, family, peerAddr);
+    return at != NO_PEER_MATCH && matchedAt.set(at, port);
+  }
+
+  /**
+   * The peer half of `matches`, for a caller that already knows the port
+   * matched (sdk/port-index.ts): the index of the first peer entry that
+   * matches, -1 for a rule without a peer list, NO_PEER_MATCH when none does.
+   */
+  peerIndex(policyNamespace: string, peer: PodInfo | null, family: u8, peerAddr: usize): i32 {
     const peers = this.peers;
     const n = peers.length;
-    if (n == 0) return matchedAt.set(-1, port);
+    if (n == 0) return -1;
     for (let i = 0; i < n; i++) {
-      if (unchecked(peers[i]).matches(policyNamespace, peer, family, peerAddr)) return matchedAt.set(i, port);
+      if (unchecked(peers[i]).matches(policyNamespace, peer, family, peerAddr)) return i;
     }
-    return false;
+    return NO_PEER_MATCH;
   }
 
   /** The peer entry `peer` as text: "any peer" for a rule without a peer list. */
