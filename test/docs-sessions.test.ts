@@ -54,13 +54,23 @@ async function runDoc(doc: Doc): Promise<Ran> {
   writeFileSync(script, sessionScript(steps));
   try {
     const code = await new Promise<number | null>((resolve, reject) => {
-      const child = spawn('unshare', ['-rn', 'bash', '-c', 'ip link set lo up && exec bash "$0"', script], { cwd: dir, env: readerEnv(out), stdio: ['ignore', 'ignore', 'pipe'] });
+      // A process group of its own: what a session starts in the background (the
+      // plugin guide's `kwp agent … &`) outlives its shell, so the whole group goes when it ends.
+      const child = spawn('unshare', ['-rn', 'bash', '-c', 'ip link set lo up && exec bash "$0"', script], { cwd: dir, env: readerEnv(out), stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+      const killGroup = () => {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // The group is already gone.
+        }
+      };
       let stderr = '';
       child.stderr!.on('data', (d) => { stderr += d; });
-      const timer = setTimeout(() => child.kill('SIGKILL'), doc.timeoutMs - 10_000);
+      const timer = setTimeout(killGroup, doc.timeoutMs - 10_000);
       child.on('error', reject);
       child.on('exit', (c) => {
         clearTimeout(timer);
+        killGroup();
         if (stderr) writeFileSync(join(out, 'shell.log'), `\n@@ stderr of the session's shell\n${stderr}`, { flag: 'a' });
         resolve(c);
       });
