@@ -415,8 +415,13 @@ export class Pipeline {
     }
   }
 
-  /** One direction's walk through the enforcing stages. */
-  private walk(rec: Uint8Array, srcId: number, dstId: number): boolean {
+  /**
+   * One direction's walk through the enforcing stages: -1 when every stage
+   * said Next (allowed), else the deciding stage's index times two, plus one
+   * when it accepted. A number, so the recorded and the unrecorded walk share
+   * the loop and the unrecorded one allocates nothing.
+   */
+  private decidingStage(rec: Uint8Array, srcId: number, dstId: number): number {
     const stages = this.enforcing;
     for (let i = 0; i < stages.length; i++) {
       const stage = stages[i];
@@ -426,34 +431,34 @@ export class Pipeline {
         continue;
       }
       const v = stage.decide(rec);
-      if (v === Verdict.Accept) return true;
-      if (v === Verdict.Deny) return false;
+      if (v === Verdict.Accept) return (i << 1) | 1;
+      if (v === Verdict.Deny) return i << 1;
     }
-    return true;
+    return -1;
+  }
+
+  /** Whether one direction's walk allows. */
+  private walk(rec: Uint8Array, srcId: number, dstId: number): boolean {
+    const d = this.decidingStage(rec, srcId, dstId);
+    return d < 0 || (d & 1) === 1;
   }
 
   /**
    * `walk`, with the outcome (which stage decided, its reason and rule
-   * codes) written to the flow buffer's `slot` as direction `dir`. Kept
-   * apart from `walk` so the unrecorded path carries none of it.
+   * codes) written to the flow buffer's `slot` as direction `dir`.
    */
   private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number): boolean {
-    const stages = this.enforcing;
-    for (let i = 0; i < stages.length; i++) {
-      const stage = stages[i];
-      const subjects = stage.subjectFilter();
-      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
-        stage.countSkipped(1);
-        continue;
-      }
-      const v = stage.decide(rec);
-      if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
-      const outcome = stage.lastFailure ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-      flows.setDecided(slot, dir, outcome, this.enforcingIndex[i], stage);
-      return v === Verdict.Accept;
+    const d = this.decidingStage(rec, srcId, dstId);
+    if (d < 0) {
+      flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
+      return true;
     }
-    flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
-    return true;
+    const i = d >> 1;
+    const stage = this.enforcing[i];
+    const accepted = (d & 1) === 1;
+    const outcome = stage.lastFailure ? Outcome.Failure : accepted ? Outcome.Accept : Outcome.Deny;
+    flows.setDecided(slot, dir, outcome, this.enforcingIndex[i], stage);
+    return accepted;
   }
 
   /** Audit stages see every packet in both directions; their verdicts are counted, never used. */
