@@ -124,8 +124,9 @@ console.log(`build:wasm: ${count} module(s) built in ${Date.now() - started} ms`
 // start fuel and rewrite version, so an existing entry is never stale. The
 // rewrite and the default limits are the host's own TypeScript, transpiled
 // here before tsc has run into a scratch directory (the rewrite imports its
-// bulk-metering sibling, and the limits host/abi/record.ts, so each sits at its
-// place under host/ as a .js file); none of them imports anything else.
+// fuel-charges and bulk-metering siblings, and the limits host/abi/record.ts,
+// so each sits at its place under host/ as a .js file); none of them imports
+// anything else.
 async function importTs(...files) {
   const { default: ts } = await import('typescript');
   const dir = mkdtempSync(join(tmpdir(), 'kwp-build-wasm-'));
@@ -149,7 +150,7 @@ async function importTs(...files) {
 const cacheDir = join(out, '.instrumented');
 const builtins = existsSync(out) ? readdirSync(out).filter((f) => f.endsWith('.wasm')) : [];
 if (builtins.length) {
-  const { rewriteForFuel, instrumentedFileName } = await importTs(join(root, 'host', 'runtime', 'fuel-rewrite.ts'), join(root, 'host', 'runtime', 'bulk-metering.ts'));
+  const { rewriteForFuel, instrumentedFileName } = await importTs(join(root, 'host', 'runtime', 'fuel-rewrite.ts'), join(root, 'host', 'runtime', 'bulk-metering.ts'), join(root, 'host', 'runtime', 'fuel-charges.ts'));
   const { DEFAULT_LIMITS } = await importTs(join(root, 'host', 'runtime', 'limits.ts'), join(root, 'host', 'abi', 'record.ts'));
   let written = 0;
   for (const f of builtins) {

@@ -20,7 +20,7 @@ const LIMITS: Partial<SandboxLimits> = { fuelPerDecision: 30_000_000, fuelPerCal
 const DECISION_BOUND_MS = 3000;
 const HEALTH_BOUND_MS = 1000;
 
-/** A loop whose every iteration is 2,000 additions and one unit of fuel. */
+/** A loop whose every iteration is 2,000 additions: 30 million units of fuel (500 a turn) outlast the 50 ms deadline. */
 const HEAVY_LOOP = `(loop $forever ${'(global.set $sink (i32.add (global.get $sink) (i32.const 7)))'.repeat(2000)} (br $forever))`;
 
 const open: AdminHarness[] = [];

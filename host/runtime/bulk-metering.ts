@@ -1,8 +1,8 @@
 // Fuel for bulk memory and table instructions, in proportion to their length.
-// The log-execution probes charge one unit per function entry and loop
-// header, which bounds ordinary code, but one memory.fill of 64 MiB is one
+// The charges at function entries and loop headers (fuel-charges.ts) pay for
+// the instructions they guard, but one memory.fill of 64 MiB is one
 // instruction: a loop of them pins a thread for hours on a budget of a few
-// hundred units, and neither worker.terminate() nor node:vm's deadline
+// thousand units, and neither worker.terminate() nor node:vm's deadline
 // interrupts a bulk instruction while it runs. So the length operand of every
 // bulk instruction is passed through a charge function before the instruction
 // runs: it spends length / BULK_BYTES_PER_FUEL units and traps with an empty
@@ -20,10 +20,11 @@ import type { Binaryen } from './fuel-rewrite.js';
 
 /**
  * Bytes of memory.fill/copy/init one fuel unit pays for. A unit is also the
- * price of one loop iteration; measured on Node 20, a 60 MiB fill costs about
- * as much per 16 bytes as the cheapest loop iteration (28 ns against 19 ns),
- * so a module cannot buy more time per unit with bulk instructions than with
- * a loop. Part of the instrumentation: changing it must bump
+ * price of 16 weighted instructions (fuel-charges.ts); measured on Node 20
+ * (CPU time, load average 14), a 60 MiB fill took 4.3 ns per 16 bytes and a
+ * 60 MB copy 2.9 ns, against up to 17 ns for a unit of the slowest
+ * straight-line code, so a module cannot buy more time per unit with bulk
+ * instructions than with code. Part of the instrumentation: changing it must bump
  * FUEL_INSTRUMENTATION_VERSION.
  */
 export const BULK_BYTES_PER_FUEL = 16;
@@ -83,6 +84,35 @@ function childFields(b: Binaryen): Map<number, string[]> {
   return m;
 }
 
+const fieldsOf = new WeakMap<Binaryen, Map<number, string[]>>();
+const UNMETERABLE: Array<[string, string]> = [['TableFill', 'table.fill'], ['TableCopy', 'table.copy'], ['TableInit', 'table.init']];
+
+/**
+ * The children of `expr` (an expression of function `fn`), read through
+ * getExpressionInfo. Throws a plain Error for an expression kind the walk
+ * does not know, rather than leaving it unwalked: a bulk instruction, or a
+ * loop the fuel charges must see, could hide beneath it.
+ */
+export function expressionChildren(b: Binaryen, expr: ExpressionRef, fn: string): ExpressionRef[] {
+  let fields = fieldsOf.get(b);
+  if (!fields) fieldsOf.set(b, (fields = childFields(b)));
+  const id = b.getExpressionId(expr);
+  const known = fields.get(id);
+  if (!known) {
+    const what = UNMETERABLE.find(([kind]) => rawId(b, kind) === id)?.[1] ?? `expression kind ${id}`;
+    throw new Error(`function ${fn} uses ${what}, whose cost the host cannot meter; evaluators may not use it`);
+  }
+  const out: ExpressionRef[] = [];
+  if (known.length === 0) return out;
+  const e = b.getExpressionInfo(expr) as unknown as Record<string, ExpressionRef | ExpressionRef[]>;
+  for (const f of known) {
+    const child = e[f];
+    if (Array.isArray(child)) { for (const c of child) if (c) out.push(c); }
+    else if (typeof child === 'number' && child) out.push(child);
+  }
+  return out;
+}
+
 /**
  * Adds `name(operand: i32) -> i32`, which spends the units `cost` computes
  * from the operand (given as an i64, so nothing wraps) and returns the
@@ -117,7 +147,6 @@ function freshName(mod: BinaryenModule.Module, base: string): string {
  */
 export function meterBulkInstructions(b: Binaryen, mod: BinaryenModule.Module, fuelGlobal: string): void {
   const raw = b as unknown as RawApi;
-  const fields = childFields(b);
   const i64 = (v: number) => mod.i64.const(v as never);
   const bytes = (n: ExpressionRef) => mod.i64.div_u(n, i64(BULK_BYTES_PER_FUEL));
   const pages = (n: ExpressionRef) => mod.i64.mul(n, i64(UNITS_PER_PAGE));
@@ -133,7 +162,6 @@ export function meterBulkInstructions(b: Binaryen, mod: BinaryenModule.Module, f
     if (!c) charges.set(key, (c = { name: freshName(mod, `kwp_fuel_${key}`), cost }));
     return mod.call(c.name, [operand], b.i32);
   };
-  const unmeterable = new Map<number, string>([[rawId(b, 'TableFill'), 'table.fill'], [rawId(b, 'TableCopy'), 'table.copy'], [rawId(b, 'TableInit'), 'table.init']]);
   const functions: BinaryenModule.FunctionRef[] = [];
   for (let i = 0; i < mod.getNumFunctions(); i++) functions.push(mod.getFunctionByIndex(i));
   for (const fn of functions) {
@@ -143,26 +171,17 @@ export function meterBulkInstructions(b: Binaryen, mod: BinaryenModule.Module, f
     while (stack.length) {
       const expr = stack.pop()!;
       const id = b.getExpressionId(expr);
-      const known = fields.get(id);
-      if (!known) {
-        const what = unmeterable.get(id) ?? `expression kind ${id}`;
-        throw new Error(`function ${info.name} uses ${what}, whose cost the host cannot meter; evaluators may not use it`);
-      }
-      if (known.length === 0) continue;
-      const e = b.getExpressionInfo(expr) as unknown as Record<string, ExpressionRef | ExpressionRef[] | string>;
-      for (const f of known) {
-        const child = e[f];
-        if (Array.isArray(child)) { for (const c of child) if (c) stack.push(c); }
-        else if (typeof child === 'number' && child) stack.push(child);
-      }
-      // The children were read above, so an operand is walked as it was before it was wrapped.
+      // The children are read first, so an operand is walked as it was before it was wrapped.
+      stack.push(...expressionChildren(b, expr, info.name));
+      if (id !== b.MemoryFillId && id !== b.MemoryCopyId && id !== b.MemoryInitId && id !== b.MemoryGrowId && id !== b.TableGrowId) continue;
+      const e = b.getExpressionInfo(expr) as unknown as Record<string, ExpressionRef | string>;
       const size = e.size as ExpressionRef;
       const delta = e.delta as ExpressionRef;
       if (id === b.MemoryFillId) raw._BinaryenMemoryFillSetSize(expr, charge('bytes', size, bytes));
       else if (id === b.MemoryCopyId) raw._BinaryenMemoryCopySetSize(expr, charge('bytes', size, bytes));
       else if (id === b.MemoryInitId) raw._BinaryenMemoryInitSetSize(expr, charge('bytes', size, bytes));
       else if (id === b.MemoryGrowId) raw._BinaryenMemoryGrowSetDelta(expr, charge('pages', delta, pages));
-      else if (id === b.TableGrowId) {
+      else {
         const table = e.table as string;
         raw._BinaryenTableGrowSetDelta(expr, charge(`table_${table}`, delta, slots(table)));
       }

@@ -11,6 +11,7 @@ import { ATTRIBUTION_MINOR } from '../abi/version.js';
 import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
+import { callFuelForCap } from './limits.js';
 import type { HostLogger } from '../logger.js';
 import { ObjectOp } from '../abi/objects.js';
 
@@ -145,7 +146,6 @@ export class EvaluatorInstance implements ModuleInstance {
     const { major, minor } = compiled.meta.abi;
     this.attributesRules = major > 1 || minor >= ATTRIBUTION_MINOR;
     this.decideFuel = compiled.limits.fuelPerDecision;
-    this.callFuel = compiled.limits.fuelPerCall;
     this.logRate = new LineRate(compiled.limits.logLinesPerSecond);
     let memory: WebAssembly.Memory | undefined;
     const env: Record<string, unknown> = {
@@ -162,6 +162,8 @@ export class EvaluatorInstance implements ModuleInstance {
       env.memory = memory;
     }
     this.memoryCapPages = capPages;
+    // The tank follows the state like the memory cap does: the Synced step compiles all of it in one call.
+    this.callFuel = callFuelForCap(compiled.limits, capPages);
     const imports = { env, kwp: { log: (level: number, ptr: number, len: number) => this.onLog(level, ptr, len) } };
     let instance: WebAssembly.Instance;
     try {

@@ -25,10 +25,25 @@ export interface SandboxLimits {
   memoryPerStateByte: number;
   /** The per-stage cap's ceiling however large the state, in pages. */
   maxStageMemoryPages: number;
-  /** Fuel for one decision record (scaled by batch size). */
+  /**
+   * Fuel for one decision record (scaled by batch size), one kwp_explain and
+   * one kwp_attribution call. A unit is 16 weighted instructions or 16 bytes
+   * of a bulk instruction (fuel-charges.ts, docs/sandbox.md "How fuel is
+   * counted").
+   */
   fuelPerDecision: number;
-  /** Fuel for one configuration, delivery or explanation call, and for the start function. */
+  /**
+   * Fuel for every other call (configuration, deliveries, kwp_subjects) of a
+   * stage without state beyond the base memory cap, and for the start
+   * function.
+   */
   fuelPerCall: number;
+  /**
+   * Fuel a call gets on top of fuelPerCall per byte of state its stage's
+   * memory cap was sized for (memoryCapForState): the Synced step of a
+   * delivery compiles the whole state in one call.
+   */
+  fuelPerStateByte: number;
   /** Log lines per second one instance may emit before the host drops them. */
   logLinesPerSecond: number;
 
@@ -124,8 +139,18 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   // growth until the next rebuild.
   memoryPerStateByte: 8,
   maxStageMemoryPages: 8192,
-  fuelPerDecision: 1_000_000,
-  fuelPerCall: 200_000_000,
+  // Measured (docs/sandbox.md, "How fuel is counted"): a unit of the slowest
+  // straight-line code took up to 17 ns of CPU on this 2-core machine under
+  // load (a few ns when quiet), so a decision's tank lasts a few ms and a
+  // call's base tank tens of ms: the agent's main thread, which answers
+  // /healthz, runs these calls unless --module-threads. The built-ins need up
+  // to ~41,000 units for a decision (kwp_attribution at 100,000
+  // NetworkPolicies), 1.6 million for a pod delivery at 20,000 pods and ~15
+  // units per state byte for the Synced step; each tank leaves them twice
+  // that or more.
+  fuelPerDecision: 250_000,
+  fuelPerCall: 4_000_000,
+  fuelPerStateByte: 32,
   logLinesPerSecond: 20,
   maxTables: 4,
   maxTableElements: 65_536,
@@ -176,7 +201,7 @@ export function resolveLimits(partial?: Partial<SandboxLimits>): SandboxLimits {
   if (limits.maxMemoryPages > limits.maxStageMemoryPages) {
     throw new RangeError(`sandbox limit maxMemoryPages (${limits.maxMemoryPages}) cannot exceed maxStageMemoryPages (${limits.maxStageMemoryPages})`);
   }
-  if (limits.fuelPerCall > 0x7fffffff || limits.fuelPerDecision * MAX_RECORDS_PER_CALL > 0x7fffffff) {
+  if (limits.fuelPerCall > MAX_FUEL || limits.fuelPerDecision * MAX_RECORDS_PER_CALL > MAX_FUEL) {
     throw new RangeError(`fuel limits must fit the 31-bit fuel counter (fuelPerDecision * ${MAX_RECORDS_PER_CALL} and fuelPerCall <= 2^31-1)`);
   }
   if (limits.maxTableElements > V8_MAX_TABLE_ELEMENTS) {
@@ -211,6 +236,25 @@ export function parseLimitSettings(settings: string[], where: string): Partial<S
 }
 
 export const PAGE_BYTES = 65536;
+/** The fuel tank is an i32 global; a charge that takes it below zero traps. */
+export const MAX_FUEL = 0x7fffffff;
+
+/** The bytes of state a memory cap of `capPages` was sized for (the inverse of memoryCapForState). */
+export function stateBytesOfCap(limits: SandboxLimits, capPages: number): number {
+  return Math.floor((Math.max(0, capPages - limits.maxMemoryPages) * PAGE_BYTES) / limits.memoryPerStateByte);
+}
+
+/**
+ * The tank of a call other than a decision into an instance whose memory
+ * cap is `capPages`: fuelPerCall, plus fuelPerStateByte for every byte of
+ * state the cap was sized for. The work of delivering a state (the Synced
+ * step compiles all of it in one call) grows with the state, and so does the
+ * time a module may take per call. The tank is at most the counter's 2^31-1
+ * (with the defaults, a stage at maxStageMemoryPages gets 1.9 billion).
+ */
+export function callFuelForCap(limits: SandboxLimits, capPages: number): number {
+  return Math.min(MAX_FUEL, limits.fuelPerCall + limits.fuelPerStateByte * stateBytesOfCap(limits, capPages));
+}
 
 /**
  * The memory cap, in pages, of a stage instance that is to hold `stateBytes`

@@ -11,8 +11,8 @@ import { expectBounded } from './bounded.js';
 import { slowForSomePorts, neverStarts, TIME_ATTACKS, EXPLAIN_ATTACK_PORT } from './hostile-modules.js';
 
 /**
- * docs/sandbox.md: a decision's tank of fuelPerDecision lasts about 30 ms
- * of 64 MiB fills; 5 s only tells an answer from a hang on a loaded machine.
+ * docs/sandbox.md: a decision's tank of fuelPerDecision lasts a few ms of
+ * 64 MiB fills; 5 s only tells an answer from a hang on a loaded machine.
  */
 const DECISION_BOUND_MS = 5000;
 /** The self-test deadline plus its grace, plus starting a validation process and instrumenting on a loaded machine. */
@@ -58,12 +58,12 @@ describe('an upload whose self-test never ends is refused within selfTestTimeout
     const name = `never-${where}-${how}`;
     const { result, health } = await agent.during(() => agent.uploadPatiently(neverStarts(name, where, how), name, '0.0.1'));
     expect(result.status).toBe(422);
-    // A fill loop may spend fuelPerCall's tank (64 MiB a unit per 16 bytes) before the
-    // deadline on a quiet machine: refused on time either way, by the fuel
-    // (a trap in the start function fails instantiation) or by the deadline.
-    // The plain loop pays one unit per 2,000 additions: only the deadline stops it.
-    if (how === 'loop') expect(result.json.code, JSON.stringify(result.json)).toBe('KWP_ERR_SELF_TEST');
-    else expect(['KWP_ERR_SELF_TEST', 'KWP_ERR_INSTANTIATE'], JSON.stringify(result.json)).toContain(result.json.code);
+    // The start function's or the configuration's tank (fuelPerCall, about
+    // tens of ms of either loop on a quiet machine) may run out before the
+    // deadline, or the deadline may come first on a loaded one: refused on
+    // time either way, by the fuel (a trap in the start function fails
+    // instantiation) or by the deadline.
+    expect(['KWP_ERR_SELF_TEST', 'KWP_ERR_INSTANTIATE'], JSON.stringify(result.json)).toContain(result.json.code);
     expect(result.ms).toBeLessThan(UPLOAD_BOUND_MS);
     expectBounded(agent, health);
   }, 60_000);

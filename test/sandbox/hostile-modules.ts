@@ -4,6 +4,7 @@
 // call the self-test does not make, the way a module written to get past
 // validation would.
 import { sandboxModule, DEFAULT_META, BIG_MEMORY } from '../fixtures/sandbox-modules.js';
+import { Kinds } from '../../host/contract.js';
 
 /** Where sandboxModule's single-record batch lives, and the fields of its record (sdk/ABI.md). */
 const RECORD = 4096;
@@ -50,7 +51,7 @@ const STRAIGHT_LINE_LOOP = `(loop $l ${'(global.set $sink (i32.add (global.get $
 export function neverStarts(name: string, where: 'start' | 'configure', how: 'fill' | 'loop'): Uint8Array {
   const body = how === 'fill'
     ? `(loop $l (memory.fill (i32.const 0) (i32.const 7) (i32.const ${FILL})) (br $l))`
-    // 2,000 additions per unit of fuel: the tank of fuelPerCall lasts minutes, so only the self-test deadline stops it.
+    // 2,000 additions an iteration: fuelPerCall's tank (tens of ms of them) or the self-test deadline stops it.
     : STRAIGHT_LINE_LOOP;
   return sandboxModule({ memory: BIG_MEMORY, meta: meta(name), ...(where === 'start' ? { startBody: body } : { configureBody: `${body} (i32.const 0)` }) });
 }
@@ -113,14 +114,15 @@ export function abortsLoudly(name: string, port: number): Uint8Array {
 
 export { meta as hostileMeta };
 
-/** kwp_decide loops forever for this port on straight-line code: one unit of fuel per 2,000 additions. */
+/** kwp_decide loops forever for this port on straight-line code, 2,000 additions an iteration. */
 export const STRAIGHT_LINE_PORT = 4250;
 
 /**
  * Decides every flow Accept, except STRAIGHT_LINE_PORT, for which kwp_decide
  * loops on 2,000 additions an iteration: with the largest tank the limits
- * allow (30 million units a decision), minutes of CPU that fuel lets through.
- * Only the wall-clock backstop bounds it. Configured with anything but `{}`
+ * allow (33 million units a decision, some 500 million instructions), a few
+ * hundred ms, beyond decisionDeadlineMs: the wall-clock backstop stops it
+ * first. Configured with anything but `{}`
  * (the self-test's configuration), kwp_configure loops the same way.
  */
 export function straightLineLoops(name: string): Uint8Array {
@@ -131,4 +133,64 @@ export function straightLineLoops(name: string): Uint8Array {
       (i32.store8 (i32.const ${VERDICT}) (i32.const 1)) (i32.store (i32.const ${REASON}) (i32.const 1)) (i32.const 0)`,
     configureBody: `(if (i32.gt_u (local.get $len) (i32.const 2)) (then ${STRAIGHT_LINE_LOOP})) (i32.const 0)`,
   });
+}
+
+/**
+ * Loop bodies of 50,000 instructions of straight-line code, each a way to
+ * make one fuel charge (the loop header's) guard as much work as possible:
+ * with one unit per charge, a tank of a few hundred thousand units lasted
+ * hours. With charges weighted by the code they guard, each iteration pays
+ * for its 50,000 instructions. `imports` and `fields` are what a body needs.
+ */
+export const STRAIGHT_LINE_RUNS = {
+  'i32 arithmetic': {
+    // 4 instructions each: global.get, i32.const, i32.add, global.set.
+    body: '(global.set $sink (i32.add (global.get $sink) (i32.const 7)))'.repeat(12_500),
+    imports: [] as string[],
+    fields: [] as string[],
+  },
+  'memory loads and stores': {
+    // 6 instructions each, every load reading what the store before it wrote.
+    body: '(i32.store (i32.const 64) (i32.add (i32.load (i32.const 64)) (i32.const 7)))'.repeat(8_334),
+    imports: [] as string[],
+    fields: [] as string[],
+  },
+  call_indirect: {
+    // 5 instructions each, calling kwp.log through the table: an import has no entry for fuel to be charged at.
+    body: '(call_indirect (type $log) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))'.repeat(10_000),
+    imports: ['(import "kwp" "log" (func $log (param i32 i32 i32)))'],
+    fields: ['(type $log (func (param i32 i32 i32)))', '(table 1 1 funcref)', '(elem (i32.const 0) $log)'],
+  },
+} as const;
+export type StraightLineRun = keyof typeof STRAIGHT_LINE_RUNS;
+/** The ports for which straightLineRuns' kwp_decide loops, one per run. */
+export const STRAIGHT_LINE_RUN_PORTS: Record<StraightLineRun, number> = { 'i32 arithmetic': 4260, 'memory loads and stores': 4261, call_indirect: 4262 };
+
+const runLoop = (run: StraightLineRun) => `(loop $run ${STRAIGHT_LINE_RUNS[run].body} (br $run))`;
+
+/**
+ * Passes the self-test, then runs `run` forever in kwp_decide for its port
+ * (STRAIGHT_LINE_RUN_PORTS) and in kwp_configure for any configuration but
+ * `{}`. Fail-closed, so the flow of a stuck decision is denied.
+ */
+export function straightLineRuns(name: string, run: StraightLineRun): Uint8Array {
+  return sandboxModule({
+    meta: meta(name),
+    imports: [...STRAIGHT_LINE_RUNS[run].imports],
+    fields: [...STRAIGHT_LINE_RUNS[run].fields],
+    decideBody: `(if (i32.eq (i32.load16_u (i32.const ${DST_PORT})) (i32.const ${STRAIGHT_LINE_RUN_PORTS[run]})) (then ${runLoop(run)}))
+      (i32.store8 (i32.const ${VERDICT}) (i32.const 1)) (i32.store (i32.const ${REASON}) (i32.const 1)) (i32.const 0)`,
+    configureBody: `(if (i32.gt_u (local.get $len) (i32.const 2)) (then ${runLoop(run)})) (i32.const 0)`,
+  });
+}
+
+/**
+ * Runs `run` forever in `where`: the start function, kwp_decide for every
+ * flow (the self-test's probe too), or kwp_object for every NetworkPolicy
+ * delivered (which the self-test does not deliver).
+ */
+export function straightLineRunIn(name: string, where: 'start' | 'decide' | 'object', run: StraightLineRun): Uint8Array {
+  const loop = runLoop(run);
+  const body = { start: { startBody: loop }, decide: { decideBody: `${loop} (i32.const 0)` }, object: { objectBody: `(if (i32.eq (local.get $op) (i32.const 0)) (then ${loop})) (i32.const 0)` } }[where];
+  return sandboxModule({ meta: meta(name, where === 'object' ? { kinds: [Kinds.NetworkPolicy] } : {}), imports: [...STRAIGHT_LINE_RUNS[run].imports], fields: [...STRAIGHT_LINE_RUNS[run].fields], ...body });
 }
