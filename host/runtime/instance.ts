@@ -62,6 +62,17 @@ interface Exports extends AbiExports {
   kwp_fuel: WebAssembly.Global;
 }
 
+/**
+ * An instance's whole state between two calls: its linear memory and its
+ * mutable globals (values in the order of CompiledEvaluator.imageGlobals).
+ * An instance made from it answers every later call as the instance it was
+ * taken from would: same memory, same globals, same compiled code.
+ */
+export interface MemoryImage {
+  memory: Uint8Array;
+  globals: Array<number | bigint>;
+}
+
 /** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
 export interface DecisionCacheStats { hits: number; misses: number }
 
@@ -140,7 +151,7 @@ export class EvaluatorInstance implements ModuleInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number; image?: MemoryImage } = {}) {
     this.compiled = compiled;
     const { major, minor } = compiled.meta.abi;
     this.attributesRules = major > 1 || minor >= ATTRIBUTION_MINOR;
@@ -173,6 +184,7 @@ export class EvaluatorInstance implements ModuleInstance {
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
+    if (options.image) this.restore(options.image);
     this.u8 = new Uint8Array(this.memory.buffer);
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
@@ -180,6 +192,46 @@ export class EvaluatorInstance implements ModuleInstance {
   }
 
   get name(): string { return this.compiled.meta.name; }
+
+  /** The module's mutable globals, in the order of compiled.imageGlobals (throws when the module has none to image). */
+  private imageGlobals(): WebAssembly.Global[] {
+    const names = this.compiled.imageGlobals;
+    if (names === undefined) throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: its state cannot be imaged (a mutable global JavaScript cannot read)`);
+    const exports = this.exports as unknown as Record<string, WebAssembly.Global>;
+    return names.map((n) => exports[n]);
+  }
+
+  /**
+   * A copy of this instance's state (memory and mutable globals), taken
+   * between calls. Throws on a broken instance: its heap may be half-updated.
+   */
+  image(): MemoryImage {
+    if (this.broken) throw this.broken;
+    return { memory: new Uint8Array(this.memory.buffer).slice(), globals: this.imageGlobals().map((g) => g.value as number | bigint) };
+  }
+
+  /**
+   * Right after instantiation: makes this instance's state `image`'s. The
+   * memory grows to the image's size first (within this instance's cap);
+   * what the start function wrote is overwritten.
+   */
+  private restore(image: MemoryImage): void {
+    const globals = this.imageGlobals();
+    if (image.globals.length !== globals.length || image.memory.byteLength % 65536 !== 0) {
+      throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image does not fit this module (${image.globals.length} globals for ${globals.length}, ${image.memory.byteLength} bytes)`);
+    }
+    const pages = image.memory.byteLength / 65536;
+    const have = this.memory.buffer.byteLength / 65536;
+    if (pages > this.memoryCapPages) {
+      throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image has ${pages} pages, over this instance's cap of ${this.memoryCapPages}`);
+    }
+    if (pages > have) this.memory.grow(pages - have);
+    const u8 = new Uint8Array(this.memory.buffer);
+    u8.set(image.memory);
+    // A memory bigger than the image (a defined memory's start size): the rest as a fresh instance's, zero.
+    if (u8.length > image.memory.length) u8.fill(0, image.memory.length);
+    globals.forEach((g, i) => { g.value = image.globals[i]; });
+  }
 
   /** Nothing to free: the garbage collector takes the instance with its last reference. */
   close(): void {}
