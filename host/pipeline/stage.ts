@@ -92,6 +92,13 @@ interface PackedState {
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
 const FEED_SLICE_MS = 2;
 
+/**
+ * The fewest pods and objects a state has for a feed thread to feed it
+ * (feedsInWorker): a smaller one is fed here in a few short slices, sooner
+ * than a thread starts.
+ */
+const FEED_THREAD_MIN_DELIVERIES = 500;
+
 /** A quarantine starts over after this long without an overrun. */
 const QUARANTINE_RESET_MS = 300_000;
 
@@ -311,12 +318,14 @@ export class Stage implements StateListener {
    * `currentState`, sized in slices: what it holds is read at once (so it is
    * one consistent state), but the sizes of objects it has not seen before
    * (their JSON: a second at 100,000 policies) are worked out between turns
-   * of the event loop. With `pack`, every pod and object is also encoded into
-   * the packed form a feed thread is sent (feedsInWorker).
+   * of the event loop. With `packIfLarge`, a state of at least
+   * FEED_THREAD_MIN_DELIVERIES pods and objects is also encoded into the
+   * packed form a feed thread is sent (feedsInWorker).
    */
-  private async currentStateAsync(pack = false): Promise<{ held: HeldState; packed?: PackedState }> {
+  private async currentStateAsync(packIfLarge = false): Promise<{ held: HeldState; packed?: PackedState }> {
     const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
+    const pack = packIfLarge && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
     // The maps are filled in the same slices: at 10,000 pods and objects one go takes milliseconds.
     const held = new HeldState(objects.length);
     let sliceStarted = performance.now();

@@ -12,7 +12,7 @@ import { defaultPipeline } from './spec.js';
 import type { Pipeline } from './pipeline.js';
 import { feedThreadCounters } from './worker-feed.js';
 
-const SHAPE = { name: 'feed-thread', namespaces: 8, pods: 400, networkPolicies: 80, clusterNetworkPolicies: 6 };
+const SHAPE = { name: 'feed-thread', namespaces: 8, pods: 600, networkPolicies: 80, clusterNetworkPolicies: 6 };
 const cluster = generateCluster(SHAPE, 3);
 const flows = generateFlows(cluster, 2000, 4);
 const modules = new BuiltinModules();
@@ -35,6 +35,16 @@ function stageViews(p: Pipeline): unknown[] {
 }
 
 describe('a pipeline whose stages are fed in feed threads', () => {
+  it('feeds a small state in this thread: a thread would start later than the feed is done', async () => {
+    const state = new ClusterState();
+    for (const [kind, objects] of clusterObjects(generateCluster({ ...SHAPE, pods: 40, networkPolicies: 8 }, 3))) state.replace(kind, objects);
+    const before = feedThreadCounters.started;
+    const p = await new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    expect(feedThreadCounters.started).toBe(before);
+    expect(p.stages.every((s) => s.healthy)).toBe(true);
+    p.dispose();
+  });
+
   it('decides every flow as one fed in this thread, with the same subjects, and runs no module call of the feed here', async () => {
     const state = stateOf();
     const replayed = await new PolicyEngine({ state, modules, feedThreads: false }).buildAsync(defaultPipeline());
