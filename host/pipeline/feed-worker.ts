@@ -23,7 +23,7 @@ try {
   for (const _ of feedCalls(inst, request.config, unpacked(request.pods), request.objects.map(unpacked)));
   const subjects = inst.subjects(request.pods.ends.length);
   const image = inst.image();
-  post({ done: { image, subjects } }, [image.memory.buffer as ArrayBuffer]);
+  post({ done: { image, subjects } }, [image.data.buffer as ArrayBuffer, image.blocks.buffer as ArrayBuffer]);
 } catch (err) {
   post({ error: { code: err instanceof KwpError ? err.code : 'KWP_ERR_TRAP', message: (err as Error)?.message ?? String(err) } });
 }

@@ -12,7 +12,7 @@ import { feedCalls } from '../pipeline/feed-order.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { encodeRecord, OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
-import { EvaluatorInstance, type MemoryImage } from './instance.js';
+import { EvaluatorInstance, IMAGE_BLOCK, type MemoryImage } from './instance.js';
 import { exportMutableGlobals, IMAGE_GLOBAL_PREFIX } from './image-globals.js';
 import { compileEvaluator, type CompiledEvaluator } from './loader.js';
 import { readWasmSummary } from './wasm-binary.js';
@@ -82,6 +82,20 @@ describe('an instance made from a memory image', () => {
     expect(copy.decisionCacheStats()).toEqual(original.decisionCacheStats());
   });
 
+  it('keeps only the blocks that are not zero, and clears what the start function wrote where the image is zero', () => {
+    const state = stateOf();
+    const original = fed(compiled, state);
+    const image = original.image();
+    expect(image.data.byteLength).toBeLessThan(image.pages * 65536);
+    expect(image.blocks.length).toBeGreaterThan(0);
+    // An image that is the fed one with one block of the start function's heap zeroed: the copy has zero there too.
+    const cleared = { ...image, blocks: image.blocks.slice(1), data: image.data.slice(IMAGE_BLOCK) };
+    const copy = new EvaluatorInstance(compiled, undefined, { memoryPages: 1024, image: cleared });
+    const again = copy.image();
+    expect([...again.blocks]).toEqual([...cleared.blocks]);
+    expect(Buffer.from(again.data).equals(Buffer.from(cleared.data))).toBe(true);
+  });
+
   it('is a fresh instance when made from a fresh instance\'s image (nothing fed: every flow Next)', () => {
     const state = stateOf();
     const fresh = new EvaluatorInstance(compiled, undefined, { memoryPages: 1024 });
@@ -93,10 +107,9 @@ describe('an instance made from a memory image', () => {
   it('refuses an image bigger than its memory cap, and one of another module', () => {
     const state = stateOf();
     const image = fed(compiled, state).image();
-    const pages = image.memory.byteLength / 65536;
-    expect(() => new EvaluatorInstance(compiled, undefined, { memoryPages: pages - 1, image })).toThrow(/over this instance's cap/);
+    expect(() => new EvaluatorInstance(compiled, undefined, { memoryPages: image.pages - 1, image })).toThrow(/over this instance's cap/);
     const other = new BuiltinModules().resolve('admin-network-policy')!;
-    const wrong: MemoryImage = { memory: image.memory, globals: image.globals.slice(1) };
+    const wrong: MemoryImage = { ...image, globals: image.globals.slice(1) };
     expect(() => new EvaluatorInstance(other, undefined, { memoryPages: 1024, image: wrong })).toThrow(/does not fit this module|over this instance's cap/);
   });
 });
