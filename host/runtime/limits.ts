@@ -143,13 +143,15 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   // straight-line code took up to 17 ns of CPU on this 2-core machine under
   // load (a few ns when quiet), so a decision's tank lasts a few ms and a
   // call's base tank tens of ms: the agent's main thread, which answers
-  // /healthz, runs these calls unless --module-threads. The built-ins need up
+  // /healthz, runs these calls unless --module-threads; a call's base tank
+  // also fills the base memory cap twice (a start function zeroing its
+  // memory). The built-ins need up
   // to ~41,000 units for a decision (kwp_attribution at 100,000
   // NetworkPolicies), 1.6 million for a pod delivery at 20,000 pods and ~15
   // units per state byte for the Synced step; each tank leaves them twice
   // that or more.
   fuelPerDecision: 250_000,
-  fuelPerCall: 4_000_000,
+  fuelPerCall: 8_000_000,
   fuelPerStateByte: 32,
   logLinesPerSecond: 20,
   maxTables: 4,
