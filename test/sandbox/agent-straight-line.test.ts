@@ -38,6 +38,17 @@ afterAll(() => agent?.stop());
 
 const setPipeline = (module: string, config?: Record<string, unknown>) => agent.request('PUT', '/v1/pipeline', { stages: [{ name: 'hostile', module, ...(config ? { config } : {}) }] });
 
+/** From a running pipeline of `run`'s module, `put` is refused on fuel within the bound, the agent bounded, and the running pipeline decides again. */
+async function refusedOnFuel(run: StraightLineRun, put: () => ReturnType<typeof setPipeline>): Promise<void> {
+  expect((await setPipeline(`runs-${slug(run)}`)).status).toBe(200);
+  const { result, health } = await agent.during(put);
+  expect(result.status).toBeGreaterThanOrEqual(400);
+  expect(result.text).toContain('ran out of fuel');
+  expect(result.ms).toBeLessThan(CALL_BOUND_MS);
+  expectBounded(agent, health);
+  await agent.decidedAgain();
+}
+
 describe.each(RUNS)('a loop of 50,000 instructions (%s) on the default agent', (run) => {
   it('in kwp_decide: that flow gets the fail-closed policy on fuel within the bound, /healthz answers throughout, and port 80 is decided again', async () => {
     expect((await setPipeline(`runs-${slug(run)}`)).status).toBe(200);
@@ -52,23 +63,11 @@ describe.each(RUNS)('a loop of 50,000 instructions (%s) on the default agent', (
   }, 60_000);
 
   it('in kwp_configure: PUT /v1/pipeline is refused on fuel within the bound, /healthz answers throughout, and the running pipeline keeps deciding', async () => {
-    expect((await setPipeline(`runs-${slug(run)}`)).status).toBe(200);
-    const { result, health } = await agent.during(() => setPipeline(`runs-${slug(run)}`, { hang: true }));
-    expect(result.status).toBeGreaterThanOrEqual(400);
-    expect(result.text).toContain('ran out of fuel');
-    expect(result.ms).toBeLessThan(CALL_BOUND_MS);
-    expectBounded(agent, health);
-    await agent.decidedAgain();
+    await refusedOnFuel(run, () => setPipeline(`runs-${slug(run)}`, { hang: true }));
   }, 60_000);
 
   it("in kwp_object (for the cluster's NetworkPolicies): PUT /v1/pipeline is refused on fuel within the bound, /healthz answers throughout", async () => {
-    expect((await setPipeline(`runs-${slug(run)}`)).status).toBe(200);
-    const { result, health } = await agent.during(() => setPipeline(`objects-${slug(run)}`));
-    expect(result.status).toBeGreaterThanOrEqual(400);
-    expect(result.text).toContain('ran out of fuel');
-    expect(result.ms).toBeLessThan(CALL_BOUND_MS);
-    expectBounded(agent, health);
-    await agent.decidedAgain();
+    await refusedOnFuel(run, () => setPipeline(`objects-${slug(run)}`));
   }, 60_000);
 
   it("in the upload self-test's decision: 422 KWP_ERR_SELF_TEST naming fuel within the bound, /healthz answering throughout", async () => {
