@@ -20,6 +20,7 @@ import {
   type AdminServer, type MulticlusterAgentConfig,
   endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal, FlowRecorder, FlowLogWriter,
 } from './index.js';
+import { registerClusterStateMetrics } from './admin/input-metrics.js';
 
 export interface AgentConfig {
   /** Manifest files or directories, watched for edits. */
@@ -138,7 +139,8 @@ export class Agent {
 
   constructor(readonly config: AgentConfig) {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
-    this.state = new ClusterState();
+    // Lists of thousands are taken in slices, so a relist does not hold the main thread (docs/sandbox.md, "State at cluster scale").
+    this.state = new ClusterState({ sliceLargeLists: true, onError: (err) => this.log.error({ err }, 'a listener of the cluster state failed on a change taken after a sliced list') });
     const builtins = new BuiltinModules(config.limits);
     this.fleet = FleetWiring.for(config.fleet, config);
     if (config.stateDir) {
@@ -227,6 +229,7 @@ export class Agent {
     // Before the controller starts, so the startup swap is counted.
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane, flows });
     registerSourceMetrics(metrics.registry, () => this.sources);
+    registerClusterStateMetrics(metrics.registry, this.state);
     registerFastPathMetrics(metrics.registry, () => dataplane?.fastPath);
     registerObjectRejectionMetrics(metrics.registry, () => controller.livePipelines()[0]?.stages ?? []);
 
