@@ -319,14 +319,17 @@ export class Stage implements StateListener {
     return Math.min(this.limits.maxStageMemoryPages, Math.max(floor, memoryCapForState(this.limits, bytes)));
   }
 
-  /** Configures and feeds `inst` with `source`, yielding after every pod and object. */
+  /**
+   * Configures and feeds `inst` with `source`, yielding after every call:
+   * the objects first, then the pods. A module may do the work of a whole
+   * snapshot in one SYNCED call (the NetworkPolicy module computes every
+   * known pod's isolation there: seconds at 100,000 policies and 20,000
+   * pods, and a call cannot be cut); with no pod delivered yet that call has
+   * nothing to do, and each pod's work is then one bounded call of its own.
+   */
   private *feeding(inst: ModuleInstance, source: HeldState): Generator<void> {
     inst.configure(this.spec.config ?? {});
     yield;
-    for (const pod of source.pods.values()) {
-      inst.upsertPod(encodePodInfo(pod));
-      yield;
-    }
     for (const index of this.kindIndex.values()) {
       inst.object(index, ObjectOp.Reset);
       yield;
@@ -335,6 +338,10 @@ export class Stage implements StateListener {
         yield;
       }
       inst.object(index, ObjectOp.Synced);
+      yield;
+    }
+    for (const pod of source.pods.values()) {
+      inst.upsertPod(encodePodInfo(pod));
       yield;
     }
   }
@@ -453,9 +460,26 @@ export class Stage implements StateListener {
           continue;
         }
         if (queued) {
-          for (const { fn, hold } of queued) {
-            fn(inst);
-            hold(source);
+          // Replayed in slices too (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
+          let replayStart = performance.now();
+          for (let i = 0; i < queued.length; i++) {
+            queued[i].fn(inst);
+            queued[i].hold(source);
+            if (performance.now() - replayStart >= FEED_SLICE_MS) {
+              await new Promise<void>((resolve) => setImmediate(resolve));
+              replayStart = performance.now();
+            }
+            if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
+            if (this.feedStale) break;
+          }
+          if (this.feedStale) {
+            // A bulk change arrived during the replay: start over from the state it led to.
+            this.feedStale = false;
+            inst.close();
+            queued.length = 0;
+            source = await this.currentStateAsync();
+            cap = Math.max(cap, this.capFor(source.bytes, floor));
+            continue;
           }
           queued.length = 0;
         }
@@ -896,12 +920,19 @@ export class Stage implements StateListener {
   bulkChange(events: readonly StateEvent[]): boolean {
     if (this.disposed) return false;
     let weight = 0;
+    let synced = 0;
     for (const e of events) {
-      if (e.type === 'objectsReplaced') weight += this.kindIndex.has(e.kind) ? e.objects.length + 1 : 0;
+      if (e.type === 'objectsReplaced') {
+        if (!this.kindIndex.has(e.kind)) continue;
+        weight += e.objects.length + 1;
+        // A snapshot ends in SYNCED, where a module may go over every pod it holds (the NetworkPolicy
+        // and ClusterNetworkPolicy modules recompute each pod's policies): one call that weighs as much.
+        synced = Math.max(synced, this.held?.pods.size ?? 0);
+      }
       else if (e.type === 'objectApplied') weight += this.kindIndex.has(e.kind) ? 1 : 0;
       else weight++;
     }
-    if (weight < this.slice) return false;
+    if (weight + synced < this.slice) return false;
     if (this.feedQueue) {
       this.feedStale = true;
       return true;
