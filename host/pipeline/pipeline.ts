@@ -238,17 +238,23 @@ export class Pipeline {
     this.anyRemote = false;
     for (let i = 0; i < count; i++) {
       const packet = packets[start + i];
-      const src = state.podByIP(packet.src);
-      const dst = state.podByIP(packet.dst);
-      const srcId = src ? src.id : 0;
-      const dstId = dst ? dst.id : 0;
-      this.srcIds[i] = srcId;
-      this.dstIds[i] = dstId;
+      let srcId: number;
+      let dstId: number;
       if (multicluster) {
+        const src = state.podByIP(packet.src);
+        const dst = state.podByIP(packet.dst);
+        srcId = src ? src.id : 0;
+        dstId = dst ? dst.id : 0;
         this.remoteSrc[i] = this.isRemote(src) ? 1 : 0;
         this.remoteDst[i] = this.isRemote(dst) ? 1 : 0;
         this.anyRemote ||= this.remoteSrc[i] === 1 || this.remoteDst[i] === 1;
+      } else {
+        // Only the ids go into the record: the PodInfo objects (a cache miss each at 10,000 pods) are not read.
+        srcId = state.podIdByIP(packet.src);
+        dstId = state.podIdByIP(packet.dst);
       }
+      this.srcIds[i] = srcId;
+      this.dstIds[i] = dstId;
       encodeRecordWords(this.encoded32, enc, i * (RECORD_SIZE >> 2), packet, srcId, dstId);
     }
     const slots = this.slots;
@@ -404,14 +410,17 @@ export class Pipeline {
 
   /** Copies the records `indices[0..n)` of `encoded` to the front of `work`, in that order. */
   private pack(indices: Int32Array, n: number): void {
-    const from = this.encoded32;
-    const to = this.work32;
-    const pending = indices;
-    const words = RECORD_SIZE >> 2;
+    const f = this.encoded32;
+    const t = this.work32;
+    // Sixteen stores written out (a record is 64 bytes, ABI 1): the inner loop over a record's words cost
+    // about twice as much (it was half of walkBatch's time in a profile).
     for (let k = 0; k < n; k++) {
-      const src = pending[k] * words;
-      const dst = k * words;
-      for (let w = 0; w < words; w++) to[dst + w] = from[src + w];
+      const s = indices[k] << 4;
+      const d = k << 4;
+      t[d] = f[s]; t[d + 1] = f[s + 1]; t[d + 2] = f[s + 2]; t[d + 3] = f[s + 3];
+      t[d + 4] = f[s + 4]; t[d + 5] = f[s + 5]; t[d + 6] = f[s + 6]; t[d + 7] = f[s + 7];
+      t[d + 8] = f[s + 8]; t[d + 9] = f[s + 9]; t[d + 10] = f[s + 10]; t[d + 11] = f[s + 11];
+      t[d + 12] = f[s + 12]; t[d + 13] = f[s + 13]; t[d + 14] = f[s + 14]; t[d + 15] = f[s + 15];
     }
   }
 

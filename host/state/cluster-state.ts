@@ -417,6 +417,11 @@ export class ClusterState implements ObjectSink {
     return this.ipOwners.ownerOf(ip);
   }
 
+  /** `podByIP(ip)?.id ?? 0` for the batched packet path, which needs only the id: an IPv4 lookup reads the index's slot, not the PodInfo. */
+  podIdByIP(ip: Uint8Array): number {
+    return this.ipOwners.ownerIdOf(ip);
+  }
+
   podById(id: number): PodInfo | undefined {
     return this.podsById.get(id);
   }

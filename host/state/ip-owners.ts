@@ -57,6 +57,12 @@ export class IpOwners<C extends IpClaimant = IpClaimant> {
     return undefined;
   }
 
+  /** The owner's pod id, 0 when there is none: for 4 bytes without reading the PodInfo (ownerOf(ip)?.id ?? 0 otherwise). */
+  ownerIdOf(ip: Uint8Array): number {
+    if (ip.length === 4) return this.byIPv4.idOf(ipv4Key(ip));
+    return this.ownerOf(ip)?.id ?? 0;
+  }
+
   /**
    * Moves `claimant`'s claims from the addresses of `before` to those of
    * `after` and re-elects the owner of every address involved (call it with

@@ -27,6 +27,7 @@ describe('the IPv4 pod index', () => {
         for (let probe = 0; probe < 200; probe++) {
           const q = key();
           expect(index.get(q)).toBe(model.get(q));
+          expect(index.idOf(q)).toBe(model.get(q)?.id ?? 0);
         }
         for (const [k2, v2] of model) expect(index.get(k2)).toBe(v2);
       }
@@ -36,7 +37,9 @@ describe('the IPv4 pod index', () => {
   it('finds nothing in an empty index and forgets a deleted key', () => {
     const index = new Ipv4PodIndex();
     expect(index.get(0x0a000001)).toBeUndefined();
+    expect(index.idOf(0x0a000001)).toBe(0);
     index.set(0x0a000001, info(1));
+    expect(index.idOf(0x0a000001)).toBe(1);
     index.delete(0x0a000001);
     expect(index.get(0x0a000001)).toBeUndefined();
     expect(index.size).toBe(0);
