@@ -18,9 +18,8 @@ import {
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
   type AutoRollbackOptions, type SandboxLimits, type StageIsolation, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
-  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal, FlowRecorder, FlowLogWriter,
+  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, registerClusterStateMetrics, type SourceRefusal, FlowRecorder, FlowLogWriter,
 } from './index.js';
-import { registerClusterStateMetrics } from './admin/input-metrics.js';
 
 export interface AgentConfig {
   /** Manifest files or directories, watched for edits. */

@@ -4,10 +4,14 @@
 // sample between, of at least a threshold. For each hold: when, how long,
 // and the frames most of its samples pass through, so that a long turn of
 // the event loop can be told from many short ones.
-//   node bench/tools/cpuprofile-holds.mjs CPU.*.cpuprofile [minMs=200] [frames=8]
+//   node bench/tools/cpuprofile-holds.mjs CPU.*.cpuprofile [minMs=200] [frames=8] [--by-samples]
+// On a loaded machine the process also waits for a core inside a hold: its
+// samples (one per sampling interval, 1 ms by default, of time it ran) say
+// how much of the hold was its own work; --by-samples sorts by them.
 import { readFileSync } from 'node:fs';
 
-const [file, minArg, framesArg] = process.argv.slice(2);
+const bySamples = process.argv.includes('--by-samples');
+const [file, minArg, framesArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const minMs = Number(minArg ?? 200);
 const frames = Number(framesArg ?? 8);
 const profile = JSON.parse(readFileSync(file, 'utf8'));
@@ -46,6 +50,7 @@ for (let i = 0; i < profile.samples.length; i++) {
 if (current && current.end - current.start >= minMs * 1000) holds.push(current);
 
 console.log(`${holds.length} holds of ${minMs} ms or more in ${((t - profile.startTime) / 1e6).toFixed(1)} s of profile`);
+if (bySamples) holds.sort((a, b) => b.samples.length - a.samples.length);
 for (const h of holds) {
   const through = new Map();
   for (const s of h.samples) {

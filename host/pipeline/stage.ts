@@ -450,6 +450,18 @@ export class Stage implements StateListener {
           if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
         }
         inst.feeding = false;
+        if (queued && !this.feedStale) {
+          // Replayed in slices too (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
+          let replayStart = performance.now();
+          for (let i = 0; i < queued.length && !this.feedStale; i++) {
+            queued[i].fn(inst);
+            queued[i].hold(source);
+            if (performance.now() - replayStart < FEED_SLICE_MS) continue;
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            replayStart = performance.now();
+            if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
+          }
+        }
         if (queued && this.feedStale) {
           // A bulk change arrived meanwhile and was not queued: feed a fresh instance the state it led to.
           this.feedStale = false;
@@ -459,30 +471,7 @@ export class Stage implements StateListener {
           cap = Math.max(cap, this.capFor(source.bytes, floor));
           continue;
         }
-        if (queued) {
-          // Replayed in slices too (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
-          let replayStart = performance.now();
-          for (let i = 0; i < queued.length; i++) {
-            queued[i].fn(inst);
-            queued[i].hold(source);
-            if (performance.now() - replayStart >= FEED_SLICE_MS) {
-              await new Promise<void>((resolve) => setImmediate(resolve));
-              replayStart = performance.now();
-            }
-            if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
-            if (this.feedStale) break;
-          }
-          if (this.feedStale) {
-            // A bulk change arrived during the replay: start over from the state it led to.
-            this.feedStale = false;
-            inst.close();
-            queued.length = 0;
-            source = await this.currentStateAsync();
-            cap = Math.max(cap, this.capFor(source.bytes, floor));
-            continue;
-          }
-          queued.length = 0;
-        }
+        if (queued) queued.length = 0;
         return { inst, held: source };
       } catch (err) {
         inst?.close();

@@ -24,7 +24,7 @@ import { IpOwners } from './ip-owners.js';
 import { EMPTY_LABELS, labelsOf, localPodInfo, podNodeName, remotePodInfo, sameLabels, samePodInfo, type RemotePod } from './pod-info.js';
 import { PodPlacement } from './pod-placement.js';
 import { ResolvedNames } from './resolved-names.js';
-import { StateEvents, type StateListener } from './state-events.js';
+import { StateEvents, type StateEvent, type StateListener } from './state-events.js';
 import { storedForm } from './stored-form.js';
 
 export type { StateListener } from './state-events.js';
@@ -100,10 +100,11 @@ export class ClusterState implements ObjectSink {
   /** Remote pods by the caller's key; kept apart from `podRecords`, whose keys are local `namespace/name`. */
   private readonly remoteRecords = new Map<string, PodRecord>();
   private readonly objectsByKind = new Map<KindKey, Map<string, KubeObject>>();
-  private readonly podRecords = new Map<string, PodRecord>();
-  private readonly podsById = new Map<number, PodInfo>();
-  private readonly placement = new PodPlacement();
-  private readonly ipOwners = new IpOwners<PodRecord>();
+  // Not readonly: a sliced list builds them anew and swaps them in (podIndexesInSlices).
+  private podRecords = new Map<string, PodRecord>();
+  private podsById = new Map<number, PodInfo>();
+  private placement = new PodPlacement();
+  private ipOwners = new IpOwners<PodRecord>();
   private readonly resolvedNames = new ResolvedNames();
   private readonly events = new StateEvents();
   private nextPodId = 1;
@@ -168,7 +169,12 @@ export class ClusterState implements ObjectSink {
     this.install(kind, next);
   }
 
-  /** `replace`, its work done in slices of at most SLICE_MS; the state changes only in the last, synchronous step. */
+  /**
+   * `replace`, its work done in slices of at most SLICE_MS. For a Pod,
+   * Namespace or Node list the pod records, the id, placement and IP indexes
+   * are built anew beside the current ones, so the state changes only in the
+   * last, synchronous step, which swaps them in.
+   */
   private async replaceInSlices(kind: KindKey, objects: KubeObject[]): Promise<void> {
     const next = new Map<string, KubeObject>();
     const slices = new Slicer();
@@ -177,54 +183,91 @@ export class ClusterState implements ObjectSink {
       next.set(objectKeyOf(trimmed), trimmed);
       await slices.pause(i);
     }
-    const derived = new Map<PodRecord | string, PodInfo | undefined>();
-    if (kind === Kinds.Pod) {
-      let i = 0;
-      for (const [key, obj] of next) {
-        const record = this.podRecords.get(key);
-        // A pod under a name already known keeps its id only when it is the same pod (uid): as upsertPodRecord decides.
-        const id = record && record.identity === podIdentity(obj) ? record.id : this.nextPodId++;
-        derived.set(key, this.derivePodInfo(id, obj));
-        await slices.pause(i++);
-      }
-    } else if (kind === Kinds.Namespace || kind === Kinds.Node) {
-      const previous = this.objectsByKind.get(kind) ?? new Map<string, KubeObject>();
-      let i = 0;
-      for (const name of new Set([...previous.keys(), ...next.keys()])) {
-        if (sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) continue;
-        for (const key of (kind === Kinds.Namespace ? this.placement.inNamespace(name) : this.placement.onNode(name)) ?? []) {
-          const record = this.podRecords.get(key)!;
-          derived.set(record, this.derivePodInfo(record.id, record.object, kind, next));
-          await slices.pause(i++);
-        }
-      }
+    if (kind !== Kinds.Pod && kind !== Kinds.Namespace && kind !== Kinds.Node) return this.install(kind, next);
+    const pods = kind === Kinds.Pod ? next : this.objectsByKind.get(Kinds.Pod) ?? new Map<string, KubeObject>();
+    const built = await this.podIndexesInSlices(pods, slices, kind === Kinds.Pod ? undefined : kind, next);
+    this.objectsByKind.set(kind, next);
+    this.podRecords = built.records;
+    this.podsById = built.byId;
+    this.placement = built.placement;
+    this.ipOwners = built.owners;
+    for (const e of built.events) this.events.queue(e);
+    this.announceReplaced(kind, next);
+  }
+
+  /**
+   * The local pod records of `pods` (what the Pod objects will be), with
+   * their id, placement and IP indexes, built beside the current ones in
+   * slices; remote pods are carried over as they are. `kind`'s objects are
+   * read from `objects` instead of the state (a Namespace or Node list not
+   * installed yet). `events` are what listeners hear once it is swapped in:
+   * as the unsliced path tells them, deletes first, then the pods that are
+   * new or whose PodInfo changed (an unchanged pod keeps its PodInfo object).
+   */
+  private async podIndexesInSlices(pods: ReadonlyMap<string, KubeObject>, slices: Slicer, kind?: KindKey, objects?: ReadonlyMap<string, KubeObject>) {
+    const records = new Map<string, PodRecord>();
+    const byId = new Map<number, PodInfo>();
+    const placement = new PodPlacement();
+    const owners = new IpOwners<PodRecord>();
+    const deletes: StateEvent[] = [];
+    const upserts: StateEvent[] = [];
+    for (const remote of this.remoteRecords.values()) {
+      if (!remote.info) continue;
+      byId.set(remote.info.id, remote.info);
+      owners.update(remote, undefined, remote.info);
     }
-    this.install(kind, next, derived);
+    let i = 0;
+    for (const [key, old] of this.podRecords) {
+      const obj = pods.get(key);
+      // Gone, or the same name with another uid: a new pod with a new id, as upsertPodRecord decides.
+      if (old.info && (!obj || podIdentity(obj) !== old.identity)) deletes.push({ type: 'podDeleted', pod: old.info });
+      await slices.pause(i++);
+    }
+    for (const [key, obj] of pods) {
+      const old = this.podRecords.get(key);
+      const identity = podIdentity(obj);
+      const same = old !== undefined && old.identity === identity;
+      const id = same ? old.id : this.nextPodId++;
+      let info = this.derivePodInfo(id, obj, kind, objects);
+      if (same && info && old.info && samePodInfo(old.info, info)) info = old.info;
+      else if (info) upserts.push({ type: 'podUpserted', pod: info });
+      else if (same && old.info) deletes.push({ type: 'podDeleted', pod: old.info });
+      // Every field in the literal, as upsertPodRecord writes it.
+      const record: PodRecord = { objectKey: key, identity, id, object: obj, running: obj.status?.phase === 'Running', info, remote: false };
+      records.set(key, record);
+      placement.add(key, obj);
+      if (info) byId.set(id, info);
+      owners.update(record, undefined, info);
+      await slices.pause(i++);
+    }
+    return { records, byId, placement, owners, events: [...deletes, ...upserts] };
   }
 
   /**
    * Installs `next` as the objects of `kind` and re-derives the pods it
-   * touches, then tells listeners, in one synchronous step. `derived` has
-   * the PodInfos a sliced replace worked out already (by pod key for a Pod
-   * list, by record for a Namespace or Node list).
+   * touches, then tells listeners, in one synchronous step.
    */
-  private install(kind: KindKey, next: Map<string, KubeObject>, derived?: ReadonlyMap<PodRecord | string, PodInfo | undefined>): void {
+  private install(kind: KindKey, next: Map<string, KubeObject>): void {
     const previous = this.objectsByKind.get(kind) ?? new Map<string, KubeObject>();
     this.objectsByKind.set(kind, next);
 
     if (kind === Kinds.Pod) {
       for (const key of [...this.podRecords.keys()]) if (!next.has(key)) this.deletePodRecord(key);
-      for (const [key, obj] of next) this.upsertPodRecord(key, obj, derived);
+      for (const [key, obj] of next) this.upsertPodRecord(key, obj);
     } else if (kind === Kinds.Namespace) {
       for (const name of new Set([...previous.keys(), ...next.keys()])) {
-        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.inNamespace(name), derived);
+        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.inNamespace(name));
       }
     } else if (kind === Kinds.Node) {
       for (const name of new Set([...previous.keys(), ...next.keys()])) {
-        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.onNode(name), derived);
+        if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.onNode(name));
       }
     }
+    this.announceReplaced(kind, next);
+  }
 
+  /** The last of a replace: the snapshot's event after the pods' ones, the version and the count, and the flush. */
+  private announceReplaced(kind: KindKey, next: Map<string, KubeObject>): void {
     this.events.queue({ type: 'objectsReplaced', kind, objects: [...next.values()] });
     this.changeCount++;
     this.replaced.set(kind, (this.replaced.get(kind) ?? 0) + 1);
@@ -505,7 +548,7 @@ export class ClusterState implements ObjectSink {
 
   // ---- Pods ----
 
-  private upsertPodRecord(key: string, obj: KubeObject, derived?: ReadonlyMap<PodRecord | string, PodInfo | undefined>): void {
+  private upsertPodRecord(key: string, obj: KubeObject): void {
     // The uid itself (no prefix): records are found by `namespace/name`, so "" means "the pod under this name".
     const identity = podIdentity(obj);
     let record = this.podRecords.get(key);
@@ -516,16 +559,14 @@ export class ClusterState implements ObjectSink {
     }
     if (!record) {
       // Every field in the literal: one added later would cost each record an out-of-object property array.
-      // A sliced list gave the new pod its id already (its PodInfo carries it).
-      const id = derived?.has(key) ? derived.get(key)?.id ?? this.nextPodId++ : this.nextPodId++;
-      record = { objectKey: key, identity, id, object: obj, running: false, info: undefined, remote: false };
+      record = { objectKey: key, identity, id: this.nextPodId++, object: obj, running: false, info: undefined, remote: false };
       this.podRecords.set(key, record);
     } else {
       this.placement.remove(record.objectKey, record.object);
     }
     record.object = obj;
     this.placement.add(record.objectKey, record.object);
-    this.refreshRecord(record, derived?.has(key) ? { info: derived.get(key) } : undefined);
+    this.refreshRecord(record);
   }
 
   private deletePodRecord(key: string): void {
@@ -542,11 +583,11 @@ export class ClusterState implements ObjectSink {
     }
   }
 
-  private refreshPods(keys: ReadonlySet<string> | undefined, derived?: ReadonlyMap<PodRecord | string, PodInfo | undefined>): void {
+  private refreshPods(keys: ReadonlySet<string> | undefined): void {
     if (!keys) return;
     for (const key of keys) {
       const record = this.podRecords.get(key);
-      if (record) this.refreshRecord(record, derived?.has(record) ? { info: derived.get(record) } : undefined);
+      if (record) this.refreshRecord(record);
     }
   }
 
@@ -567,10 +608,10 @@ export class ClusterState implements ObjectSink {
   }
 
   /** Recomputes one pod's PodInfo and running state, and emits what changed. */
-  private refreshRecord(record: PodRecord, derived?: { info: PodInfo | undefined }): void {
+  private refreshRecord(record: PodRecord): void {
     const old = record.info;
     const wasRunning = record.running;
-    const next = derived ? derived.info : this.derivePodInfo(record.id, record.object);
+    const next = this.derivePodInfo(record.id, record.object);
     record.running = record.object.status?.phase === 'Running';
 
     if (next && old && samePodInfo(old, next)) {

@@ -125,6 +125,22 @@ describe('ClusterState taking large lists in slices', () => {
     expect([...seen].sort()).toEqual([0, N]);
   });
 
+  it('a remote pod keeps its id and its address across a sliced pod list, and a local pod reusing the address wins it', async () => {
+    const state = new ClusterState({ sliceLargeLists: true, multicluster: true, clusterId: 'east' });
+    state.upsertRemotePod('west/ns0/r', { name: 'r', namespace: 'ns0', clusterId: 'west', podLabels: {}, namespaceLabels: {}, nodeName: '', nodeLabels: {}, containerPorts: [], ips: ['10.9.0.1'] });
+    const remote = state.podByIP('10.9.0.1')!;
+    state.replace(Kinds.Pod, pods({ app: 'a' }));
+    await state.settled();
+    expect(state.podByIP('10.9.0.1')).toBe(remote);
+    expect(state.podById(remote.id)).toBe(remote);
+    expect(state.podByIP('10.1.0.7')!.name).toBe('p7');
+    const claimant = { ...pod(7, { app: 'a' }), status: { phase: 'Running', podIP: '10.9.0.1' } };
+    state.replace(Kinds.Pod, Array.from({ length: N }, (_, i) => (i === 7 ? claimant : pod(i, { app: 'a' }))));
+    await state.settled();
+    expect(state.podByIP('10.9.0.1')!.name).toBe('p7');
+    expect(state.podByIP('10.1.0.7')).toBeUndefined();
+  });
+
   it('without sliceLargeLists a large list is installed before replace returns', () => {
     const state = new ClusterState();
     state.replace(Kinds.Pod, pods({ app: 'old' }));
