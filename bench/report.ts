@@ -39,6 +39,8 @@ function get(result: Json, path: string): unknown {
 function fmt(v: unknown): string {
   if (v === undefined) return '-';
   if (typeof v === 'number') return Number.isInteger(v) ? v.toLocaleString('en-US') : String(v);
+  // A spread: quartiles, or the load average at the start and the end.
+  if (Array.isArray(v)) return v.map(fmt).join(' to ');
   return String(v);
 }
 
@@ -82,16 +84,17 @@ const ROWS: Array<[string, string]> = [
   ['pipeline.uncachedDecisionsPerSec', 'decisions/s, decision caches off, batched'],
   ['pipeline.uncachedRatioToEmpty', 'caches off / empty (batched)'],
   ['pipeline.allowedFraction', 'share of the flow mix allowed'],
-  ['flows.offDecisionsPerSec', 'decisions/s, allows, flow recording off'],
-  ['flows.onDecisionsPerSec', 'decisions/s, allows, flow recording on (packet path)'],
-  ['flows.onWithDrainDecisionsPerSec', 'decisions/s, flow recording on, drain included'],
-  ['flows.packetPathCostPercent', 'flow recording cost on the packet path, %'],
-  ['flows.withDrainCostPercent', 'flow recording cost with the drain, %'],
-  ['flows.batchOffDecisionsPerSec', 'decisions/s, allowsBatch, flow recording off'],
-  ['flows.batchOnDecisionsPerSec', 'decisions/s, allowsBatch, flow recording on (packet path)'],
-  ['flows.batchOnWithDrainDecisionsPerSec', 'decisions/s, allowsBatch, recording on, drain included'],
-  ['flows.batchPacketPathCostPercent', 'flow recording cost on the batched packet path, %'],
-  ['flows.batchWithDrainCostPercent', 'flow recording cost on the batched path with the drain, %'],
+  ['flows.offDecisionsPerSec', 'decisions/s, allows, flow recording off (median turn)'],
+  ['flows.onDecisionsPerSec', 'decisions/s, allows, flow recording on (packet path, median turn)'],
+  ['flows.packetPathCostPercent', 'flow recording cost on the packet path, median of paired turns, %'],
+  ['flows.packetPathCostQuartiles', '  its quartiles, %'],
+  ['flows.withDrainCostPercent', 'flow recording cost with the drain, median, %'],
+  ['flows.batchOffDecisionsPerSec', 'decisions/s, allowsBatch, flow recording off (median turn)'],
+  ['flows.batchOnDecisionsPerSec', 'decisions/s, allowsBatch, flow recording on (packet path, median turn)'],
+  ['flows.batchPacketPathCostPercent', 'flow recording cost on the batched packet path, median of paired turns, %'],
+  ['flows.batchPacketPathCostQuartiles', '  its quartiles, %'],
+  ['flows.batchWithDrainCostPercent', 'flow recording cost on the batched path with the drain, median, %'],
+  ['flows.loadAverage1m', 'load average during the flows section'],
   ['isolation.batchDecisionsPerSec.thread', 'decisions/s batched, instances in the main thread (per CPU-s)'],
   ['isolation.batchDecisionsPerSec.worker', 'decisions/s batched, each instance in its thread (per CPU-s)'],
   ['isolation.batchDecisionsPerWallSec.thread', 'decisions/s batched, in the main thread (per wall s)'],
@@ -142,6 +145,11 @@ const ROWS: Array<[string, string]> = [
   ['e2e.judgeP99Micros', 'of which the pipeline (judge) p99 µs'],
   ['e2e.verdictCallP50Micros', 'of which the verdict call p50 µs'],
   ['e2e.verdictCallP99Micros', 'of which the verdict call p99 µs'],
+  ['e2e.busyPoll.judgeP50Micros', 'with the busy poll: judge p50 µs'],
+  ['e2e.busyPoll.judgeP99Micros', 'with the busy poll: judge p99 µs'],
+  ['e2e.busyPoll.connPerSec', 'with the busy poll: TCP conn/s'],
+  ['e2e.busyPoll.agentCpuMicrosPerPacket', 'with the busy poll: agent CPU µs per queued packet'],
+  ['e2e.busyPoll.withoutAgentCpuMicrosPerPacket', 'without it: agent CPU µs per queued packet'],
   ['e2e.strictCutMillis', 'strict mode: ms to cut 10,000 denied connections'],
   ['e2e.strictCutPath', 'strict mode cut path'],
   ['e2e.reason', 'e2e skipped because'],

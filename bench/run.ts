@@ -440,71 +440,98 @@ function machine() {
   };
 }
 
+/** The median and the quartiles of `xs` (not empty), by nearest rank. */
+function quartiles(xs: number[]): { p25: number; median: number; p75: number } {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return { p25: at(0.25), median: at(0.5), p75: at(0.75) };
+}
+
 /**
  * Flow recording's cost (docs/flows.md, docs/performance.md "Flow
- * recording"): decisions per CPU-second through `allows` (one packet per
- * call) and `allowsBatch` (64 per call, the dataplane's path for a read
- * wakeup), each with recording off and on, taking turns in one run. "On"
- * times the packet path alone, the recorder draining between passes over
- * the flow mix untimed, as its timer does between packets; "on, with the
- * drain" also times the drain (aggregation, and pod lookups and attribution
- * for keys new in the interval), which runs on the same thread, off the
- * packet path.
+ * recording"), for `allows` (one packet per call) and `allowsBatch` (64 per
+ * call, the dataplane's path for a read wakeup). A turn decides the flow mix
+ * as many times as fills the agent's ring once (16,384 connections), so a
+ * recorded turn never drops; turns with recording off and on alternate in
+ * pairs (off first in one pair, on first in the next, so drift and the
+ * order cancel), and each pair gives the ratio of their CPU times for the
+ * same decisions. The figures are the median of the pairs' ratios with the
+ * quartiles as the spread: a pair is over in about 0.1 s, so the machine's
+ * swings (other processes, frequency) touch both halves alike, where long
+ * best-of runs measured them instead. "On" times the packet path alone; the
+ * recorder drains after each recorded turn, untimed, as its timer does
+ * between wakeups; "with the drain" adds the drain's CPU time (aggregation,
+ * and pod lookups and attribution for keys new in the interval), which runs
+ * on the same thread, off the packet path.
  */
 function flowsSection(setup: Setup) {
   const { engine, pipeline, packets } = setup;
-  const recorder = new FlowRecorder({ state: engine.state, intervalMs: 10_000, bufferCapacity: Math.max(16384, packets.length) });
+  const ring = 16384;
+  const passes = Math.max(1, Math.floor(ring / packets.length));
+  const recorder = new FlowRecorder({ state: engine.state, intervalMs: 10_000, bufferCapacity: Math.max(ring, packets.length) });
   const batches: Packet[][] = [];
   for (let i = 0; i + 64 <= packets.length; i += 64) batches.push(packets.slice(i, i + 64));
   const verdicts = new Uint8Array(64);
-  const measure = (batched: boolean, recording: boolean, timedDrain: boolean, ms: number) => {
-    engine.recordFlows(recording ? recorder.buffer : undefined);
-    let decided = 0;
-    let sink = 0;
-    let spent = 0;
-    const cpu0 = process.cpuUsage();
-    let drainCpu = 0;
-    const start = performance.now();
-    while (spent < ms) {
-      if (batched) {
-        for (const batch of batches) {
-          pipeline.allowsBatch(batch, verdicts);
-          sink += verdicts[0];
-        }
-        decided += batches.length * 64;
-      } else {
-        for (let i = 0; i < packets.length; i++) if (pipeline.allows(packets[i])) sink++;
-        decided += packets.length;
-      }
-      if (recording) {
-        if (timedDrain) recorder.drain();
-        else {
-          const c = process.cpuUsage();
-          recorder.drain();
-          const d = process.cpuUsage(c);
-          drainCpu += d.user + d.system;
-        }
-      }
-      spent = performance.now() - start;
-    }
-    const cpu = process.cpuUsage(cpu0);
-    if (sink < 0) console.log(sink);
-    return decided / ((cpu.user + cpu.system - drainCpu) / 1e6);
+  let sink = 0;
+  const cpuMicros = (fn: () => void) => {
+    const c = process.cpuUsage();
+    fn();
+    const d = process.cpuUsage(c);
+    return d.user + d.system;
   };
-  const loops = [false, true].flatMap((batched) => [
-    () => measure(batched, false, false, settings.measureMs), () => measure(batched, true, false, settings.measureMs), () => measure(batched, true, true, settings.measureMs),
-  ]);
-  for (const loop of loops) loop();
-  const best = loops.map(() => 0);
-  for (let round = 0; round < 3; round++) loops.forEach((loop, i) => { best[i] = Math.max(best[i], loop()); });
+  const turn = (batched: boolean, recording: boolean) => {
+    engine.recordFlows(recording ? recorder.buffer : undefined);
+    const cpu = cpuMicros(() => {
+      for (let k = 0; k < passes; k++) {
+        if (batched) for (const batch of batches) { pipeline.allowsBatch(batch, verdicts); sink += verdicts[0]; }
+        else for (let i = 0; i < packets.length; i++) if (pipeline.allows(packets[i])) sink++;
+      }
+    });
+    const drain = recording ? cpuMicros(() => recorder.drain()) : 0;
+    return { cpu, drain };
+  };
+  const pairs = quick ? 40 : 150;
+  const measurePath = (batched: boolean) => {
+    const decisions = passes * (batched ? batches.length * 64 : packets.length);
+    // Warm-up: both variants compiled and the recorder's tables grown.
+    for (let i = 0; i < 5; i++) { turn(batched, false); turn(batched, true); }
+    const off: number[] = [];
+    const on: number[] = [];
+    const cost: number[] = [];
+    const withDrain: number[] = [];
+    for (let i = 0; i < pairs; i++) {
+      let a: { cpu: number; drain: number };
+      let b: { cpu: number; drain: number };
+      if (i % 2 === 0) { a = turn(batched, false); b = turn(batched, true); } else { b = turn(batched, true); a = turn(batched, false); }
+      off.push(a.cpu);
+      on.push(b.cpu);
+      cost.push(100 * (b.cpu / a.cpu - 1));
+      withDrain.push(100 * ((b.cpu + b.drain) / a.cpu - 1));
+    }
+    const perSec = (micros: number[]) => Math.round(decisions / (quartiles(micros).median / 1e6));
+    const c = quartiles(cost);
+    const w = quartiles(withDrain);
+    return {
+      off: perSec(off), on: perSec(on),
+      cost: round(c.median, 1), costSpread: [round(c.p25, 1), round(c.p75, 1)],
+      withDrain: round(w.median, 1), withDrainSpread: [round(w.p25, 1), round(w.p75, 1)],
+    };
+  };
+  const loadBefore = round(loadavg()[0], 2);
+  const single = measurePath(false);
+  const batch = measurePath(true);
+  const loadAfter = round(loadavg()[0], 2);
   engine.recordFlows(undefined);
+  if (sink < 0) console.log(sink);
   const records = recorder.flush().length;
-  const [off, on, withDrain, batchOff, batchOn, batchWithDrain] = best;
   return {
-    offDecisionsPerSec: Math.round(off), onDecisionsPerSec: Math.round(on), onWithDrainDecisionsPerSec: Math.round(withDrain),
-    packetPathCostPercent: round(100 * (1 - on / off), 1), withDrainCostPercent: round(100 * (1 - withDrain / off), 1),
-    batchOffDecisionsPerSec: Math.round(batchOff), batchOnDecisionsPerSec: Math.round(batchOn), batchOnWithDrainDecisionsPerSec: Math.round(batchWithDrain),
-    batchPacketPathCostPercent: round(100 * (1 - batchOn / batchOff), 1), batchWithDrainCostPercent: round(100 * (1 - batchWithDrain / batchOff), 1),
+    pairs, decisionsPerTurn: passes * packets.length, loadAverage1m: [loadBefore, loadAfter],
+    offDecisionsPerSec: single.off, onDecisionsPerSec: single.on,
+    packetPathCostPercent: single.cost, packetPathCostQuartiles: single.costSpread,
+    withDrainCostPercent: single.withDrain, withDrainCostQuartiles: single.withDrainSpread,
+    batchOffDecisionsPerSec: batch.off, batchOnDecisionsPerSec: batch.on,
+    batchPacketPathCostPercent: batch.cost, batchPacketPathCostQuartiles: batch.costSpread,
+    batchWithDrainCostPercent: batch.withDrain, batchWithDrainCostQuartiles: batch.withDrainSpread,
     connectionsRecorded: recorder.stats().connections, records, dropped: recorder.buffer.dropped,
   };
 }

@@ -3,7 +3,7 @@
 // the agent's routes do not depend on the offline evaluator.
 import type { DirectionResult, StageTrace } from './contract.js';
 import type { FlowSpec, ServiceHop } from './flows.js';
-import { attributionDetail } from './abi/attribution.js';
+import { attributedReason } from './abi/attribution.js';
 
 /** One step as a walkthrough shows it, or undefined for a stage that answered Next. */
 export function formatStep(t: StageTrace): string | undefined {
@@ -11,8 +11,7 @@ export function formatStep(t: StageTrace): string | undefined {
   if (t.failure) return `[${t.label}] ${prefix}${t.verdict} (${t.failure}: failure policy)`;
   // Next means "not my business": a walkthrough shows only stages that had something to say.
   if (t.verdict === 'Next') return undefined;
-  const detail = t.attribution ? attributionDetail(t.attribution, t.reason ?? '') : '';
-  const text = (t.reason ?? '') + detail;
+  const text = t.attribution ? attributedReason(t.attribution, t.reason ?? '') : (t.reason ?? '');
   return `[${t.label}] ${prefix}${t.verdict}${text ? ` (${text})` : ''}`;
 }
 

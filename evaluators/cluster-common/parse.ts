@@ -268,8 +268,9 @@ function parseRule(v: JValue, egress: bool, index: i32, d: Dialect, policyName: 
   const rule = new Rule();
   rule.id = nextRuleId();
   const name = v.kind == JKind.Object ? v.str("name") : "";
-  rule.label = name.length > 0 ? name : policyName + "/" + dir + "[" + index.toString() + "]";
   rule.ruleName = name.length > 0 ? name : dir + " rule " + index.toString();
+  // Walkthroughs name an unnamed rule with its policy, as NetworkPolicy's do.
+  rule.label = name.length > 0 ? name : policyName + ", " + rule.ruleName;
   if (v.kind != JKind.Object) {
     p.add(field, "a rule must be an object");
     rule.failClosed = true;
@@ -317,8 +318,8 @@ function parseRules(spec: JValue, egress: bool, d: Dialect, policyName: string, 
     r.id = nextRuleId();
     r.failClosed = true;
     r.problem = "spec." + (egress ? "egress" : "ingress") + " is not a list";
-    r.label = policyName + "/" + (egress ? "egress" : "ingress");
     r.ruleName = (egress ? "egress" : "ingress") + " rules";
+    r.label = policyName + ", " + r.ruleName;
     const out = new StaticArray<Rule>(1);
     out[0] = r;
     return out;

@@ -88,7 +88,7 @@ export class Rule {
   failClosed: bool = false;
   /** What made it fail closed, for explanations. */
   problem: string = "";
-  /** The rule as walkthroughs name it: its name, or policy/direction[index] when unnamed. */
+  /** The rule as walkthroughs name it: its name, or `policy, ingress rule N` when unnamed. */
   label: string = "";
   /** The rule as attribution names it: its name, or `ingress rule N` / `egress rule N` when unnamed. */
   ruleName: string = "";

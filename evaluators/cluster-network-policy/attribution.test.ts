@@ -7,17 +7,19 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ModuleHarness, podsFromObjects } from '../../test/fixtures/abi-harness.js';
 import { conformanceTopology, student } from '../../test/cnp/topology.js';
-import { cnp, tcp, udp, subjectNamespace, toNamespace } from '../../test/cnp/policies.js';
+import { cnp, tcp, udp, tcpRange, destinationNamedPort, subjectNamespace, toNamespace, toHousePods } from '../../test/cnp/policies.js';
+import { RANDOM_RESOLVED_NAMES } from '../../test/netpol/random-cluster.js';
 
 const release = join(fileURLToPath(new URL('../..', import.meta.url)), 'dist/wasm/cluster-network-policy.wasm');
 const topology = conformanceTopology();
 
-async function moduleWith(policies: unknown[], tier = 'Admin'): Promise<ModuleHarness> {
-  const h = await ModuleHarness.load(release, { tier });
+async function moduleWith(policies: unknown[], tier = 'Admin', ruleIndex = true): Promise<ModuleHarness> {
+  const h = await ModuleHarness.load(release, { tier, ruleIndex });
   for (const p of podsFromObjects(topology)) h.upsertPod(p);
   h.snapshot(policies, 0);
   h.snapshot(topology.filter((o) => o.kind === 'Node'), 1);
-  h.snapshot([], 2);
+  // api.example.com is 203.0.113.5.
+  h.snapshot(RANDOM_RESOLVED_NAMES, 2);
   return h;
 }
 
@@ -74,5 +76,31 @@ describe('ClusterNetworkPolicy rule attribution', () => {
     ], 'Baseline');
     expect(h.attribute({ src: draco0, dst: harry0, protocol: 'TCP', port: 80 }).ingress)
       .toEqual({ policy: 'baseline', rule: 'default-deny', peer: 'namespaces all', port: 'any port' });
+  });
+
+  // One policy with a rule per kind of peer, each with more than one peer or
+  // port entry so the entry named is the one that matched, not the first.
+  const everyKind = cnp('every-kind', 'Admin', 1, subjectNamespace('gryffindor'), {
+    egress: [
+      { name: 'to-pods', action: 'Accept', to: [toNamespace('hufflepuff'), toHousePods('slytherin', 'draco-malfoy-1')], protocols: [tcp(80), tcpRange(8000, 8090)] },
+      { name: 'to-named-port', action: 'Accept', to: [toNamespace('hufflepuff'), toNamespace('ravenclaw')], protocols: [udp(53), destinationNamedPort('web')] },
+      { name: 'to-nodes', action: 'Deny', to: [{ nodes: { matchLabels: { 'kubernetes.io/os': 'windows' } } }, { nodes: { matchLabels: { 'kubernetes.io/os': 'linux' } } }], protocols: [udp(53), tcp(36363)] },
+      { name: 'to-networks', action: 'Deny', to: [{ networks: ['192.0.2.0/24'] }, { networks: ['198.51.100.0/24', '2001:db8::/32'] }] },
+      { name: 'to-domains', action: 'Accept', to: [{ domainNames: ['other.org'] }, { domainNames: ['*.example.com'] }], protocols: [tcp(443)] },
+    ],
+  });
+  const pods = 'pods conformance-house=slytherin + statefulset.kubernetes.io/pod-name=draco-malfoy-1';
+
+  it.each([true, false])('names each kind of peer (namespaces, pods, nodes, networks, domainNames) and port (number, range, named) that matched, rule index %s', async (ruleIndex) => {
+    const h = await moduleWith([everyKind], 'Admin', ruleIndex);
+    const egress = (dst: string, protocol: 'TCP' | 'UDP', port: number) => h.attribute({ src: harry0, dst, protocol, port }).egress;
+    expect(egress(student('slytherin', 1), 'TCP', 8080)).toEqual({ policy: 'every-kind', rule: 'to-pods', peer: pods, port: 'TCP/8000-8090' });
+    expect(egress(student('slytherin', 1), 'TCP', 80)).toEqual({ policy: 'every-kind', rule: 'to-pods', peer: pods, port: 'TCP/80' });
+    expect(egress(luna0, 'TCP', 80)).toEqual({
+      policy: 'every-kind', rule: 'to-named-port', peer: 'namespaces kubernetes.io/metadata.name=network-policy-conformance-ravenclaw', port: 'web',
+    });
+    expect(egress('172.18.0.3', 'TCP', 36363)).toEqual({ policy: 'every-kind', rule: 'to-nodes', peer: 'nodes kubernetes.io/os=linux', port: 'TCP/36363' });
+    expect(egress('198.51.100.7', 'UDP', 53)).toEqual({ policy: 'every-kind', rule: 'to-networks', peer: 'networks 198.51.100.0/24,2001:db8::/32', port: 'any port' });
+    expect(egress('203.0.113.5', 'TCP', 443)).toEqual({ policy: 'every-kind', rule: 'to-domains', peer: 'domainNames *.example.com', port: 'TCP/443' });
   });
 });

@@ -10,8 +10,8 @@ import { xyzCluster, networkPolicy, podLabel, nsLabel } from '../../test/netpol/
 
 const release = join(fileURLToPath(new URL('../..', import.meta.url)), 'dist/wasm/network-policy.wasm');
 
-async function moduleWith(policies: unknown[]): Promise<ModuleHarness> {
-  const h = await ModuleHarness.load(release);
+async function moduleWith(policies: unknown[], ruleIndex = true): Promise<ModuleHarness> {
+  const h = await ModuleHarness.load(release, { ruleIndex });
   for (const p of podsFromObjects(xyzCluster())) h.upsertPod(p);
   h.snapshot(policies);
   return h;
@@ -68,5 +68,16 @@ describe('NetworkPolicy rule attribution', () => {
     expect(h.attribute(probe).ingress).toEqual(first);
     expect(h.cacheStats()!.hits).toBeGreaterThan(before);
     expect(first).toEqual({ policy: 'x/web', rule: 'ingress rule 1', peer: 'namespaceSelector ns=y + podSelector pod=c', port: 'UDP/53' });
+  });
+
+  it.each([true, false])('names a port range by its bounds and an ipBlock with exceptions by its CIDR, rule index %s', async (ruleIndex) => {
+    const h = await moduleWith([networkPolicy('x', 'ranges', {
+      podSelector: podLabel('a'),
+      ingress: [{ from: [{ podSelector: podLabel('c') }, { ipBlock: { cidr: '198.51.100.0/24', except: ['198.51.100.128/25'] } }], ports: [{ port: 81 }, { port: 8000, endPort: 8090 }] }],
+    })], ruleIndex);
+    expect(h.attribute({ src: '198.51.100.7', dst: 'x/a', protocol: 'TCP', port: 8080 }).ingress)
+      .toEqual({ policy: 'x/ranges', rule: 'ingress rule 0', peer: 'ipBlock 198.51.100.0/24 except 198.51.100.128/25', port: 'TCP/8000-8090' });
+    expect(h.attribute({ src: 'x/c', dst: 'x/a', protocol: 'TCP', port: 81 }).ingress)
+      .toEqual({ policy: 'x/ranges', rule: 'ingress rule 0', peer: 'podSelector pod=c', port: 'TCP/81' });
   });
 });

@@ -42,19 +42,48 @@ export function parseAttribution(text: string): Attribution | undefined {
 }
 
 /**
- * What a walkthrough adds after a stage's reason text: `, ingress rule 0:
- * namespaceSelector team=frontend + podSelector app=web, port http` when the
- * reason names the policy and nothing more (NetworkPolicy's Accept). Nothing
- * when the reason says more than the policy (the tiered evaluators' reasons
- * are rule names and tie notes) or for a rule nothing matched in (a default deny,
- * whose reason already lists the isolating policies): the full attribution
- * is in the trace's `attribution` and in flow records either way.
+ * The matched clauses of a rule as one phrase: `namespaceSelector team=frontend
+ * + podSelector app=web, port http`, `any peer, port TCP/8080`, `networks
+ * 10.0.0.0/8, any port`. "" when the attribution names neither. `skip` is
+ * text already shown beside it: a clause it contains is not repeated (a
+ * tiered rule that fails closed says why in its reason and as its peer).
  */
-export function attributionDetail(a: Attribution, reasonText: string): string {
-  if (!a.rule || reasonText !== a.policy || (!a.peer && !a.port)) return '';
-  let out = `, ${a.rule}`;
-  if (a.peer) out += `: ${a.peer}`;
+export function matchedClauses(a: Attribution, skip = ''): string {
+  const parts: string[] = [];
+  if (a.peer && !skip.includes(a.peer)) parts.push(a.peer);
   // "any port" reads as it is; a port clause reads "port http".
-  if (a.port) out += a.port.startsWith('any ') ? `, ${a.port}` : `, port ${a.port}`;
-  return out;
+  if (a.port && !skip.includes(a.port)) parts.push(a.port.startsWith('any ') ? a.port : `port ${a.port}`);
+  return parts.join(', ');
+}
+
+/**
+ * A step's text in a walkthrough: the module's reason text with the rule and
+ * the peer and port that matched put in after what the reason names first.
+ * - A reason that is the policy (NetworkPolicy's Accept): `y/allow-web,
+ *   ingress rule 0: namespaceSelector team=frontend + podSelector app=web, port http`.
+ * - A reason that starts with the rule (a tiered rule's name, `pass-81`, or
+ *   `policy, ingress rule 0` for an unnamed one) and may go on with a note
+ *   (`; note: ...`, ` (fails closed: ...)`): `pass-81: namespaces all, port TCP/81; note: ...`.
+ * Otherwise, or for a rule nothing matched in (a default deny, whose reason
+ * already lists the isolating policies), the reason text as it is: the full
+ * attribution is in the trace's `attribution` and in flow records either way.
+ */
+export function attributedReason(a: Attribution, reasonText: string): string {
+  if (!a.rule) return reasonText;
+  for (const head of [`${a.policy}, ${a.rule}`, a.rule, a.policy]) {
+    if (!startsAsWord(reasonText, head)) continue;
+    const rest = reasonText.slice(head.length);
+    const clauses = matchedClauses(a, rest);
+    if (!clauses && !(a.peer || a.port)) return reasonText;
+    const named = head === a.policy ? `${head}, ${a.rule}` : head;
+    return named + (clauses ? `: ${clauses}` : '') + rest;
+  }
+  return reasonText;
+}
+
+/** `text` is `head`, or `head` followed by a note (` (...)`, `; ...`). */
+function startsAsWord(text: string, head: string): boolean {
+  if (!head || !text.startsWith(head)) return false;
+  const next = text.slice(head.length, head.length + 2);
+  return next === '' || next === ' (' || next === '; ';
 }

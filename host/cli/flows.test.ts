@@ -78,9 +78,9 @@ describe('kwp flows', () => {
     const lines = r.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^LAST SEEN\s+SOURCE\s+DESTINATION\s+PORT\s+VERDICT\s+COUNT\s+EGRESS\s+INGRESS$/);
     expect(lines.slice(1).map((l) => l.replace(/^\S+\s+/, '').replace(/\s+/g, ' '))).toEqual([
-      'x/a y/a TCP/80 (http) ALLOW 2 no policy Accept by np: y/allow-web ingress rule 0',
-      'x/a y/a TCP/81 DENY 1 no policy Deny by np: y/deny-all default deny',
-      'x/b y/a TCP/80 (http) DENY 1 no policy Deny by np: y/deny-all default deny',
+      'x/a y/a TCP/80 (http) ALLOW 2 no policy Accept by np: y/allow-web, ingress rule 0: namespaceSelector team=frontend + podSelector app=web, port http',
+      'x/a y/a TCP/81 DENY 1 no policy Deny by np: y/deny-all, default deny',
+      'x/b y/a TCP/80 (http) DENY 1 no policy Deny by np: y/deny-all, default deny',
     ]);
   });
 

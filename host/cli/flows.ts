@@ -7,6 +7,7 @@ import { adminClient, adminFlagSpec, print, table } from './admin-flags.js';
 import { DEFAULT_SERVER, type FlowQuery } from '../admin/client.js';
 import { parseFlowFilter } from '../flow-records/flow-filter.js';
 import type { FlowDirection, FlowRecord } from '../flow-records/flow-record.js';
+import { matchedClauses } from '../abi/attribution.js';
 
 const HELP = `usage: kwp flows [--follow] [--verdict allow|deny] [--namespace NS] [--pod [NS/]POD] [--policy POLICY] [--since 5m] [--limit N] [-o table|json]
 
@@ -25,12 +26,16 @@ verdict and the policy and rule that decided each direction (docs/flows.md).
   -o, --output FORMAT table (default) or json (one flow record per line, what kwp diff and kwp recommend read)
 `;
 
-/** `[NP] y/allow-web ingress rule 0` style: who decided one direction. */
+/**
+ * Who decided one direction, as walkthroughs say it: `Accept by np: y/allow-web,
+ * ingress rule 0: namespaceSelector team=frontend + podSelector app=web, port http`.
+ */
 export function describeDirection(d: FlowDirection): string {
   if (d.action === 'Default') return 'no policy';
   if (d.action === 'Skipped') return '-';
   if (d.action === 'Remote') return 'other cluster';
-  const who = [d.policy, d.rule].filter(Boolean).join(' ');
+  const clauses = matchedClauses({ policy: d.policy, rule: d.rule, peer: d.peer, port: d.rulePort });
+  const who = [d.policy, d.rule].filter(Boolean).join(', ') + (clauses ? `: ${clauses}` : '');
   return `${d.action}${d.stage ? ` by ${d.stage}` : ''}${who ? `: ${who}` : ''}`;
 }
 

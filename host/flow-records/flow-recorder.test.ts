@@ -12,6 +12,7 @@ import { parseFlowFilter } from './flow-filter.js';
 import { KwpError } from '../errors.js';
 import { parseIP } from '../net/ip.js';
 import type { FlowRecord } from './flow-record.js';
+import type { StageSpec } from '../pipeline/spec.js';
 
 const ns = (name: string, labels: Record<string, string>): KubeObject => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
 function pod(namespace: string, name: string, ip: string, labels: Record<string, string>, owner?: string): KubeObject {
@@ -32,7 +33,7 @@ const packet = (src: string, dst: string, dstPort: number, srcPort = 40000): Pac
 let recorders: FlowRecorder[] = [];
 afterEach(() => { for (const r of recorders) r.stop(); recorders = []; });
 
-function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' as const }], extraPolicies: KubeObject[] = []) {
+function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages: StageSpec[] = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' }], extraPolicies: KubeObject[] = []) {
   const state = new ClusterState();
   state.replace(Kinds.Namespace, [ns('x', { team: 'frontend' }), ns('y', { team: 'backend' })]);
   state.replace(Kinds.Pod, [
@@ -116,6 +117,19 @@ describe('flow records from the packet path', () => {
     expect(recorded.find((r) => r.src === 'x/batch')!.egress).toMatchObject({ stage: 'np', policy: 'x/batch-no-egress' });
     expect(recorded.find((r) => r.src === 'x/web-1')!.egress).toMatchObject({ stage: 'all', action: 'Accept' });
     expect(recorded.some((r) => r.audit.length > 0)).toBe(true);
+  });
+
+  it('records the rule, peer and port of a tiered ClusterNetworkPolicy as it records a NetworkPolicy\'s', () => {
+    const { state, engine, recorder } = setUp({}, [{ name: 'cnp-admin', module: 'cluster-network-policy', config: { tier: 'Admin' } }, { name: 'np', module: 'network-policy' }]);
+    state.replace(Kinds.ClusterNetworkPolicy, [{
+      apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name: 'guardrails' },
+      spec: { tier: 'Admin', priority: 5, subject: { namespaces: { matchLabels: { team: 'backend' } } }, ingress: [
+        { name: 'no-batch', action: 'Deny', from: [{ namespaces: { matchLabels: { team: 'ops' } } }, { pods: { namespaceSelector: {}, podSelector: { matchLabels: { app: 'batch' } } } }], protocols: [{ tcp: { destinationPort: { range: { start: 79, end: 81 } } } }] },
+      ] },
+    }]);
+    expect(engine.allows(packet(IP.xb, IP.ya, 80))).toBe(false);
+    const [r] = recorder.flush();
+    expect(r.ingress).toEqual({ stage: 'cnp-admin', policy: 'guardrails', rule: 'no-batch', peer: 'pods all + app=batch', rulePort: 'TCP/79-81', action: 'Deny' });
   });
 
   it('keeps a deny apart from an allow, attributes the default deny to the isolating policy, and names the other rule for another peer', () => {

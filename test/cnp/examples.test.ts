@@ -31,10 +31,10 @@ describe.each([
 
   it('shows the Pass handing TCP 81 to the NetworkPolicy, and the baseline deciding only for pods no NetworkPolicy selects', async () => {
     const [passToNP, passToBaseline, npDeny, adminDeny] = (await run(example)).map((r) => splitWalkthrough(r.walkthrough)[1]);
-    expect(passToNP).toMatch(new RegExp(`^\\[${admin}\\] Pass \\(pass-81\\) -> \\[NP\\] Accept`));
+    expect(passToNP).toMatch(new RegExp(`^\\[${admin}\\] Pass \\(pass-81: namespaces all, port TCP/81\\) -> \\[NP\\] Accept`));
     expect(passToNP).not.toContain(`[${baseline}]`);
-    expect(passToBaseline).toBe(`[${admin}] Pass (pass-81) -> [${baseline}] Deny (default-deny-ingress)`);
+    expect(passToBaseline).toBe(`[${admin}] Pass (pass-81: namespaces all, port TCP/81) -> [${baseline}] Deny (default-deny-ingress: namespaces all, any port)`);
     expect(npDeny).toMatch(/^\[NP\] Deny/);
-    expect(adminDeny).toBe(`[${admin}] Deny (deny-from-z)`);
+    expect(adminDeny).toBe(`[${admin}] Deny (deny-from-z: namespaces kubernetes.io/metadata.name=z, any port)`);
   });
 });

@@ -17,7 +17,7 @@ export interface Probe {
   protocol?: Protocol;
   port: number;
   expect: 'allow' | 'deny';
-  /** Fragments the walkthrough line must contain, e.g. `[CNP:Admin] Pass (pass-81)`. */
+  /** Fragments the walkthrough line must contain, e.g. `[CNP:Admin] Pass (pass-81: `. */
   shows?: string[];
   /** Fragments it must not contain, e.g. `[CNP:Baseline]`. */
   hides?: string[];

@@ -66,12 +66,12 @@ describe('walkthroughs of the Policy Assistant demo', () => {
   ])('%s: an admin allow, a baseline deny and a Pass ending in a NetworkPolicy drop', async (_, objects, admin, baseline) => {
     const a = admin.replace(':', '\\:');
     await walk(objects as KubeObject[], [
-      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(allow-80\\)$`) },
-      { src: 'demo/a', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${baseline.replace(':', '\\:')}\\] Deny \\(baseline-deny\\)$`) },
-      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(development-ns\\) -> \\[NP\\] Deny`) },
+      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(allow-80: namespaces all, port TCP/80\\)$`) },
+      { src: 'demo/a', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${baseline.replace(':', '\\:')}\\] Deny \\(baseline-deny: namespaces all, any port\\)$`) },
+      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(development-ns: namespaces development=true, any port\\) -> \\[NP\\] Deny`) },
       // The admin allow outranks the NetworkPolicy that isolates pod a.
-      { src: 'demo2/nginx', dst: 'demo/a', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(allow-80\\)$`) },
-      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(development-ns\\) -> \\[${baseline.replace(':', '\\:')}\\] Deny \\(baseline-deny\\)$`) },
+      { src: 'demo2/nginx', dst: 'demo/a', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(allow-80: namespaces all, port TCP/80\\)$`) },
+      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(development-ns: namespaces development=true, any port\\) -> \\[${baseline.replace(':', '\\:')}\\] Deny \\(baseline-deny: namespaces all, any port\\)$`) },
     ]);
   });
 
@@ -83,10 +83,10 @@ describe('walkthroughs of the Policy Assistant demo', () => {
       denyEverythingToA,
       cnp('default', 'Baseline', 1000, everyNamespace, { ingress: [{ name: 'baseline-deny', action: 'Deny', from: [everyNamespace] }] }),
     ], [
-      { src: 'demo2/nginx', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns\) -> \[ANP\] Deny \(deny-development\)$/ },
-      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns\) -> \[ANP\] Pass \(pass-81\) -> \[NP\] Deny/ },
-      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns\) -> \[ANP\] Pass \(pass-81\) -> \[CNP:Baseline\] Deny \(baseline-deny\)$/ },
-      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Baseline\] Deny \(baseline-deny\)$/ },
+      { src: 'demo2/nginx', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns: namespaces development=true, any port\) -> \[ANP\] Deny \(deny-development: namespaces development=true, any port\)$/ },
+      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns: namespaces development=true, any port\) -> \[ANP\] Pass \(pass-81: namespaces all, port TCP\/81\) -> \[NP\] Deny/ },
+      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns: namespaces development=true, any port\) -> \[ANP\] Pass \(pass-81: namespaces all, port TCP\/81\) -> \[CNP:Baseline\] Deny \(baseline-deny: namespaces all, any port\)$/ },
+      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Baseline\] Deny \(baseline-deny: namespaces all, any port\)$/ },
     ]);
   });
 });
