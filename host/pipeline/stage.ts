@@ -531,7 +531,10 @@ export class Stage implements StateListener {
           continue;
         }
         // One copy of the fed memory in this thread, instead of the feed's module calls.
-        if (image) inst = new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image });
+        if (image) {
+          inst = await EvaluatorInstance.fromImageInSlices(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image }, FEED_SLICE_MS);
+          if (this.disposed) throw disposedWhileBuilt();
+        }
         // The subjects the feed thread found are this instance's unless a delivery came in meanwhile.
         const subjects = image && !queued?.length ? image.subjects : undefined;
         if (queued) {
