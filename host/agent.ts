@@ -47,6 +47,8 @@ export interface AgentConfig {
    * tuple stays in the kernel sets (true: 120); off when absent or false.
    */
   fastPath?: boolean | number;
+  /** Test only: each fast-path invalidation reaches the kernel this many ms late (FastPathOptions.testFlushDelayMs). */
+  fastPathTestFlushDelayMs?: number;
   /** Uploaded modules and the active pipeline persist here; without it nothing persists and uploads are refused. */
   stateDir?: string;
   /** `host:port` of the admin API; absent or empty for none. */
@@ -95,7 +97,13 @@ export function dataplaneSettings(config: AgentConfig): Omit<DataplaneOptions, '
     strict: config.strict ?? true,
     ...(config.markBits !== undefined ? { marks: marksAt(config.markBits) } : {}),
     ...(config.packetThreadNice !== undefined ? { packetThreadNice: config.packetThreadNice } : {}),
-    ...(config.fastPath === undefined || config.fastPath === false ? {} : { fastPath: { ...DEFAULT_FAST_PATH, ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}) } }),
+    ...(config.fastPath === undefined || config.fastPath === false ? {} : {
+      fastPath: {
+        ...DEFAULT_FAST_PATH,
+        ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}),
+        ...(config.fastPathTestFlushDelayMs ? { testFlushDelayMs: config.fastPathTestFlushDelayMs } : {}),
+      },
+    }),
   };
 }
 

@@ -38,6 +38,31 @@ describe('kwp agent flags', () => {
     expect(usageError(['--fast-path-timeout=0'])).toMatch(/^KWP_ERR_USAGE: .*fast-path-timeout/);
   });
 
+  it('delays fast-path invalidations only when the test-only KWP_TEST_FAST_PATH_FLUSH_DELAY_MS asks, and refuses a value that is not whole milliseconds', () => {
+    const saved = process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS;
+    const configError = (argv: string[]) => {
+      try {
+        agentConfigFromFlags(parseAgentFlags(argv));
+      } catch (err) {
+        return isKwpError(err) ? `${err.code}: ${err.message}` : `not a KwpError: ${String(err)}`;
+      }
+      return 'no error';
+    };
+    try {
+      delete process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS;
+      expect(fastPathFor(['--fast-path'])).not.toHaveProperty('testFlushDelayMs');
+      process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = '2500';
+      expect(fastPathFor(['--fast-path'])).toMatchObject({ testFlushDelayMs: 2500 });
+      process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = '0';
+      expect(fastPathFor(['--fast-path'])).not.toHaveProperty('testFlushDelayMs');
+      process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = '2.5s';
+      expect(configError(['--fast-path'])).toMatch(/^KWP_ERR_USAGE: .*KWP_TEST_FAST_PATH_FLUSH_DELAY_MS.*"2\.5s"/);
+    } finally {
+      if (saved === undefined) delete process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS;
+      else process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = saved;
+    }
+  });
+
   it('leaves the packet thread priority alone unless asked', () => {
     expect(dataplaneFor([])).not.toHaveProperty('packetThreadNice');
   });

@@ -88,6 +88,19 @@ function multiclusterSettings(flags: AgentFlagValues): AgentConfig['multicluster
  * Exported so tests can follow a flag to the dataplane options without
  * starting anything.
  */
+/**
+ * KWP_TEST_FAST_PATH_FLUSH_DELAY_MS, a test-only hook (docs/dataplane.md, "The
+ * kernel fast path"): unset or empty leaves it off.
+ */
+function testFlushDelay(raw: string | undefined): Pick<AgentConfig, 'fastPathTestFlushDelayMs'> {
+  if (raw === undefined || raw === '') return {};
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms < 0 || ms > 60_000) {
+    throw new KwpError('KWP_ERR_USAGE', `kwp agent: the environment variable KWP_TEST_FAST_PATH_FLUSH_DELAY_MS must be whole milliseconds from 0 to 60000 (a test-only hook; unset it), got "${raw}"`);
+  }
+  return ms > 0 ? { fastPathTestFlushDelayMs: ms } : {};
+}
+
 export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
   let autoRollback: { failures: number; windowMs: number } | undefined;
   if (flags['auto-rollback'] !== undefined) {
@@ -118,6 +131,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     markBits: flags['mark-bits'] as number,
     packetThreadNice: flags['packet-thread-nice'] as number | undefined,
     fastPath: flags['fast-path'] === true ? (flags['fast-path-timeout'] as number) : false,
+    ...testFlushDelay(process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS),
     stateDir: flags['state-dir'] as string,
     adminAddress: adminAddress === 'off' ? undefined : adminAddress,
     adminTokenFile: flags['admin-token-file'] as string | undefined,

@@ -34,6 +34,14 @@ export interface PolicyEngineOptions {
   isolation?: StageIsolation;
   /** buildAsync: pods or objects fed to a stage between two turns of the event loop (default 1000). */
   feedSlice?: number;
+  /**
+   * buildAsync, and a stage's later instances (growth, rebuild): feed each
+   * new instance in a thread of its own and make it from that instance's
+   * memory image (worker-feed.ts), so the packet path's thread does not run
+   * the feed's module calls (default true; stages with `worker` isolation
+   * feed in their own thread anyway).
+   */
+  feedThreads?: boolean;
   /** The sandbox limits this engine's pipelines are held to: maxStages and memoryBudgetMiB are the engine's. */
   limits?: Partial<SandboxLimits>;
 }
@@ -196,6 +204,7 @@ export class PolicyEngine {
     const threadBytes = this.options.isolation === 'worker' ? INSTANCE_THREAD_BYTES : 0;
     const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}${threadBytes ? ' and its instance thread' : ''}`, compiled.reservedBytes + threadBytes);
     const stage = new Stage(s, compiled, this.state, this.logger, this.options.isolation);
+    stage.feedThread = this.options.feedThreads ?? true;
     stage.onDisposed = release;
     // A stage whose state outgrows what its module reserved reserves the rest when it builds the bigger instance.
     stage.reserveMemory = (bytes) => this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}, growing with its state`, bytes);

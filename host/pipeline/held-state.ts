@@ -46,6 +46,12 @@ export class HeldState {
     return held;
   }
 
+  /** Adds an object of kind index `kind` that this snapshot does not hold yet (building one in slices). */
+  addObject(kind: number, obj: KubeObject): void {
+    this.objects[kind].set(objectKeyOf(obj), obj);
+    this.bytes += deliveredBytes(obj);
+  }
+
   upsertPod(pod: PodInfo): void {
     const old = this.pods.get(pod.id);
     if (old) this.bytes -= deliveredBytes(old);

@@ -20,6 +20,8 @@ import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StateEvent } from '../state/state-events.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
+import { feedCalls, RecordPacker, type PackedRecords } from './feed-order.js';
+import { feedInWorker, type FedImage, type WorkerFeed } from './worker-feed.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { loggerOf, type HostLogger } from '../logger.js';
 
@@ -81,8 +83,21 @@ interface QueuedDelivery {
   hold: (held: HeldState) => void;
 }
 
+/** A state in the packed form a feed thread is sent: PodInfo records, and per kind index the objects' JSON. */
+interface PackedState {
+  pods: PackedRecords;
+  objects: PackedRecords[];
+}
+
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
 const FEED_SLICE_MS = 2;
+
+/**
+ * The fewest pods and objects a state has for a feed thread to feed it
+ * (feedsInWorker): a smaller one is fed here in a few short slices, sooner
+ * than a thread starts.
+ */
+const FEED_THREAD_MIN_DELIVERIES = 500;
 
 /** A quarantine starts over after this long without an overrun. */
 const QUARANTINE_RESET_MS = 300_000;
@@ -134,6 +149,13 @@ export class Stage implements StateListener {
   private slice = 1000;
   /** Set when a bulk change arrives while a build feeds: the build starts over from the state that change led to. */
   private feedStale = false;
+  /**
+   * Whether new instances may be fed in a feed thread and made from its
+   * image (feedsInWorker); the engine's option, on by default.
+   */
+  feedThread = true;
+  /** The feed under way in a feed thread, cancelled when the stage is disposed. */
+  private workerFeed: WorkerFeed | undefined;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
   onDisposed: (() => void) | undefined;
   /**
@@ -201,10 +223,10 @@ export class Stage implements StateListener {
     this.feedQueue = queued;
     this.unsubscribe = this.state.subscribe(this);
     try {
-      const { inst, held } = await this.buildAsync(queued);
-      this.subjectsState = 'never';
+      const { inst, held, subjects } = await this.buildAsync(queued);
       this.instance = inst;
       this.held = held;
+      this.takeSubjects(subjects);
     } catch (err) {
       this.unsubscribe?.();
       this.unsubscribe = undefined;
@@ -254,6 +276,7 @@ export class Stage implements StateListener {
     if (--this.holders > 0) return;
     this.disposed = true;
     this.retry.cancel();
+    this.workerFeed?.cancel();
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     this.instance?.close();
@@ -295,21 +318,78 @@ export class Stage implements StateListener {
    * `currentState`, sized in slices: what it holds is read at once (so it is
    * one consistent state), but the sizes of objects it has not seen before
    * (their JSON: a second at 100,000 policies) are worked out between turns
-   * of the event loop.
+   * of the event loop. With `packIfLarge`, a state of at least
+   * FEED_THREAD_MIN_DELIVERIES pods and objects is also encoded into the
+   * packed form a feed thread is sent (feedsInWorker).
    */
-  private async currentStateAsync(): Promise<HeldState> {
+  private async currentStateAsync(packIfLarge = false): Promise<{ held: HeldState; packed?: PackedState }> {
     const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
+    const pack = packIfLarge && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
+    // The maps are filled in the same slices: at 10,000 pods and objects one go takes milliseconds.
+    const held = new HeldState(objects.length);
     let sliceStarted = performance.now();
-    for (const list of [pods, ...objects]) {
+    const turn = async (i: number) => {
+      if ((i & 63) !== 63 || performance.now() - sliceStarted < FEED_SLICE_MS) return;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStarted = performance.now();
+    };
+    const podPacker = pack ? new RecordPacker() : undefined;
+    for (let i = 0; i < pods.length; i++) {
+      const pod = pods[i];
+      if (podPacker) {
+        const record = encodePodInfo(pod);
+        deliveredBytes(pod, record);
+        podPacker.append(record);
+      }
+      held.upsertPod(pod);
+      await turn(i);
+    }
+    const objectPackers: RecordPacker[] = [];
+    for (let kind = 0; kind < objects.length; kind++) {
+      const list = objects[kind];
+      const packer = pack ? new RecordPacker() : undefined;
+      if (packer) objectPackers.push(packer);
       for (let i = 0; i < list.length; i++) {
-        deliveredBytes(list[i]);
-        if ((i & 63) !== 63 || performance.now() - sliceStarted < FEED_SLICE_MS) continue;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        sliceStarted = performance.now();
+        if (packer) {
+          const json = encodeObject(list[i]);
+          deliveredBytes(list[i], json);
+          packer.append(json);
+        }
+        held.addObject(kind, list[i]);
+        await turn(i);
       }
     }
-    return HeldState.of(pods, objects);
+    return pack ? { held, packed: { pods: podPacker!.done(), objects: objectPackers.map((p) => p.done()) } } : { held };
+  }
+
+  /**
+   * Whether this stage's new instances are fed in a thread of their own and
+   * made from the fed instance's memory image (worker-feed.ts): instances in
+   * this thread of a module whose state an image holds, unless the engine
+   * turned it off.
+   */
+  private get feedsInWorker(): boolean {
+    return this.feedThread && this.isolation === 'thread' && this.compiled.imageGlobals !== undefined;
+  }
+
+  /**
+   * The image of a fresh instance capped at `cap` pages fed `packed` in a
+   * feed thread; undefined when that feed failed, so the caller feeds in this
+   * thread instead (which reproduces a module failure with the stage's own
+   * handling: a bigger cap, the state rejected).
+   */
+  private async fedInWorker(cap: number, packed: PackedState): Promise<FedImage | undefined> {
+    this.reserveCap(cap);
+    const feed = feedInWorker(this.compiled, { memoryPages: cap, config: this.spec.config ?? {}, pods: packed.pods, objects: packed.objects }, this.instanceLogger);
+    this.workerFeed = feed;
+    try {
+      return await feed.result;
+    } catch {
+      return undefined;
+    } finally {
+      this.workerFeed = undefined;
+    }
   }
 
   private get limits() { return this.compiled.limits; }
@@ -320,23 +400,10 @@ export class Stage implements StateListener {
   }
 
   /** Configures and feeds `inst` with `source`, yielding after every pod and object. */
-  private *feeding(inst: ModuleInstance, source: HeldState): Generator<void> {
-    inst.configure(this.spec.config ?? {});
-    yield;
-    for (const pod of source.pods.values()) {
-      inst.upsertPod(encodePodInfo(pod));
-      yield;
-    }
-    for (const index of this.kindIndex.values()) {
-      inst.object(index, ObjectOp.Reset);
-      yield;
-      for (const obj of source.objects[index].values()) {
-        inst.object(index, ObjectOp.Upsert, encodeObject(obj));
-        yield;
-      }
-      inst.object(index, ObjectOp.Synced);
-      yield;
-    }
+  private feeding(inst: ModuleInstance, source: HeldState): Generator<void> {
+    const pods = function* () { for (const pod of source.pods.values()) yield encodePodInfo(pod); };
+    const objects = source.objects.map((map) => (function* () { for (const obj of map.values()) yield encodeObject(obj); })());
+    return feedCalls(inst, this.spec.config, pods(), objects);
   }
 
   /**
@@ -413,53 +480,68 @@ export class Stage implements StateListener {
    * state, which includes them, so the queue starts over); without, it is
    * fed `from` only. A cap that proves too small is doubled up to the ceiling.
    */
-  private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState }> {
+  private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState; subjects?: 'all' | number[] }> {
     this.feedStale = false;
-    let source = from ?? await this.currentStateAsync();
+    const pack = from === undefined && this.feedsInWorker;
+    let snapshot: { held: HeldState; packed?: PackedState } = from ? { held: from } : await this.currentStateAsync(pack);
+    let source = snapshot.held;
     if (sized) floor = Math.max(floor, sized(source.bytes));
     let cap = this.capFor(source.bytes, floor);
+    const disposedWhileBuilt = () => new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
     for (;;) {
       let inst: ModuleInstance | undefined;
       try {
-        inst = await this.newInstanceAsync(cap);
-        if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
-        let fed = 0;
-        let sliceStart = performance.now();
-        // An isolated instance takes each call in its own thread while this
-        // one awaits it (feedDeadlineMs): nothing here waits on module code.
-        inst.feeding = inst.settle !== undefined;
-        for (const _ of this.feeding(inst, source)) {
-          if (inst.settle) {
-            await inst.settle();
-            if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
-            continue;
+        // Its buffers go to the feed thread: a packed state is fed once (a retry feeds in this thread).
+        const packed = snapshot.packed;
+        snapshot.packed = undefined;
+        const image = packed && await this.fedInWorker(cap, packed);
+        if (this.disposed) throw disposedWhileBuilt();
+        if (!image) {
+          inst = await this.newInstanceAsync(cap);
+          if (this.disposed) throw disposedWhileBuilt();
+          let fed = 0;
+          let sliceStart = performance.now();
+          // An isolated instance takes each call in its own thread while this
+          // one awaits it (feedDeadlineMs): nothing here waits on module code.
+          inst.feeding = inst.settle !== undefined;
+          for (const _ of this.feeding(inst, source)) {
+            if (inst.settle) {
+              await inst.settle();
+              if (this.disposed) throw disposedWhileBuilt();
+              continue;
+            }
+            // A slice ends after `slice` calls or FEED_SLICE_MS, whichever is first: on a loaded
+            // machine 1,000 pods took over 100 ms, and the packet path waits for a whole slice.
+            if (++fed % this.slice !== 0 && performance.now() - sliceStart < FEED_SLICE_MS) continue;
+            fed = 0;
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            sliceStart = performance.now();
+            if (this.disposed) throw disposedWhileBuilt();
           }
-          // A slice ends after `slice` calls or FEED_SLICE_MS, whichever is first: on a loaded
-          // machine 1,000 pods took over 100 ms, and the packet path waits for a whole slice.
-          if (++fed % this.slice !== 0 && performance.now() - sliceStart < FEED_SLICE_MS) continue;
-          fed = 0;
-          await new Promise<void>((resolve) => setImmediate(resolve));
-          sliceStart = performance.now();
-          if (this.disposed) throw new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
+          inst.feeding = false;
         }
-        inst.feeding = false;
         if (queued && this.feedStale) {
           // A bulk change arrived meanwhile and was not queued: feed a fresh instance the state it led to.
           this.feedStale = false;
-          inst.close();
+          inst?.close();
           queued.length = 0;
-          source = await this.currentStateAsync();
+          snapshot = await this.currentStateAsync(pack);
+          source = snapshot.held;
           cap = Math.max(cap, this.capFor(source.bytes, floor));
           continue;
         }
+        // One copy of the fed memory in this thread, instead of the feed's module calls.
+        if (image) inst = new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image });
+        // The subjects the feed thread found are this instance's unless a delivery came in meanwhile.
+        const subjects = image && !queued?.length ? image.subjects : undefined;
         if (queued) {
           for (const { fn, hold } of queued) {
-            fn(inst);
+            fn(inst!);
             hold(source);
           }
           queued.length = 0;
         }
-        return { inst, held: source };
+        return { inst: inst!, held: source, subjects };
       } catch (err) {
         inst?.close();
         const next = this.disposed ? undefined : this.biggerCap(inst, err);
@@ -468,6 +550,7 @@ export class Stage implements StateListener {
         if (queued) {
           queued.length = 0;
           source = this.currentState();
+          snapshot = { held: source };
         }
       }
     }
@@ -487,7 +570,7 @@ export class Stage implements StateListener {
     const queued: QueuedDelivery[] = [];
     this.feedQueue = queued;
     try {
-      const { inst, held } = await this.buildAsync(queued, undefined, floor, sized);
+      const { inst, held, subjects } = await this.buildAsync(queued, undefined, floor, sized);
       if (this.disposed) {
         inst.close();
         return;
@@ -495,7 +578,7 @@ export class Stage implements StateListener {
       this.instance?.close();
       this.instance = inst;
       this.held = held;
-      this.subjectsState = 'never';
+      this.takeSubjects(subjects);
       this.stateProblem = undefined;
       this.retry.succeeded();
       this.counters.rebuilds++;
@@ -732,8 +815,13 @@ export class Stage implements StateListener {
     return this.subjectsState === 'fresh' ? this.subjectIds : null;
   }
 
-  private refreshSubjects(): void {
-    const subjects = this.subjects();
+  /** A new instance's subjects: those its feed thread found, or computed before its first decision (prepareSubjects). */
+  private takeSubjects(found: 'all' | number[] | undefined): void {
+    this.subjectsState = 'never';
+    if (found !== undefined) this.refreshSubjects(found === 'all' ? found : this.deliveredOnly(found));
+  }
+
+  private refreshSubjects(subjects = this.subjects()): void {
     if (this.instance === undefined) return; // kwp_subjects trapped: no filter until the rebuild
     if (subjects === 'all') this.subjectIds = null;
     // An empty filter (a stage whose policies select no pod) lets the batched
@@ -835,15 +923,21 @@ export class Stage implements StateListener {
     const inst = this.instance;
     if (!inst) return 'all';
     try {
-      // Subjects are pods the host delivered: ids it never gave out are dropped,
-      // so a module cannot make the subject filter (sized by the largest id) huge.
-      const pods = this.held?.pods;
-      const ids = inst.subjects(pods?.size ?? Infinity);
-      return ids === 'all' ? ids : ids.filter((id) => pods?.has(id) ?? this.state.podById(id) !== undefined);
+      const ids = inst.subjects(this.held?.pods.size ?? Infinity);
+      return ids === 'all' ? ids : this.deliveredOnly(ids);
     } catch (err) {
       this.failed(err);
       return 'all';
     }
+  }
+
+  /**
+   * Subjects are pods the host delivered: ids it never gave out are dropped,
+   * so a module cannot make the subject filter (sized by the largest id) huge.
+   */
+  private deliveredOnly(ids: number[]): number[] {
+    const pods = this.held?.pods;
+    return ids.filter((id) => pods?.has(id) ?? this.state.podById(id) !== undefined);
   }
 
   // StateListener: keep the instance in step with the cluster.

@@ -64,6 +64,40 @@ interface Exports extends AbiExports {
   kwp_fuel: WebAssembly.Global;
 }
 
+/**
+ * An instance's whole state between two calls: its linear memory and its
+ * mutable globals (values in the order of CompiledEvaluator.imageGlobals).
+ * An instance made from it answers every later call as the instance it was
+ * taken from would: same memory, same globals, same compiled code. Only the
+ * memory's blocks that are not all zero are kept: a fresh memory is zero, and
+ * a page nobody writes costs no resident memory.
+ */
+export interface MemoryImage {
+  /** The memory's size in 64 KiB pages. */
+  pages: number;
+  /** Byte offsets of the IMAGE_BLOCK-sized blocks that are not all zero, ascending. */
+  blocks: Uint32Array;
+  /** Those blocks' bytes, one after another. */
+  data: Uint8Array;
+  globals: Array<number | bigint>;
+}
+
+/** The unit of a memory image: the size of an OS page, what is resident or not. */
+export const IMAGE_BLOCK = 4096;
+
+/** Offsets of the blocks of `u8` (a whole number of blocks) holding a byte that is not zero. */
+function nonZeroBlocks(u8: Uint8Array): number[] {
+  const words = new Uint32Array(u8.buffer, u8.byteOffset, u8.byteLength >>> 2);
+  const per = IMAGE_BLOCK >>> 2;
+  const out: number[] = [];
+  for (let w = 0; w < words.length; w += per) {
+    for (let i = w, end = w + per; i < end; i++) {
+      if (words[i] !== 0) { out.push(w << 2); break; }
+    }
+  }
+  return out;
+}
+
 /** A module's decision-cache counters since it started (ABI.md, optional kwp_decision_cache_stats). */
 export interface DecisionCacheStats { hits: number; misses: number }
 
@@ -146,7 +180,7 @@ export class EvaluatorInstance implements ModuleInstance {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number; image?: MemoryImage } = {}) {
     this.compiled = compiled;
     const { major, minor } = compiled.meta.abi;
     this.attributesRules = major > 1 || minor >= ATTRIBUTION_MINOR;
@@ -179,6 +213,7 @@ export class EvaluatorInstance implements ModuleInstance {
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
+    if (options.image) this.restore(options.image);
     this.u8 = new Uint8Array(this.memory.buffer);
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
@@ -186,6 +221,52 @@ export class EvaluatorInstance implements ModuleInstance {
   }
 
   get name(): string { return this.compiled.meta.name; }
+
+  /** The module's mutable globals, in the order of compiled.imageGlobals (throws when the module has none to image). */
+  private imageGlobals(): WebAssembly.Global[] {
+    const names = this.compiled.imageGlobals;
+    if (names === undefined) throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: its state cannot be imaged (a mutable global JavaScript cannot read)`);
+    const exports = this.exports as unknown as Record<string, WebAssembly.Global>;
+    return names.map((n) => exports[n]);
+  }
+
+  /**
+   * A copy of this instance's state (memory and mutable globals), taken
+   * between calls. Throws on a broken instance: its heap may be half-updated.
+   */
+  image(): MemoryImage {
+    if (this.broken) throw this.broken;
+    const u8 = new Uint8Array(this.memory.buffer);
+    const blocks = nonZeroBlocks(u8);
+    const data = new Uint8Array(blocks.length * IMAGE_BLOCK);
+    blocks.forEach((at, i) => data.set(u8.subarray(at, at + IMAGE_BLOCK), i * IMAGE_BLOCK));
+    return { pages: u8.byteLength / 65536, blocks: Uint32Array.from(blocks), data, globals: this.imageGlobals().map((g) => g.value as number | bigint) };
+  }
+
+  /**
+   * Right after instantiation: makes this instance's state `image`'s. The
+   * memory grows to the image's size first (within this instance's cap);
+   * what the start function wrote where the image is zero is cleared, and
+   * only the image's blocks are written.
+   */
+  private restore(image: MemoryImage): void {
+    const globals = this.imageGlobals();
+    if (image.globals.length !== globals.length || image.data.byteLength !== image.blocks.length * IMAGE_BLOCK) {
+      throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image does not fit this module (${image.globals.length} globals for ${globals.length}, ${image.blocks.length} blocks in ${image.data.byteLength} bytes)`);
+    }
+    if (image.pages > this.memoryCapPages) {
+      throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image has ${image.pages} pages, over this instance's cap of ${this.memoryCapPages}`);
+    }
+    const have = this.memory.buffer.byteLength / 65536;
+    if (have > image.pages) throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image has ${image.pages} pages, fewer than the ${have} the module starts with`);
+    const imaged = new Set(image.blocks);
+    const started = new Uint8Array(this.memory.buffer);
+    for (const at of nonZeroBlocks(started)) if (!imaged.has(at)) started.fill(0, at, at + IMAGE_BLOCK);
+    if (image.pages > have) this.memory.grow(image.pages - have);
+    const u8 = new Uint8Array(this.memory.buffer);
+    image.blocks.forEach((at, i) => u8.set(image.data.subarray(i * IMAGE_BLOCK, (i + 1) * IMAGE_BLOCK), at));
+    globals.forEach((g, i) => { g.value = image.globals[i]; });
+  }
 
   /** Nothing to free: the garbage collector takes the instance with its last reference. */
   close(): void {}

@@ -9,6 +9,7 @@ import { KwpError } from '../errors.js';
 import type { FailurePolicy } from '../contract.js';
 import { readWasmSummary, formatFuncType, type Limits, type WasmFuncType, type WasmSummary } from './wasm-binary.js';
 import { instrumentFuel, instrumentedFileName, FUEL_GLOBAL } from './fuel.js';
+import { exportMutableGlobals, IMAGE_GLOBAL_PREFIX } from './image-globals.js';
 import { resolveLimits, TABLE_ELEMENT_BYTES, type SandboxLimits } from './limits.js';
 import { ABI_MAJOR, ABI_MINOR, ABI_VERSION_GLOBAL, splitAbiVersion } from '../abi/version.js';
 import { IMPORT_ALLOWLIST } from '../abi/imports.js';
@@ -39,6 +40,13 @@ export interface CompiledEvaluator {
    * reserves from the memory budget (memory-budget.ts).
    */
   readonly reservedBytes: number;
+  /**
+   * The export names of the module's mutable globals, which with its memory
+   * make a memory image of an instance (instance.ts, `image()`); undefined
+   * when an image cannot hold the module's state, so its instances are
+   * always fed by replaying the state.
+   */
+  readonly imageGlobals?: readonly string[];
 }
 
 const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -115,6 +123,10 @@ function checkImports(summary: WasmSummary, source: string): void {
   }
   if (summary.exports.some((e) => e.name === FUEL_GLOBAL)) {
     throw new KwpError('KWP_ERR_IMPORT_NOT_ALLOWED', `${source}: the export name ${FUEL_GLOBAL} is reserved for the host's fuel counter`);
+  }
+  const imageExport = summary.exports.find((e) => e.name.startsWith(IMAGE_GLOBAL_PREFIX));
+  if (imageExport) {
+    throw new KwpError('KWP_ERR_IMPORT_NOT_ALLOWED', `${source}: the export name ${imageExport.name} is in the prefix ${IMAGE_GLOBAL_PREFIX}, which the host reserves for its memory images; rename the export`);
   }
 }
 
@@ -226,10 +238,11 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
   checkShape(summary, limits, source);
   checkExports(summary, memoryImport !== undefined, source);
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  const instrumented = cachedInstrumentation(bytes, sha256, limits, options.instrumentationCache);
+  // The globals are exported after instrumentation, so the cached instrumented form stays what the build wrote.
+  const image = exportMutableGlobals(cachedInstrumentation(bytes, sha256, limits, options.instrumentationCache), new Set([FUEL_GLOBAL]));
   let module: WebAssembly.Module;
   try {
-    module = new WebAssembly.Module(instrumented as BufferSource);
+    module = new WebAssembly.Module(image.bytes as BufferSource);
   } catch (err) {
     throw new KwpError('KWP_ERR_INSTRUMENTATION', `${source}: the instrumented module does not compile: ${(err as Error).message}`);
   }
@@ -242,6 +255,7 @@ export function compileEvaluator(bytes: Uint8Array, options: { source: string; l
     limits,
     source,
     reservedBytes: reservation(summary, memoryImport, limits),
+    imageGlobals: image.names,
   };
 }
 

@@ -1,0 +1,29 @@
+// Worker-thread entry for feedInWorker (worker-feed.ts): instantiates a
+// module, feeds it a whole state in the stage's order and posts back a
+// memory image of the fed instance, plus its subjects. The module's calls —
+// ten thousand pod upserts, a Synced that indexes every policy, the
+// collector's pauses inside them — run here, on another core than the
+// packet path. Every check of the instance (fuel, output bounds, traps) is
+// the same code as in the main thread; this file only carries data.
+import { parentPort, workerData } from 'node:worker_threads';
+import { KwpError } from '../errors.js';
+import { loggerOf } from '../logger.js';
+import type { CompiledEvaluator } from '../runtime/loader.js';
+import { EvaluatorInstance } from '../runtime/instance.js';
+import { feedCalls, unpacked } from './feed-order.js';
+import type { FeedRequest, FeedMessage } from './worker-feed.js';
+
+const request = workerData as FeedRequest;
+const post = (m: FeedMessage, transfer: ArrayBuffer[] = []) => parentPort!.postMessage(m, transfer);
+const logger = loggerOf((level, message, fields) => post({ log: { level, message, fields: fields as Record<string, unknown> } }));
+
+try {
+  const compiled = { ...request.compiled, module: request.module } as unknown as CompiledEvaluator;
+  const inst = new EvaluatorInstance(compiled, logger, { memoryPages: request.memoryPages });
+  for (const _ of feedCalls(inst, request.config, unpacked(request.pods), request.objects.map(unpacked)));
+  const subjects = inst.subjects(request.pods.ends.length);
+  const image = inst.image();
+  post({ done: { image, subjects } }, [image.data.buffer as ArrayBuffer, image.blocks.buffer as ArrayBuffer]);
+} catch (err) {
+  post({ error: { code: err instanceof KwpError ? err.code : 'KWP_ERR_TRAP', message: (err as Error)?.message ?? String(err) } });
+}

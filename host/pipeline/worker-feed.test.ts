@@ -1,0 +1,94 @@
+// Stages fed in a feed thread and made from its memory image (worker-feed.ts,
+// Stage.feedsInWorker) against stages fed in this thread: the same verdicts,
+// reasons and subjects, for deliveries during the feed too.
+import { describe, it, expect, vi } from 'vitest';
+import { EvaluatorInstance } from '../runtime/instance.js';
+import { generateCluster, generateFlows, clusterObjects, policyChange } from '../../bench/generator.js';
+import { Kinds } from '../contract.js';
+import { ClusterState } from '../state/cluster-state.js';
+import { PolicyEngine } from './engine.js';
+import { BuiltinModules } from './modules.js';
+import { defaultPipeline } from './spec.js';
+import type { Pipeline } from './pipeline.js';
+import { feedThreadCounters } from './worker-feed.js';
+
+const SHAPE = { name: 'feed-thread', namespaces: 8, pods: 600, networkPolicies: 80, clusterNetworkPolicies: 6 };
+const cluster = generateCluster(SHAPE, 3);
+const flows = generateFlows(cluster, 2000, 4);
+const modules = new BuiltinModules();
+
+function stateOf(): ClusterState {
+  const state = new ClusterState();
+  for (const [kind, objects] of clusterObjects(cluster)) state.replace(kind, objects);
+  return state;
+}
+
+function verdicts(p: Pipeline): Uint8Array {
+  const out = new Uint8Array(flows.packets.length);
+  p.allowsBatch(flows.packets, out);
+  return out;
+}
+
+/** Per stage: its explanation of every flow's egress (the reason codes), and its subject filter. */
+function stageViews(p: Pipeline): unknown[] {
+  return p.stages.map((s) => ({ name: s.name, subjects: s.subjectFilter() && [...s.subjectFilter()!], memoryCap: s.memoryCapPages, held: s.heldBytes }));
+}
+
+describe('a pipeline whose stages are fed in feed threads', () => {
+  it('feeds a small state in this thread: a thread would start later than the feed is done', async () => {
+    const state = new ClusterState();
+    for (const [kind, objects] of clusterObjects(generateCluster({ ...SHAPE, pods: 40, networkPolicies: 8 }, 3))) state.replace(kind, objects);
+    const before = feedThreadCounters.started;
+    const p = await new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    expect(feedThreadCounters.started).toBe(before);
+    expect(p.stages.every((s) => s.healthy)).toBe(true);
+    p.dispose();
+  });
+
+  it('decides every flow as one fed in this thread, with the same subjects, and runs no module call of the feed here', async () => {
+    const state = stateOf();
+    const replayed = await new PolicyEngine({ state, modules, feedThreads: false }).buildAsync(defaultPipeline());
+    const before = feedThreadCounters.started;
+    const upserts = vi.spyOn(EvaluatorInstance.prototype, 'upsertPod');
+    const imaged = await new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    // One feed thread per stage: the stages were made from images, not fed here.
+    expect(upserts).not.toHaveBeenCalled();
+    upserts.mockRestore();
+    expect(feedThreadCounters.started - before).toBe(imaged.stages.length);
+    expect(imaged.stages.every((s) => s.healthy && s.stateProblem === undefined)).toBe(true);
+    const expected = verdicts(replayed);
+    expect(new Set(expected).size).toBe(2);
+    expect(verdicts(imaged)).toEqual(expected);
+    expect(stageViews(imaged)).toEqual(stageViews(replayed));
+    for (const [i, s] of imaged.stages.entries()) {
+      expect(s.counters.rebuilds, s.name).toBe(0);
+      expect(s.decisionCacheStats(), s.name).toEqual(replayed.stages[i].decisionCacheStats());
+    }
+    replayed.dispose();
+    imaged.dispose();
+  });
+
+  it('takes the changes that arrive while the feed thread feeds, and follows the state after it', async () => {
+    const state = stateOf();
+    const building = new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    // Changes while the stages are being fed (queued, then applied to the instance made from the image).
+    for (let round = 0; round < 6; round++) {
+      state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    const imaged = await building;
+    for (let round = 6; round < 12; round++) state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
+    // A pipeline fed in this thread from the state all the changes led to.
+    const replayed = new PolicyEngine({ state, modules, feedThreads: false }).build(defaultPipeline());
+    expect(verdicts(imaged)).toEqual(verdicts(replayed));
+    expect(imaged.stages.map((s) => s.heldBytes)).toEqual(replayed.stages.map((s) => s.heldBytes));
+    replayed.dispose();
+    imaged.dispose();
+  });
+
+  it('stops its feed thread when the build is aborted, and rejects with the abort reason', async () => {
+    const abort = new AbortController();
+    const building = new PolicyEngine({ state: stateOf(), modules }).buildAsync(defaultPipeline(), 'pipeline', undefined, { signal: abort.signal, onStage: () => abort.abort(new Error('stop')) });
+    await expect(building).rejects.toThrow('stop');
+  });
+});

@@ -1,0 +1,90 @@
+// Feeding an instance off the packet path's thread. A stage that needs a new
+// instance (a new stage, a config change, a growth, a rebuild) hands the
+// state, already in its wire form, to a short-lived thread (feed-worker.ts)
+// that instantiates the same compiled module, feeds it in the stage's order
+// and sends back a memory image of the fed instance. The stage then makes
+// its instance from the image in its own thread (instance.ts, `image`): one
+// copy of the module's memory instead of every module call of the feed.
+// The thread is terminated when the feed is done or abandoned.
+import type { Worker } from 'node:worker_threads';
+import { KwpError, type ErrorCode } from '../errors.js';
+import { startPackageWorker } from '../package-worker.js';
+import type { CompiledEvaluator } from '../runtime/loader.js';
+import type { MemoryImage } from '../runtime/instance.js';
+import type { HostLogger, LogLevel } from '../logger.js';
+import type { PackedRecords } from './feed-order.js';
+
+/** What the feed thread is started with (its workerData). */
+export interface FeedRequest {
+  module: WebAssembly.Module;
+  compiled: Omit<CompiledEvaluator, 'module'>;
+  memoryPages: number;
+  config: unknown;
+  pods: PackedRecords;
+  /** Per kind index (the module's meta.kinds order). */
+  objects: PackedRecords[];
+}
+
+/** What the feed thread posts: its instance's log lines, then one result. */
+export type FeedMessage =
+  | { log: { level: LogLevel; message: string; fields?: Record<string, unknown> } }
+  | { done: FedImage }
+  | { error: { code: string; message: string } };
+
+/** A fed instance, as an image, and the subjects it named right after the feed. */
+export interface FedImage {
+  image: MemoryImage;
+  subjects: 'all' | number[];
+}
+
+/**
+ * The feed thread's V8 heap: the packed state it was sent (ArrayBuffers,
+ * outside the heap) and the host's instance code. The module's memory is not
+ * in it. A thread that dies on it rejects the feed like any other failure.
+ */
+const FEED_THREAD_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 4 } as const;
+
+/** Threads started for feeds, process-wide: evidence for tests. */
+export const feedThreadCounters = { started: 0 };
+
+export interface WorkerFeed {
+  /** Resolves with the image; rejects with the module's KwpError (a trap, a refused config, fuel) or the thread's failure. */
+  readonly result: Promise<FedImage>;
+  /** Stops the thread; the result then rejects. Idempotent. */
+  cancel(): void;
+}
+
+/** Starts feeding a fresh instance of `compiled` in a thread of its own; its log lines go to `logger`. */
+export function feedInWorker(compiled: CompiledEvaluator, request: Omit<FeedRequest, 'module' | 'compiled'>, logger?: HostLogger): WorkerFeed {
+  const { module, ...rest } = compiled;
+  const data: FeedRequest = { ...request, module, compiled: rest };
+  const transferList = [request.pods.bytes.buffer, request.pods.ends.buffer, ...request.objects.flatMap((o) => [o.bytes.buffer, o.ends.buffer])] as ArrayBuffer[];
+  let worker: Worker | undefined;
+  let settled = false;
+  let cancel = () => {};
+  const result = new Promise<FedImage>((resolve, reject) => {
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      fn();
+      void worker?.terminate();
+    };
+    cancel = () => settle(() => reject(new KwpError('KWP_ERR_PIPELINE_INVALID', `the feed of module ${compiled.meta.name} was abandoned`)));
+    try {
+      worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { workerData: data, transferList, resourceLimits: FEED_THREAD_LIMITS });
+    } catch (err) {
+      settle(() => reject(err));
+      return;
+    }
+    feedThreadCounters.started++;
+    worker.unref();
+    worker.on('message', (m: FeedMessage) => {
+      if ('log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
+      else if ('done' in m) settle(() => resolve(m.done));
+      else settle(() => reject(new KwpError(m.error.code as ErrorCode, m.error.message)));
+    });
+    worker.on('error', (err) => settle(() => reject(new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} failed: ${err.message}`))));
+    worker.on('exit', (code) => settle(() => reject(new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} stopped (exit code ${code}) before the feed was done`))));
+  });
+  return { result, cancel: () => cancel() };
+}
