@@ -134,6 +134,16 @@ async function stopNode(proc: LabProcess): Promise<void> {
   await proc.kill();
 }
 
+/** The e2e lab: a client and a server pod, dual-stack, the server listening on PORT (bench/tools/fast-path-cost.mjs uses it too). */
+export function createBenchLab(): Promise<Lab> {
+  return Lab.create({
+    pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
+    namespaceLabels: { bench: { team: 'bench-lab' } },
+    tcpPorts: [PORT],
+    ipv6: true,
+  });
+}
+
 export async function runE2E(options: { connections: number; rounds: number; log: (m: string) => void }): Promise<E2EResult> {
   if (typeof process.getuid === 'function' && process.getuid() !== 0) return { reason: 'not root: the netns lab and NFQUEUE need root' };
   try {
@@ -142,12 +152,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     return { reason: (err as Error).message };
   }
   sweepStaleLabs();
-  const lab = await Lab.create({
-    pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
-    namespaceLabels: { bench: { team: 'bench-lab' } },
-    tcpPorts: [PORT],
-    ipv6: true,
-  });
+  const lab = await createBenchLab();
   try {
     const allowClient: KubeObject = {
       apiVersion: 'networking.k8s.io/v1',

@@ -30,11 +30,14 @@ describe('kwp agent flags', () => {
     expect(dataplaneFor(['--packet-thread-nice=19']).packetThreadNice).toBe(19);
   });
 
-  it('turns the kernel fast path on with --fast-path, with the default entry timeout or --fast-path-timeout, and leaves it off by default', () => {
+  it('has the kernel fast path on by default, with the default entry timeout or --fast-path-timeout, and off with --fast-path=false or --no-fast-path', () => {
+    expect(fastPathFor([])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
     expect(fastPathFor(['--fast-path'])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
-    expect(fastPathFor(['--fast-path', '--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
-    expect(dataplaneFor([])).not.toHaveProperty('fastPath');
+    expect(fastPathFor(['--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
     expect(dataplaneFor(['--fast-path=false'])).not.toHaveProperty('fastPath');
+    expect(dataplaneFor(['--no-fast-path'])).not.toHaveProperty('fastPath');
+    expect(dataplaneFor(['--no-fast-path', '--fast-path'])).toHaveProperty('fastPath');
+    expect(usageError(['--no-fast-path-timeout'])).toMatch(/^KWP_ERR_USAGE: kwp agent: unknown flag "--no-fast-path-timeout"/);
     expect(usageError(['--fast-path-timeout=0'])).toMatch(/^KWP_ERR_USAGE: .*fast-path-timeout/);
   });
 

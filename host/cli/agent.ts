@@ -15,7 +15,7 @@ function helpText(): string {
     const def = f.default === undefined ? '' : ` (default ${f.default})`;
     return `  ${spelled.padEnd(32)} ${f.description}${def}`;
   });
-  return `usage: kwp agent [flags]\n\nRuns the node agent.\n\n${rows.join('\n')}\n`;
+  return `usage: kwp agent [flags]\n\nRuns the node agent. A boolean flag is turned off with --NAME=false or --no-NAME.\n\n${rows.join('\n')}\n`;
 }
 
 function convert(flag: AgentFlag, raw: string | undefined): string | number | boolean {
@@ -52,6 +52,12 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
     if (arg === '--help' || arg === '-h') { out.help = true; continue; }
     const m = /^--?([a-z][a-z0-9-]*)(?:=(.*))?$/.exec(arg);
     if (!m) throw new KwpError('KWP_ERR_USAGE', `kwp agent: unexpected argument "${arg}"; see "kwp agent --help"`);
+    // --no-NAME turns a boolean flag off (--no-fast-path), as --NAME=false does.
+    const negated = arg.startsWith('--no-') && m[2] === undefined ? agentFlags.find((f) => f.type === 'boolean' && f.name === m[1].slice(3)) : undefined;
+    if (negated) {
+      out[negated.name] = false;
+      continue;
+    }
     const flag = agentFlags.find((f) => f.name === m[1]);
     if (!flag || (arg.startsWith('--') ? flag.name.length === 1 : flag.name.length !== 1)) {
       const typed = arg.split('=')[0];
