@@ -531,13 +531,32 @@ export class Stage implements StateListener {
           continue;
         }
         // One copy of the fed memory in this thread, instead of the feed's module calls.
-        if (image) inst = new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image });
+        if (image) {
+          inst = await EvaluatorInstance.fromImageInSlices(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image }, FEED_SLICE_MS);
+          if (this.disposed) throw disposedWhileBuilt();
+        }
         // The subjects the feed thread found are this instance's unless a delivery came in meanwhile.
         const subjects = image && !queued?.length ? image.subjects : undefined;
         if (queued) {
-          for (const { fn, hold } of queued) {
-            fn(inst!);
-            hold(source);
+          // Replayed in slices (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
+          let replayStart = performance.now();
+          for (let i = 0; i < queued.length && !this.feedStale; i++) {
+            queued[i].fn(inst!);
+            queued[i].hold(source);
+            if (performance.now() - replayStart < FEED_SLICE_MS) continue;
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            replayStart = performance.now();
+            if (this.disposed) throw disposedWhileBuilt();
+          }
+          if (this.feedStale) {
+            // A bulk change arrived during the replay: start over from the state it led to.
+            this.feedStale = false;
+            inst!.close();
+            queued.length = 0;
+            snapshot = await this.currentStateAsync(pack);
+            source = snapshot.held;
+            cap = Math.max(cap, this.capFor(source.bytes, floor));
+            continue;
           }
           queued.length = 0;
         }
@@ -990,12 +1009,19 @@ export class Stage implements StateListener {
   bulkChange(events: readonly StateEvent[]): boolean {
     if (this.disposed) return false;
     let weight = 0;
+    let synced = 0;
     for (const e of events) {
-      if (e.type === 'objectsReplaced') weight += this.kindIndex.has(e.kind) ? e.objects.length + 1 : 0;
+      if (e.type === 'objectsReplaced') {
+        if (!this.kindIndex.has(e.kind)) continue;
+        weight += e.objects.length + 1;
+        // A snapshot ends in SYNCED, where a module may go over every pod it holds (the NetworkPolicy
+        // and ClusterNetworkPolicy modules recompute each pod's policies): one call that weighs as much.
+        synced = Math.max(synced, this.held?.pods.size ?? 0);
+      }
       else if (e.type === 'objectApplied') weight += this.kindIndex.has(e.kind) ? 1 : 0;
       else weight++;
     }
-    if (weight < this.slice) return false;
+    if (weight + synced < this.slice) return false;
     if (this.feedQueue) {
       this.feedStale = true;
       return true;

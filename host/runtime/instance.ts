@@ -213,7 +213,7 @@ export class EvaluatorInstance implements ModuleInstance {
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
-    if (options.image) this.restore(options.image);
+    if (options.image) for (const _ of this.restore(options.image));
     this.u8 = new Uint8Array(this.memory.buffer);
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
@@ -249,7 +249,7 @@ export class EvaluatorInstance implements ModuleInstance {
    * what the start function wrote where the image is zero is cleared, and
    * only the image's blocks are written.
    */
-  private restore(image: MemoryImage): void {
+  private *restore(image: MemoryImage): Generator<void> {
     const globals = this.imageGlobals();
     if (image.globals.length !== globals.length || image.data.byteLength !== image.blocks.length * IMAGE_BLOCK) {
       throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image does not fit this module (${image.globals.length} globals for ${globals.length}, ${image.blocks.length} blocks in ${image.data.byteLength} bytes)`);
@@ -264,8 +264,34 @@ export class EvaluatorInstance implements ModuleInstance {
     for (const at of nonZeroBlocks(started)) if (!imaged.has(at)) started.fill(0, at, at + IMAGE_BLOCK);
     if (image.pages > have) this.memory.grow(image.pages - have);
     const u8 = new Uint8Array(this.memory.buffer);
-    image.blocks.forEach((at, i) => u8.set(image.data.subarray(i * IMAGE_BLOCK, (i + 1) * IMAGE_BLOCK), at));
+    for (let i = 0; i < image.blocks.length; i++) {
+      u8.set(image.data.subarray(i * IMAGE_BLOCK, (i + 1) * IMAGE_BLOCK), image.blocks[i]);
+      if ((i & 255) === 255) yield;
+    }
     globals.forEach((g, i) => { g.value = image.globals[i]; });
+  }
+
+  /**
+   * An instance made from `image`, its blocks copied in slices of at most
+   * `sliceMs` between turns of the event loop (the NetworkPolicy stage's
+   * image at 100,000 policies is 176 MiB: a second and more of copying and
+   * first-touch page faults in one call on a loaded node). Nothing calls the
+   * instance before it is returned.
+   */
+  static async fromImageInSlices(compiled: CompiledEvaluator, logger: HostLogger | undefined, options: { memoryPages: number; image: MemoryImage }, sliceMs: number): Promise<EvaluatorInstance> {
+    const inst = new EvaluatorInstance(compiled, logger, { memoryPages: options.memoryPages });
+    let started = performance.now();
+    for (const _ of inst.restore(options.image)) {
+      if (performance.now() - started < sliceMs) continue;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      started = performance.now();
+    }
+    // What the constructor read from the module before its image was in: read again from the image's state.
+    inst.u8 = new Uint8Array(inst.memory.buffer);
+    const self = inst as unknown as { batchPtr: number; batchCapacity: number };
+    self.batchPtr = inst.guarded(() => inst.exports.kwp_batch(), inst.callFuel, 'kwp_batch');
+    self.batchCapacity = inst.guarded(() => inst.exports.kwp_batch_capacity(), inst.callFuel, 'kwp_batch_capacity');
+    return inst;
   }
 
   /** Nothing to free: the garbage collector takes the instance with its last reference. */
