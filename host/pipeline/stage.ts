@@ -519,6 +519,10 @@ export class Stage implements StateListener {
             if (this.disposed) throw disposedWhileBuilt();
           }
           inst.feeding = false;
+        } else {
+          // One copy of the fed memory in this thread (in slices), instead of the feed's module calls.
+          inst = await EvaluatorInstance.fromImage(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image }, FEED_SLICE_MS);
+          if (this.disposed) throw disposedWhileBuilt();
         }
         if (queued && this.feedStale) {
           // A bulk change arrived meanwhile and was not queued: feed a fresh instance the state it led to.
@@ -530,8 +534,6 @@ export class Stage implements StateListener {
           cap = Math.max(cap, this.capFor(source.bytes, floor));
           continue;
         }
-        // One copy of the fed memory in this thread, instead of the feed's module calls.
-        if (image) inst = new EvaluatorInstance(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image });
         // The subjects the feed thread found are this instance's unless a delivery came in meanwhile.
         const subjects = image && !queued?.length ? image.subjects : undefined;
         if (queued) {
