@@ -151,9 +151,9 @@ export class Stage implements StateListener {
   private feedStale = false;
   /**
    * Whether new instances may be fed in a feed thread and made from its
-   * image (feedsInWorker); the engine's option, on by default.
+   * image (feedsInWorker); the engine's option, off by default.
    */
-  feedThread = true;
+  feedThread = false;
   /** The feed under way in a feed thread, cancelled when the stage is disposed. */
   private workerFeed: WorkerFeed | undefined;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
