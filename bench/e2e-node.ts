@@ -5,7 +5,9 @@
 //   node e2e-node.js '<E2ENodeConfig JSON>'
 //   stdout: {"event":"started","mode":...}, {"event":"stats",...}, {"event":"error",...}
 //   stdin: {"op":"stats"}, {"op":"reset"} (empty the histograms), {"op":"nice","value":N}
-//          (renice the packet thread, to compare priorities in one process), {"op":"stop"}
+//          (renice the packet thread, to compare priorities in one process),
+//          {"op":"busyPoll","value":MICROS} (the Dataplane's busy-poll window; 0 off),
+//          {"op":"mark"} (CPU time and packets in "stats" count from here), {"op":"stop"}
 import type { HostLogger } from '../host/logger.js';
 import { setPriority } from 'node:os';
 import { createInterface } from 'node:readline';
@@ -33,6 +35,8 @@ export interface E2ENodeConfig {
   packetThreadNice?: number;
   /** The kernel fast path, wired to the state and engine as the agent wires it. */
   fastPath?: boolean;
+  /** Passed to the Dataplane as busyPollMicros (also set later by the "busyPoll" command). */
+  busyPollMicros?: number;
 }
 
 const emit = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -90,6 +94,7 @@ async function main(): Promise<void> {
     strict: false,
     logger,
     packetThreadNice: config.packetThreadNice,
+    busyPollMicros: config.busyPollMicros ?? 0,
     ...(config.fastPath ? { fastPath: DEFAULT_FAST_PATH } : {}),
   });
   if (dataplane.fastPath) invalidateFastPathOnChange({ fastPath: dataplane.fastPath, state, engine });
@@ -118,6 +123,8 @@ async function main(): Promise<void> {
   await dataplane.start(judge);
   emit({ event: 'started', mode: dataplane.queueMode, packetThreadNice: dataplane.packetThreadNice ?? null, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
 
+  let markCpu = process.cpuUsage();
+  let markPackets = 0;
   const lines = createInterface({ input: process.stdin });
   lines.on('line', (line) => {
     const command = JSON.parse(line) as { op: string; value?: number };
@@ -127,6 +134,9 @@ async function main(): Promise<void> {
         event: 'stats', ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros,
         judgeP50Micros: judgeMicros.p50(), judgeP99Micros: judgeMicros.p99(),
         verdictP50Micros: verdictMicros.p50(), verdictP99Micros: verdictMicros.p99(),
+        // The agent's CPU time (user + system, all threads) and policy packets since the last "mark".
+        cpuMicrosSinceMark: ((u) => u.user + u.system)(process.cpuUsage(markCpu)), packetsSinceMark: dataplane.counters.packets - markPackets,
+        busyPollMicros: dataplane.busyPoll.windowMicros,
         ...(dataplane.fastPath ? {
           fastPathAdded: dataplane.fastPath.counters.added.accept + dataplane.fastPath.counters.added.deny,
           fastPathBatches: dataplane.fastPath.counters.batches,
@@ -142,6 +152,11 @@ async function main(): Promise<void> {
     } else if (command.op === 'nice') {
       // Same thread as Dataplane.start: the one running the packet path.
       setPriority(0, command.value ?? 0);
+    } else if (command.op === 'busyPoll') {
+      dataplane.busyPoll.windowMicros = command.value ?? 0;
+    } else if (command.op === 'mark') {
+      markCpu = process.cpuUsage();
+      markPackets = dataplane.counters.packets;
     } else if (command.op === 'stop') void stop();
   });
   lines.on('close', () => void stop());

@@ -28,6 +28,12 @@ const FAST_PATH_TARGET = 0.95;
  * at the priority it inherited (0), so both figures come from one run.
  */
 const PACKET_THREAD_NICE = -10;
+/**
+ * Each round also measures the enforced agent (nice as above) with the
+ * Dataplane's busy poll (busy-poll.ts): the packet thread polls for this long
+ * after each packet instead of sleeping, so the judge runs on warm caches.
+ */
+const BUSY_POLL_MICROS = 1000;
 
 export type E2EResult =
   | { reason: string }
@@ -58,6 +64,15 @@ export type E2EResult =
       packetThreadNice: number;
       /** The enforced agent again, its packet thread at nice 0: the same span, without the priority. */
       inheritedPriority: { connPerSec: number; packetProcessP50Micros: number; packetProcessP99Micros: number; verdictCallP50Micros: number; verdictCallP99Micros: number };
+      /**
+       * The enforced agent again with the busy poll on: the judge and packet
+       * spans, and the agent's CPU time per queued packet with and without it
+       * (its whole process, user + system, over the measured runs).
+       */
+      busyPoll: {
+        windowMicros: number; connPerSec: number; judgeP50Micros: number; judgeP99Micros: number; packetProcessP50Micros: number; packetProcessP99Micros: number;
+        agentCpuMicrosPerPacket: number; withoutAgentCpuMicrosPerPacket: number;
+      };
       queuedPackets: number;
       failedConnections: { enforced: number; acceptAll: number; kernelOnly: number; fastPath: number };
       connectionsPerRun: number;
@@ -119,6 +134,16 @@ async function stopNode(proc: LabProcess): Promise<void> {
   await proc.kill();
 }
 
+/** The e2e lab: a client and a server pod, dual-stack, the server listening on PORT (bench/tools/fast-path-cost.mjs uses it too). */
+export function createBenchLab(): Promise<Lab> {
+  return Lab.create({
+    pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
+    namespaceLabels: { bench: { team: 'bench-lab' } },
+    tcpPorts: [PORT],
+    ipv6: true,
+  });
+}
+
 export async function runE2E(options: { connections: number; rounds: number; log: (m: string) => void }): Promise<E2EResult> {
   if (typeof process.getuid === 'function' && process.getuid() !== 0) return { reason: 'not root: the netns lab and NFQUEUE need root' };
   try {
@@ -127,12 +152,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     return { reason: (err as Error).message };
   }
   sweepStaleLabs();
-  const lab = await Lab.create({
-    pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
-    namespaceLabels: { bench: { team: 'bench-lab' } },
-    tcpPorts: [PORT],
-    ipv6: true,
-  });
+  const lab = await createBenchLab();
   try {
     const allowClient: KubeObject = {
       apiVersion: 'networking.k8s.io/v1',
@@ -149,7 +169,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     await runClient(lab, 200); // warm the pods' stacks and the client's JIT
     // The modes take turns, `rounds` times, and each keeps its best run: load
     // from other processes on the machine then hits every mode alike.
-    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited' | 'fastPath', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined, fastPath: undefined };
+    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited' | 'busyPoll' | 'fastPath', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined, busyPoll: undefined, fastPath: undefined };
     // Connect times, sequential: the lowest p50 (and p99) of the rounds, per mode.
     const latency: Record<'kernelOnly' | 'uncached' | 'cached', { p50: number; p99: number } | undefined> = { kernelOnly: undefined, uncached: undefined, cached: undefined };
     const keepLatency = (mode: keyof typeof latency, r: ClientResult) => {
@@ -161,6 +181,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     let acceptAllStats: Record<string, number> = {};
     let enforcedStats: Record<string, number> = {};
     let inheritedStats: Record<string, number> = {};
+    let busyPollStats: Record<string, number> = {};
     let queueMode = '';
     for (let round = 0; round < options.rounds; round++) {
       options.log(`e2e round ${round + 1}/${options.rounds}: kernelOnly`);
@@ -178,6 +199,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
       const enforcedNode = await startNode(lab, { ...base, pipeline: 'default', synthetic: true });
       queueMode = String(JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!).mode);
       await runClient(lab, 200);
+      enforcedNode.send(JSON.stringify({ op: 'mark' }));
       keep('enforced', await bestOf(lab, options.connections));
       enforcedStats = await stats(enforcedNode);
       keepLatency('uncached', await runClient(lab, LATENCY_CONNECTIONS, 1));
@@ -191,6 +213,15 @@ export async function runE2E(options: { connections: number; rounds: number; log
       enforcedNode.send(JSON.stringify({ op: 'reset' }));
       keep('inherited', await bestOf(lab, options.connections));
       inheritedStats = await stats(enforcedNode);
+
+      options.log(`e2e round ${round + 1}/${options.rounds}: enforced, busy poll ${BUSY_POLL_MICROS} µs`);
+      enforcedNode.send(JSON.stringify({ op: 'nice', value: PACKET_THREAD_NICE }));
+      enforcedNode.send(JSON.stringify({ op: 'busyPoll', value: BUSY_POLL_MICROS }));
+      await runClient(lab, 200);
+      enforcedNode.send(JSON.stringify({ op: 'reset' }));
+      enforcedNode.send(JSON.stringify({ op: 'mark' }));
+      keep('busyPoll', await bestOf(lab, options.connections));
+      busyPollStats = await stats(enforcedNode);
       await stopNode(enforcedNode);
 
       options.log(`e2e round ${round + 1}/${options.rounds}: enforced with the kernel fast path`);
@@ -206,6 +237,8 @@ export async function runE2E(options: { connections: number; rounds: number; log
     const acceptAll = best.acceptAll!;
     const enforced = best.enforced!;
     const inherited = best.inherited!;
+    const busyPoll = best.busyPoll!;
+    const cpuPerPacket = (st: Record<string, number>) => (st.packetsSinceMark > 0 ? round(st.cpuMicrosSinceMark / st.packetsSinceMark, 1) : 0);
     const fastPath = best.fastPath!;
     const lat = { kernelOnly: latency.kernelOnly!, uncached: latency.uncached!, cached: latency.cached! };
     const vsKernelOnly = round(fastPath.connPerSec / kernelOnly.connPerSec, 3);
@@ -245,6 +278,16 @@ export async function runE2E(options: { connections: number; rounds: number; log
         packetProcessP99Micros: round(inheritedStats.p99Micros, 2),
         verdictCallP50Micros: round(inheritedStats.verdictP50Micros, 2),
         verdictCallP99Micros: round(inheritedStats.verdictP99Micros, 2),
+      },
+      busyPoll: {
+        windowMicros: BUSY_POLL_MICROS,
+        connPerSec: Math.round(busyPoll.connPerSec),
+        judgeP50Micros: round(busyPollStats.judgeP50Micros, 2),
+        judgeP99Micros: round(busyPollStats.judgeP99Micros, 2),
+        packetProcessP50Micros: round(busyPollStats.p50Micros, 2),
+        packetProcessP99Micros: round(busyPollStats.p99Micros, 2),
+        agentCpuMicrosPerPacket: cpuPerPacket(busyPollStats),
+        withoutAgentCpuMicrosPerPacket: cpuPerPacket(enforcedStats),
       },
       queuedPackets: enforcedStats.count,
       failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed, fastPath: fastPath.failed },

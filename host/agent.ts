@@ -43,10 +43,13 @@ export interface AgentConfig {
   /** Nice value (-20..19) for the packet thread; unset leaves it alone (see DataplaneOptions.packetThreadNice). */
   packetThreadNice?: number;
   /**
-   * The kernel fast path (docs/dataplane.md): true, or the seconds a decided
-   * tuple stays in the kernel sets (true: 120); off when absent or false.
+   * The kernel fast path (docs/dataplane.md): on when absent or true (a
+   * decided tuple stays 120 s in the kernel sets), or the seconds it stays;
+   * off with false.
    */
   fastPath?: boolean | number;
+  /** Test only: each fast-path invalidation reaches the kernel this many ms late (FastPathOptions.testFlushDelayMs). */
+  fastPathTestFlushDelayMs?: number;
   /** Uploaded modules and the active pipeline persist here; without it nothing persists and uploads are refused. */
   stateDir?: string;
   /** `host:port` of the admin API; absent or empty for none. */
@@ -95,7 +98,13 @@ export function dataplaneSettings(config: AgentConfig): Omit<DataplaneOptions, '
     strict: config.strict ?? true,
     ...(config.markBits !== undefined ? { marks: marksAt(config.markBits) } : {}),
     ...(config.packetThreadNice !== undefined ? { packetThreadNice: config.packetThreadNice } : {}),
-    ...(config.fastPath === undefined || config.fastPath === false ? {} : { fastPath: { ...DEFAULT_FAST_PATH, ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}) } }),
+    ...(config.fastPath === false ? {} : {
+      fastPath: {
+        ...DEFAULT_FAST_PATH,
+        ...(typeof config.fastPath === 'number' ? { timeoutSeconds: config.fastPath } : {}),
+        ...(config.fastPathTestFlushDelayMs ? { testFlushDelayMs: config.fastPathTestFlushDelayMs } : {}),
+      },
+    }),
   };
 }
 

@@ -30,12 +30,40 @@ describe('kwp agent flags', () => {
     expect(dataplaneFor(['--packet-thread-nice=19']).packetThreadNice).toBe(19);
   });
 
-  it('turns the kernel fast path on with --fast-path, with the default entry timeout or --fast-path-timeout, and leaves it off by default', () => {
+  it('has the kernel fast path on by default, with the default entry timeout or --fast-path-timeout, and off with --fast-path=false or --no-fast-path', () => {
+    expect(fastPathFor([])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
     expect(fastPathFor(['--fast-path'])).toEqual({ timeoutSeconds: 120, maxEntries: 131072 });
-    expect(fastPathFor(['--fast-path', '--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
-    expect(dataplaneFor([])).not.toHaveProperty('fastPath');
+    expect(fastPathFor(['--fast-path-timeout=30'])).toMatchObject({ timeoutSeconds: 30 });
     expect(dataplaneFor(['--fast-path=false'])).not.toHaveProperty('fastPath');
+    expect(dataplaneFor(['--no-fast-path'])).not.toHaveProperty('fastPath');
+    expect(dataplaneFor(['--no-fast-path', '--fast-path'])).toHaveProperty('fastPath');
+    expect(usageError(['--no-fast-path-timeout'])).toMatch(/^KWP_ERR_USAGE: kwp agent: unknown flag "--no-fast-path-timeout"/);
     expect(usageError(['--fast-path-timeout=0'])).toMatch(/^KWP_ERR_USAGE: .*fast-path-timeout/);
+  });
+
+  it('delays fast-path invalidations only when the test-only KWP_TEST_FAST_PATH_FLUSH_DELAY_MS asks, and refuses a value that is not whole milliseconds', () => {
+    const saved = process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS;
+    const configError = (argv: string[]) => {
+      try {
+        agentConfigFromFlags(parseAgentFlags(argv));
+      } catch (err) {
+        return isKwpError(err) ? `${err.code}: ${err.message}` : `not a KwpError: ${String(err)}`;
+      }
+      return 'no error';
+    };
+    try {
+      delete process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS;
+      expect(fastPathFor(['--fast-path'])).not.toHaveProperty('testFlushDelayMs');
+      process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = '2500';
+      expect(fastPathFor(['--fast-path'])).toMatchObject({ testFlushDelayMs: 2500 });
+      process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = '0';
+      expect(fastPathFor(['--fast-path'])).not.toHaveProperty('testFlushDelayMs');
+      process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = '2.5s';
+      expect(configError(['--fast-path'])).toMatch(/^KWP_ERR_USAGE: .*KWP_TEST_FAST_PATH_FLUSH_DELAY_MS.*"2\.5s"/);
+    } finally {
+      if (saved === undefined) delete process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS;
+      else process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS = saved;
+    }
   });
 
   it('leaves the packet thread priority alone unless asked', () => {

@@ -15,7 +15,7 @@ function helpText(): string {
     const def = f.default === undefined ? '' : ` (default ${f.default})`;
     return `  ${spelled.padEnd(32)} ${f.description}${def}`;
   });
-  return `usage: kwp agent [flags]\n\nRuns the node agent.\n\n${rows.join('\n')}\n`;
+  return `usage: kwp agent [flags]\n\nRuns the node agent. A boolean flag is turned off with --NAME=false or --no-NAME.\n\n${rows.join('\n')}\n`;
 }
 
 function convert(flag: AgentFlag, raw: string | undefined): string | number | boolean {
@@ -52,6 +52,12 @@ export function parseAgentFlags(argv: string[]): AgentFlagValues & { help?: bool
     if (arg === '--help' || arg === '-h') { out.help = true; continue; }
     const m = /^--?([a-z][a-z0-9-]*)(?:=(.*))?$/.exec(arg);
     if (!m) throw new KwpError('KWP_ERR_USAGE', `kwp agent: unexpected argument "${arg}"; see "kwp agent --help"`);
+    // --no-NAME turns a boolean flag off (--no-fast-path), as --NAME=false does.
+    const negated = arg.startsWith('--no-') && m[2] === undefined ? agentFlags.find((f) => f.type === 'boolean' && f.name === m[1].slice(3)) : undefined;
+    if (negated) {
+      out[negated.name] = false;
+      continue;
+    }
     const flag = agentFlags.find((f) => f.name === m[1]);
     if (!flag || (arg.startsWith('--') ? flag.name.length === 1 : flag.name.length !== 1)) {
       const typed = arg.split('=')[0];
@@ -88,6 +94,19 @@ function multiclusterSettings(flags: AgentFlagValues): AgentConfig['multicluster
  * Exported so tests can follow a flag to the dataplane options without
  * starting anything.
  */
+/**
+ * KWP_TEST_FAST_PATH_FLUSH_DELAY_MS, a test-only hook (docs/dataplane.md, "The
+ * kernel fast path"): unset or empty leaves it off.
+ */
+function testFlushDelay(raw: string | undefined): Pick<AgentConfig, 'fastPathTestFlushDelayMs'> {
+  if (raw === undefined || raw === '') return {};
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms < 0 || ms > 60_000) {
+    throw new KwpError('KWP_ERR_USAGE', `kwp agent: the environment variable KWP_TEST_FAST_PATH_FLUSH_DELAY_MS must be whole milliseconds from 0 to 60000 (a test-only hook; unset it), got "${raw}"`);
+  }
+  return ms > 0 ? { fastPathTestFlushDelayMs: ms } : {};
+}
+
 export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
   let autoRollback: { failures: number; windowMs: number } | undefined;
   if (flags['auto-rollback'] !== undefined) {
@@ -118,6 +137,7 @@ export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
     markBits: flags['mark-bits'] as number,
     packetThreadNice: flags['packet-thread-nice'] as number | undefined,
     fastPath: flags['fast-path'] === true ? (flags['fast-path-timeout'] as number) : false,
+    ...testFlushDelay(process.env.KWP_TEST_FAST_PATH_FLUSH_DELAY_MS),
     stateDir: flags['state-dir'] as string,
     adminAddress: adminAddress === 'off' ? undefined : adminAddress,
     adminTokenFile: flags['admin-token-file'] as string | undefined,

@@ -23,6 +23,8 @@ export interface InstallOptions {
   strict: boolean;
   /** HOST:PORT the admin API listens on in the host network namespace. */
   adminAddress: string;
+  /** The agent's `--fast-path` (the kernel fast path, docs/dataplane.md). */
+  fastPath: boolean;
   /** The agent's `--packet-thread-nice`; absent leaves the packet thread at the inherited priority. */
   packetThreadNice?: number;
   /** Kinds the agent watches; the ClusterRole grants exactly these. */
@@ -66,6 +68,7 @@ export function agentArgs(opts: InstallOptions): string[] {
     ['pipeline', `${PIPELINE_DIR}/pipeline.yaml`],
     ['fail-open', opts.failOpen],
     ['strict', opts.strict],
+    ['fast-path', opts.fastPath],
     ['admin-address', opts.adminAddress],
     ['state-dir', STATE_DIR],
     ['dataplane', 'on'],

@@ -32,6 +32,7 @@ flags:
   --pipeline FILE         pipeline YAML to ship in the ConfigMap (default deploy/pipeline.yaml)
   --fail-open=true|false  let packets pass while no agent listens (default true)
   --strict=true|false     cut established connections a new policy denies (default true)
+  --fast-path=true|false  decide repeated tuples in kernel sets, without the agent (default true)
   --admin-address H:P     admin API address on the node; the probes use it (default 127.0.0.1:9443)
   --packet-thread-nice=N|off
                           the agent's packet thread priority, -20..19 (a negative N needs the "=");
@@ -115,6 +116,7 @@ function manifestFlags(argv: string[]) {
     pipeline: { type: 'string' },
     'fail-open': { type: 'string' },
     strict: { type: 'string' },
+    'fast-path': { type: 'string' },
     'admin-address': { type: 'string' },
     'packet-thread-nice': { type: 'string' },
     multicluster: { type: 'boolean' },
@@ -173,6 +175,7 @@ export function manifestOptions(argv: string[]): InstallOptions & { pipelineFrom
     pipelineFrom: pipeline.from,
     failOpen: booleanFlag('fail-open', values['fail-open'], true),
     strict: booleanFlag('strict', values.strict, true),
+    fastPath: booleanFlag('fast-path', values['fast-path'], true),
     adminAddress,
     ...(nice !== undefined ? { packetThreadNice: nice } : {}),
     ...(multicluster ? { multicluster } : {}),

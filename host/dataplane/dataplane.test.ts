@@ -102,6 +102,23 @@ describe('Dataplane', () => {
     expect(dataplane.decisionMicros.count).toBe(2);
   });
 
+  it('keeps polling for the busy-poll window after answering a packet, and not at all without one', async () => {
+    const { dataplane, queues } = setup({ busyPollMicros: 50_000 }, '', true);
+    await dataplane.start(new DenySourceJudge('10.244.0.3'));
+    expect(dataplane.busyPoll.active).toBe(false);
+    queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'));
+    expect(dataplane.busyPoll.active).toBe(true);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(dataplane.busyPoll.turns).toBeGreaterThan(0);
+    await dataplane.stop();
+
+    const idle = setup({}, '', true);
+    await idle.dataplane.start(new DenySourceJudge('10.244.0.3'));
+    idle.queues.deliver(10, 1, tcpSyn('10.244.0.2', '10.244.0.3'));
+    expect(idle.dataplane.busyPoll.active).toBe(false);
+    await idle.dataplane.stop();
+  });
+
   it('in xtables mode repeats the mangle hook instead of accepting, so agents queued after it still see the packet', async () => {
     const { dataplane, queues } = setup();
     await dataplane.start(new DenySourceJudge('none'));

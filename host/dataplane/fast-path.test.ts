@@ -52,7 +52,7 @@ function tcp(last: number, dstPort: number, srcPort = 40000): Packet {
   return { family: 4, protocol: 6, src: Uint8Array.of(10, 0, 0, last), dst: Uint8Array.of(10, 0, 0, 99), srcPort, dstPort, icmpType: 0, icmpCode: 0 };
 }
 
-function started(kernel: RecordingKernel, options: { batchSize?: number; maxPending?: number } = {}) {
+function started(kernel: RecordingKernel, options: { batchSize?: number; maxPending?: number; testFlushDelayMs?: number } = {}) {
   const fp = new FastPath(kernel, 'kwp', { timeoutSeconds: 60, maxEntries: 1000, fillDelayMs: 1, ...options }, quiet);
   fp.block(undefined, 'pipeline');
   fp.start();
@@ -132,6 +132,22 @@ describe('FastPath', () => {
     await until(() => kernel.finished.length === 3);
     expect(kernel.finished).toEqual(['add kwp-fpa4 10.0.0.1,tcp:80,10.0.0.99\n', invalidateScript('xtables', 'kwp'), 'add kwp-fpa4 10.0.0.2,tcp:80,10.0.0.99\n']);
     expect(fp.counters.flushes).toBe(1);
+  });
+
+  it('with the test-only flush delay, an invalidation reaches the kernel only after it, fills decided after the change queue behind it, and settled() waits for both', async () => {
+    const kernel = new RecordingKernel();
+    const fp = started(kernel, { testFlushDelayMs: 150 });
+    decide(fp, tcp(1, 80), true);
+    await until(() => fp.counters.batches === 1);
+    const changed = performance.now();
+    fp.invalidate('object');
+    decide(fp, tcp(2, 80), true);
+    await new Promise((r) => setTimeout(r, 30));
+    // Still delayed: the stale entry is in the (recorded) kernel and nothing followed it.
+    expect(kernel.scripts).toHaveLength(1);
+    await fp.settled();
+    expect(performance.now() - changed).toBeGreaterThanOrEqual(140);
+    expect(kernel.finished.slice(1)).toEqual([invalidateScript('xtables', 'kwp'), 'add kwp-fpa4 10.0.0.2,tcp:80,10.0.0.99\n']);
   });
 
   it('coalesces invalidations into one swap, and needs none while the sets are known to be empty', async () => {

@@ -43,6 +43,14 @@ export interface FastPathOptions extends FastPathRuleOptions {
   batchSize?: number;
   /** Decided tuples waiting at most; beyond it they are not kept (counted in `overflow`). Default 16384. */
   maxPending?: number;
+  /**
+   * Test only (KWP_TEST_FAST_PATH_FLUSH_DELAY_MS): every invalidation waits
+   * this long, inside the kernel order, before it empties the sets, so an
+   * end-to-end test can open a connection while a stale entry still decides
+   * and check that strict mode cuts it all the same. Never set in production:
+   * for that long the sets keep deciding as before the change.
+   */
+  testFlushDelayMs?: number;
 }
 
 /** What the fast path needs of the kernel rules (KernelRules). */
@@ -112,6 +120,7 @@ export class FastPath {
   private readonly fillDelayMs: number;
   private readonly batchSize: number;
   private readonly maxPending: number;
+  private readonly testFlushDelayMs: number;
 
   constructor(
     private readonly kernel: FastPathKernel,
@@ -122,6 +131,10 @@ export class FastPath {
     this.fillDelayMs = options.fillDelayMs ?? 5;
     this.batchSize = options.batchSize ?? 4096;
     this.maxPending = options.maxPending ?? 16384;
+    this.testFlushDelayMs = options.testFlushDelayMs ?? 0;
+    if (this.testFlushDelayMs > 0) {
+      logger.warn({ delayMs: this.testFlushDelayMs }, 'kernel fast path: test hook KWP_TEST_FAST_PATH_FLUSH_DELAY_MS is set; every invalidation reaches the kernel that much later (tests only, never in production)');
+    }
   }
 
   /** Bumped by every invalidation. */
@@ -263,6 +276,7 @@ export class FastPath {
 
   private async flushKernel(): Promise<void> {
     this.flushQueued = false;
+    if (this.testFlushDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.testFlushDelayMs));
     try {
       await this.kernel.runFastPathScript(invalidateScript(this.kernel.queueMode!, this.tableName));
       this.kernelMayHold = false;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeObject } from '../../host/contract.js';
 import { evaluateFlows, type FlowResult } from '../../host/eval.js';
+import { fastPathSetNames } from '../../host/dataplane/fast-path-rules.js';
 import { Lab, OUTSIDE, sweepStaleLabs, type HeldConnection } from '../lab/lab.js';
 import { startKwpAgent, type KwpAgentHandle } from '../lab/kwp-agent.js';
 import { applyPolicies, firstProbe, replaceYaml, sleep, REFRESH_SETTLE_MS } from './agent-lab.js';
@@ -62,6 +63,28 @@ async function kwpExplain(args: string[]): Promise<{ verdict: string; walkthroug
   return JSON.parse(stdout);
 }
 
+/** The entries of the kernel fast path's IPv4 set of `verdict` (the agent's default table), as `SRC,tcp:PORT,DST` with their packet counts. */
+async function fastPathEntries(verdict: 'accept' | 'deny'): Promise<Map<string, number>> {
+  const set = fastPathSetNames('kube-wasm-policies', 'xtables')[verdict === 'accept' ? 'accept4' : 'deny4'];
+  const { stdout } = await lab.execInNode('ipset', ['list', set, '-o', 'save']);
+  const entries = new Map<string, number>();
+  for (const line of stdout.split('\n')) {
+    const m = new RegExp(`^add ${set} (\\S+) .*packets (\\d+)`).exec(line);
+    if (m) entries.set(m[1], Number(m[2]));
+  }
+  return entries;
+}
+
+async function untilEntry(verdict: 'accept' | 'deny', entry: string): Promise<number> {
+  const by = Date.now() + 10_000;
+  for (;;) {
+    const packets = (await fastPathEntries(verdict)).get(entry);
+    if (packets !== undefined) return packets;
+    if (Date.now() > by) throw new Error(`no ${entry} in the fast path's ${verdict} set within 10 s`);
+    await sleep(50);
+  }
+}
+
 /** `count` new connections from `src` to `host:port`; how many got their echo. */
 async function connections(src: string, host: string, port: number, count = 6): Promise<number> {
   let ok = 0;
@@ -96,7 +119,8 @@ beforeAll(async () => {
   await replaceYaml(policyFile, []);
   tokenFile = join(dir, 'admin.token');
   writeFileSync(tokenFile, 'services-e2e-token-0123456789abcdef', { mode: 0o600 });
-  agent = await startKwpAgent(lab, { manifests: [manifests], args: [`--admin-token-file=${tokenFile}`] });
+  // The fast path explicitly, so the case about its keys holds whatever the default is.
+  agent = await startKwpAgent(lab, { manifests: [manifests], args: [`--admin-token-file=${tokenFile}`, '--fast-path'] });
   console.log(`kwp agent running, dataplane queue mode: ${agent.queueMode}`);
 });
 
@@ -181,6 +205,31 @@ describe('kube-proxy-style Services under kwp agent', () => {
     // One sweep cuts both; each probe waits up to 300 ms for its echo, so that is the spread two cuts in one sweep can show.
     expect(Math.abs(service.at! - pod.at!)).toBeLessThan(1000);
     await sleep(REFRESH_SETTLE_MS);
+  });
+
+  it('the kernel fast path keeps a Service connection under the endpoint it was sent to, never under the ClusterIP or the Service port, and never keeps a Service hairpin', async () => {
+    const selfFromFront = np('shop', 'self-from-front', { podSelector: { matchLabels: { app: 'self' } }, policyTypes: ['Ingress'], ingress: [{ from: [{ namespaceSelector: nsSel('front') }] }] });
+    await applyPolicies(agent!, policyFile, [...labelPolicies(), selfFromFront]);
+    const client = lab.pod('front/client').ip;
+    const self = lab.pod('shop/self').ip;
+    // Through shop/moving (port 80 to web-1's 8080): the queue sees, and the set keeps, the endpoint's tuple.
+    const endpointTuple = `${client},tcp:8080,${lab.pod('shop/web-1').ip}`;
+    expect(await connections('front/client', lab.serviceIP('shop/moving'), 80, 1)).toBe(1);
+    const before = await untilEntry('accept', endpointTuple);
+    // So a direct connection to the same endpoint and port, which every stage judges the same way, is decided by that entry.
+    expect(await connections('front/client', lab.pod('shop/web-1').ip, 8080, 3)).toBe(3);
+    expect((await fastPathEntries('accept')).get(endpointTuple)).toBeGreaterThan(before);
+    // A Service hairpin (shop/self to itself through shop/self; denied: only front may reach it) goes to the agent every time.
+    expect(await connections('shop/self', lab.serviceIP('shop/self'), 8000, 3)).toBe(0);
+    // Fills run in order: once a tuple decided after the hairpins is in, a kept hairpin would be too.
+    const later = `${client},tcp:8080,${lab.pod('shop/web-2').ip}`;
+    expect(await connections('front/client', lab.pod('shop/web-2').ip, 8080, 1)).toBe(1);
+    await untilEntry('accept', later);
+    const kept = [...(await fastPathEntries('accept')).keys(), ...(await fastPathEntries('deny')).keys()];
+    expect(kept.filter((e) => e.startsWith(`${self},`) && e.endsWith(`,${self}`))).toEqual([]);
+    const serviceIPs = ['shop/blue', 'shop/green', 'shop/self', 'shop/moving'].map((s) => lab.serviceIP(s));
+    expect(kept.filter((e) => serviceIPs.some((ip) => e.endsWith(`,${ip}`)) || /,tcp:(80|8000),/.test(e))).toEqual([]);
+    expect(kept).toContain(endpointTuple);
   });
 
   it('follows a Service whose endpoints change: new connections go to, and are judged as, the new endpoint', async () => {

@@ -14,6 +14,8 @@ export interface KwpAgentOptions {
   /** More `kwp agent` flags, e.g. `--fail-open=false`. */
   args?: string[];
   readyTimeoutMs?: number;
+  /** More environment variables for the agent (test hooks such as KWP_TEST_FAST_PATH_FLUSH_DELAY_MS). */
+  env?: Record<string, string>;
 }
 
 export interface KwpAgentHandle {
@@ -45,7 +47,7 @@ export async function startKwpAgent(lab: Lab, options: KwpAgentOptions): Promise
   // KWP_LAB_AGENT_ARGS adds flags to every lab agent, e.g. `--module-threads` to run the e2e suites with the wall-clock backstop on.
   const extra = (process.env.KWP_LAB_AGENT_ARGS ?? '').split(/\s+/).filter(Boolean);
   const args = [join(root, 'bin', 'kwp.js'), 'agent', ...options.manifests.map((m) => `--manifests=${m}`), `--node-name=${lab.nodeName}`, ...stateArgs, ...(options.args ?? []), ...extra];
-  const proc = lab.spawnInNode(process.execPath, args);
+  const proc = lab.spawnInNode(process.execPath, args, options.env ? { ...process.env, ...options.env } : undefined);
   // However the agent ends (stop, SIGKILL, the lab's teardown), its private state goes with it.
   if (ownStateDir) proc.child.once('exit', () => rmSync(ownStateDir, { recursive: true, force: true }));
   await proc.waitForLine((line) => line.includes('"msg":"agent started"'), options.readyTimeoutMs ?? 90_000, 'stderr');
