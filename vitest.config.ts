@@ -5,7 +5,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['host/**/*.test.ts', 'test/**/*.test.ts', 'sdk/**/*.test.ts', 'evaluators/**/*.test.ts'],
-    exclude: ['**/*.e2e.test.ts', 'node_modules/**', 'dist/**'],
+    exclude: ['**/*.e2e.test.ts', 'test/scale/**', 'node_modules/**', 'dist/**'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
   },

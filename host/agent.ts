@@ -18,7 +18,7 @@ import {
   kubeSystemUid, loadKubeConfig, multiclusterPipeline, multiclusterSource,
   type AutoRollbackOptions, type SandboxLimits, type StageIsolation, type DataplaneOptions, type FleetConfig, type Logger, type ModuleResolver, type ObjectSource, type PipelineSpec,
   type AdminServer, type MulticlusterAgentConfig,
-  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, type SourceRefusal, FlowRecorder, FlowLogWriter,
+  endpointAddressesOf, ManifestRefusal, registerSourceMetrics, registerObjectRejectionMetrics, registerClusterStateMetrics, type SourceRefusal, FlowRecorder, FlowLogWriter,
 } from './index.js';
 
 export interface AgentConfig {
@@ -147,7 +147,8 @@ export class Agent {
 
   constructor(readonly config: AgentConfig) {
     this.log = config.logger ?? createLogger(config.verbosity ?? 0);
-    this.state = new ClusterState();
+    // Lists of thousands are taken in slices, so a relist does not hold the main thread (docs/sandbox.md, "State at cluster scale").
+    this.state = new ClusterState({ sliceLargeLists: true, onError: (err) => this.log.error({ err }, 'a listener of the cluster state failed on a change taken after a sliced list') });
     const builtins = new BuiltinModules(config.limits);
     this.fleet = FleetWiring.for(config.fleet, config);
     if (config.stateDir) {
@@ -236,6 +237,7 @@ export class Agent {
     // Before the controller starts, so the startup swap is counted.
     const metrics = new AdminMetrics({ controller, store: this.store, dataplane, flows });
     registerSourceMetrics(metrics.registry, () => this.sources);
+    registerClusterStateMetrics(metrics.registry, this.state);
     registerFastPathMetrics(metrics.registry, () => dataplane?.fastPath);
     registerObjectRejectionMetrics(metrics.registry, () => controller.livePipelines()[0]?.stages ?? []);
 

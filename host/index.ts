@@ -71,7 +71,7 @@ export type { AdminApiOptions } from './admin/options.js';
 export { createAdminServer } from './admin/server.js';
 export type { AdminServer, AdminServerOptions } from './admin/server.js';
 export { AdminMetrics } from './admin/metrics.js';
-export { registerSourceMetrics, registerObjectRejectionMetrics } from './admin/input-metrics.js';
+export { registerSourceMetrics, registerObjectRejectionMetrics, registerClusterStateMetrics } from './admin/input-metrics.js';
 export { loadAdminToken } from './admin/auth.js';
 
 // Multicluster (flat network): remote pods from the IP tracker's etcd, and the pipeline that uses them.

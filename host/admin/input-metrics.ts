@@ -11,6 +11,7 @@
 // series stays that of the broken files, not of every file ever read.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ObjectSource } from '../contract.js';
+import type { ClusterState } from '../state/cluster-state.js';
 import type { Stage } from '../pipeline/stage.js';
 
 export function registerSourceMetrics(registry: Registry, sources: () => readonly ObjectSource[]): void {
@@ -48,6 +49,34 @@ export function registerObjectRejectionMetrics(registry: Registry, stages: () =>
     collect() {
       this.reset();
       for (const s of stages()) for (const [kind, n] of s.rejectedObjects.countsByKind()) this.set({ stage: s.name, module: s.compiled.meta.name, kind }, n);
+    },
+  });
+}
+
+/**
+ * `kwp_cluster_state_replaces_total{kind}`: lists the cluster state took
+ * whole, per kind (a source's first list, and each relist), counted once
+ * installed; `kwp_cluster_state_list_pending` is 1 while one is taken in slices.
+ */
+export function registerClusterStateMetrics(registry: Registry, state: ClusterState): void {
+  const registers = [registry];
+  new Counter({
+    name: 'kwp_cluster_state_replaces_total',
+    help: 'Full lists of a kind the cluster state installed (a source\'s first list and each relist), by kind.',
+    labelNames: ['kind'], registers,
+    collect() {
+      this.reset();
+      for (const [kind, n] of state.replaceCounts) this.inc({ kind }, n);
+    },
+  });
+  new Gauge({
+    name: 'kwp_cluster_state_list_pending',
+    help: '1 while the cluster state takes a large list in slices (the stages answer with the state before it meanwhile), by kind.',
+    labelNames: ['kind'], registers,
+    collect() {
+      this.reset();
+      const list = state.pendingList;
+      if (list) this.set({ kind: list.kind }, 1);
     },
   });
 }

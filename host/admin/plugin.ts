@@ -74,7 +74,11 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app, options
   diffRoutes(app, new ImpactService(options.engine, recordedFlowsOf(options)));
   if (options.console ?? true) consoleRoutes(app);
   const controller = options.controller;
-  const stateProblems = () => (controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []));
+  const stateProblems = () => {
+    const list = options.engine.state.pendingList;
+    const taking = list ? [`the cluster state is taking a list of ${list.objects} ${list.kind} objects in slices (${list.waiting} later changes waiting); every stage answers with the state before it until then`] : [];
+    return [...taking, ...(controller.livePipelines()[0]?.stages ?? []).flatMap((s) => (s.stateProblem ? [s.stateProblem.message] : []))];
+  };
   healthRoutes(app, options.ready ?? (() => true), metrics, stateProblems, options.refusals);
 
   app.get('/openapi.json', {

@@ -375,10 +375,9 @@ export class Stage implements StateListener {
 
   /**
    * The image of a fresh instance capped at `cap` pages fed `packed` in a
-   * feed thread. Throws the module's failure (ModuleFeedFailure: the stage
-   * handles it as one in this thread, with a bigger cap or the state
-   * rejected); undefined when the thread itself failed, so the caller feeds
-   * in this thread instead.
+   * feed thread; undefined when that feed failed, so the caller feeds in this
+   * thread instead (which reproduces a module failure with the stage's own
+   * handling: a bigger cap, the state rejected).
    */
   private async fedInWorker(cap: number, packed: PackedState): Promise<FedImage | undefined> {
     this.reserveCap(cap);
@@ -387,6 +386,7 @@ export class Stage implements StateListener {
     try {
       return await feed.result;
     } catch (err) {
+      // A module failure is handled as one in this thread; a failure of the thread itself makes the caller feed here.
       if (err instanceof ModuleFeedFailure) throw err;
       return undefined;
     } finally {
@@ -521,10 +521,6 @@ export class Stage implements StateListener {
             if (this.disposed) throw disposedWhileBuilt();
           }
           inst.feeding = false;
-        } else {
-          // One copy of the fed memory in this thread (in slices), instead of the feed's module calls.
-          inst = await EvaluatorInstance.fromImage(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image }, FEED_SLICE_MS);
-          if (this.disposed) throw disposedWhileBuilt();
         }
         if (queued && this.feedStale) {
           // A bulk change arrived meanwhile and was not queued: feed a fresh instance the state it led to.
@@ -536,12 +532,33 @@ export class Stage implements StateListener {
           cap = Math.max(cap, this.capFor(source.bytes, floor));
           continue;
         }
+        // One copy of the fed memory in this thread, instead of the feed's module calls.
+        if (image) {
+          inst = await EvaluatorInstance.fromImageInSlices(this.compiled, this.instanceLogger, { memoryPages: cap, image: image.image }, FEED_SLICE_MS);
+          if (this.disposed) throw disposedWhileBuilt();
+        }
         // The subjects the feed thread found are this instance's unless a delivery came in meanwhile.
         const subjects = image && !queued?.length ? image.subjects : undefined;
         if (queued) {
-          for (const { fn, hold } of queued) {
-            fn(inst!);
-            hold(source);
+          // Replayed in slices (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
+          let replayStart = performance.now();
+          for (let i = 0; i < queued.length && !this.feedStale; i++) {
+            queued[i].fn(inst!);
+            queued[i].hold(source);
+            if (performance.now() - replayStart < FEED_SLICE_MS) continue;
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            replayStart = performance.now();
+            if (this.disposed) throw disposedWhileBuilt();
+          }
+          if (this.feedStale) {
+            // A bulk change arrived during the replay: start over from the state it led to.
+            this.feedStale = false;
+            inst!.close();
+            queued.length = 0;
+            snapshot = await this.currentStateAsync(pack);
+            source = snapshot.held;
+            cap = Math.max(cap, this.capFor(source.bytes, floor));
+            continue;
           }
           queued.length = 0;
         }
@@ -997,12 +1014,19 @@ export class Stage implements StateListener {
   bulkChange(events: readonly StateEvent[]): boolean {
     if (this.disposed) return false;
     let weight = 0;
+    let synced = 0;
     for (const e of events) {
-      if (e.type === 'objectsReplaced') weight += this.kindIndex.has(e.kind) ? e.objects.length + 1 : 0;
+      if (e.type === 'objectsReplaced') {
+        if (!this.kindIndex.has(e.kind)) continue;
+        weight += e.objects.length + 1;
+        // A snapshot ends in SYNCED, where a module may go over every pod it holds (the NetworkPolicy
+        // and ClusterNetworkPolicy modules recompute each pod's policies): one call that weighs as much.
+        synced = Math.max(synced, this.held?.pods.size ?? 0);
+      }
       else if (e.type === 'objectApplied') weight += this.kindIndex.has(e.kind) ? 1 : 0;
       else weight++;
     }
-    if (weight < this.slice) return false;
+    if (weight + synced < this.slice) return false;
     if (this.feedQueue) {
       this.feedStale = true;
       return true;

@@ -152,9 +152,8 @@ export class EvaluatorInstance implements ModuleInstance {
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
   private u8: Uint8Array;
-  /** Where records are written for kwp_decide (read again after a restore from an image). */
-  batchPtr = 0;
-  batchCapacity = 0;
+  readonly batchPtr: number;
+  readonly batchCapacity: number;
   private readonly decideFuel: number;
   private readonly callFuel: number;
   /** Set once a call trapped or ran out of fuel. */
@@ -208,34 +207,11 @@ export class EvaluatorInstance implements ModuleInstance {
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
-    if (options.image) for (const _ of this.restoring(options.image));
+    if (options.image) for (const _ of this.restore(options.image));
     this.u8 = new Uint8Array(this.memory.buffer);
-    this.readBatchArea();
-  }
-
-  private readBatchArea(): void {
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
-    if (this.batchCapacity < 1) throw new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: kwp_batch_capacity returned ${this.batchCapacity}; it must be at least 1`);
-  }
-
-  /**
-   * An instance made from `image` like the constructor's `image` option, but
-   * restored in slices of at most `sliceMs` with a turn of the event loop
-   * between them: a fed memory is megabytes, and the thread that restores it
-   * also runs the packet path. Nobody calls the instance until it resolves.
-   */
-  static async fromImage(compiled: CompiledEvaluator, logger: HostLogger | undefined, options: { memoryPages?: number; image: MemoryImage }, sliceMs = 2): Promise<EvaluatorInstance> {
-    const inst = new EvaluatorInstance(compiled, logger, { memoryPages: options.memoryPages });
-    let sliceStarted = performance.now();
-    for (const _ of inst.restoring(options.image)) {
-      if (performance.now() - sliceStarted < sliceMs) continue;
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      sliceStarted = performance.now();
-    }
-    inst.u8 = new Uint8Array(inst.memory.buffer);
-    inst.readBatchArea();
-    return inst;
+    if (this.batchCapacity < 1) throw new KwpError('KWP_ERR_INSTANTIATE', `${compiled.source}: kwp_batch_capacity returned ${this.batchCapacity}; it must be at least 1`);
   }
 
   get name(): string { return this.compiled.meta.name; }
@@ -262,12 +238,12 @@ export class EvaluatorInstance implements ModuleInstance {
   }
 
   /**
-   * Right after instantiation: makes this instance's state `image`'s,
-   * yielding every few blocks. The memory grows to the image's size (within
-   * this instance's cap); what the start function wrote where the image is
-   * zero is cleared, and only the image's blocks are written.
+   * Right after instantiation: makes this instance's state `image`'s. The
+   * memory grows to the image's size first (within this instance's cap);
+   * what the start function wrote where the image is zero is cleared, and
+   * only the image's blocks are written.
    */
-  private *restoring(image: MemoryImage): Generator<void> {
+  private *restore(image: MemoryImage): Generator<void> {
     const globals = this.imageGlobals();
     if (image.globals.length !== globals.length || image.data.byteLength !== image.blocks.length * IMAGE_BLOCK) {
       throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image does not fit this module (${image.globals.length} globals for ${globals.length}, ${image.blocks.length} blocks in ${image.data.byteLength} bytes)`);
@@ -280,15 +256,36 @@ export class EvaluatorInstance implements ModuleInstance {
     const imaged = new Set(image.blocks);
     const started = new Uint8Array(this.memory.buffer);
     for (const at of nonZeroBlocks(started)) if (!imaged.has(at)) started.fill(0, at, at + IMAGE_BLOCK);
-    yield;
     if (image.pages > have) this.memory.grow(image.pages - have);
-    yield;
     const u8 = new Uint8Array(this.memory.buffer);
     for (let i = 0; i < image.blocks.length; i++) {
       u8.set(image.data.subarray(i * IMAGE_BLOCK, (i + 1) * IMAGE_BLOCK), image.blocks[i]);
-      if ((i & 63) === 63) yield;
+      if ((i & 255) === 255) yield;
     }
     globals.forEach((g, i) => { g.value = image.globals[i]; });
+  }
+
+  /**
+   * An instance made from `image`, its blocks copied in slices of at most
+   * `sliceMs` between turns of the event loop (the NetworkPolicy stage's
+   * image at 100,000 policies is 176 MiB: a second and more of copying and
+   * first-touch page faults in one call on a loaded node). Nothing calls the
+   * instance before it is returned.
+   */
+  static async fromImageInSlices(compiled: CompiledEvaluator, logger: HostLogger | undefined, options: { memoryPages: number; image: MemoryImage }, sliceMs: number): Promise<EvaluatorInstance> {
+    const inst = new EvaluatorInstance(compiled, logger, { memoryPages: options.memoryPages });
+    let started = performance.now();
+    for (const _ of inst.restore(options.image)) {
+      if (performance.now() - started < sliceMs) continue;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      started = performance.now();
+    }
+    // What the constructor read from the module before its image was in: read again from the image's state.
+    inst.u8 = new Uint8Array(inst.memory.buffer);
+    const self = inst as unknown as { batchPtr: number; batchCapacity: number };
+    self.batchPtr = inst.guarded(() => inst.exports.kwp_batch(), inst.callFuel, 'kwp_batch');
+    self.batchCapacity = inst.guarded(() => inst.exports.kwp_batch_capacity(), inst.callFuel, 'kwp_batch_capacity');
+    return inst;
   }
 
   /** Nothing to free: the garbage collector takes the instance with its last reference. */

@@ -86,7 +86,7 @@ describe('an instance made from a memory image', () => {
     const state = stateOf();
     const original = fed(compiled, state);
     const image = original.image();
-    const sliced = await EvaluatorInstance.fromImage(compiled, undefined, { memoryPages: 1024, image }, 0);
+    const sliced = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image }, 0);
     expect(decisions(sliced, state)).toEqual(decisions(original, state));
     expect(sliced.decisionCacheStats()).toEqual(original.decisionCacheStats());
     expect(sliced.batchPtr).toBe(original.batchPtr);

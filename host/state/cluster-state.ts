@@ -24,7 +24,7 @@ import { IpOwners } from './ip-owners.js';
 import { EMPTY_LABELS, labelsOf, localPodInfo, podNodeName, remotePodInfo, sameLabels, samePodInfo, type RemotePod } from './pod-info.js';
 import { PodPlacement } from './pod-placement.js';
 import { ResolvedNames } from './resolved-names.js';
-import { StateEvents, type StateListener } from './state-events.js';
+import { StateEvents, type StateEvent, type StateListener } from './state-events.js';
 import { storedForm } from './stored-form.js';
 
 export type { StateListener } from './state-events.js';
@@ -39,6 +39,39 @@ export interface ClusterStateOptions {
    * can pick a cluster; remote pods (`upsertRemotePod`) get their own cluster's id.
    */
   multicluster?: boolean;
+  /**
+   * Take a list of SLICED_LIST_ITEMS objects or more in slices, yielding to
+   * the event loop (the agent: a relist of 100,000 NetworkPolicies or 20,000
+   * pods held its main thread for seconds); the changes that follow it wait
+   * behind it. Off by default: `replace` then changes the state before it
+   * returns, as `kwp eval` and the tests expect.
+   */
+  sliceLargeLists?: boolean;
+  /** Where a change taken later (behind a sliced list) reports what its listeners threw. */
+  onError?: (err: unknown) => void;
+}
+
+/** A list this long (or a Namespace or Node list with this many pods known) is taken in slices under `sliceLargeLists`. */
+export const SLICED_LIST_ITEMS = 1000;
+/** The longest a slice of a list's work runs before the event loop gets a turn. */
+const SLICE_MS = 2;
+
+/** Yields to the event loop once a slice has run SLICE_MS (checked every 16 items). */
+class Slicer {
+  private started = performance.now();
+
+  pause(i: number): Promise<void> | undefined {
+    if ((i & 15) !== 15 || performance.now() - this.started < SLICE_MS) return undefined;
+    return new Promise<void>((resolve) => setImmediate(() => {
+      this.started = performance.now();
+      resolve();
+    }));
+  }
+}
+
+/** What a pod's id is stable for: its uid ("" when it has none). */
+function podIdentity(obj: KubeObject): string {
+  return typeof obj.metadata.uid === 'string' ? obj.metadata.uid : '';
 }
 
 interface PodRecord {
@@ -67,18 +100,29 @@ export class ClusterState implements ObjectSink {
   /** Remote pods by the caller's key; kept apart from `podRecords`, whose keys are local `namespace/name`. */
   private readonly remoteRecords = new Map<string, PodRecord>();
   private readonly objectsByKind = new Map<KindKey, Map<string, KubeObject>>();
-  private readonly podRecords = new Map<string, PodRecord>();
-  private readonly podsById = new Map<number, PodInfo>();
-  private readonly placement = new PodPlacement();
-  private readonly ipOwners = new IpOwners<PodRecord>();
+  // Not readonly: a sliced list builds them anew and swaps them in (podIndexesInSlices).
+  private podRecords = new Map<string, PodRecord>();
+  private podsById = new Map<number, PodInfo>();
+  private placement = new PodPlacement();
+  private ipOwners = new IpOwners<PodRecord>();
   private readonly resolvedNames = new ResolvedNames();
   private readonly events = new StateEvents();
   private nextPodId = 1;
   private changeCount = 0;
+  private readonly replaced = new Map<KindKey, number>();
+  private readonly sliceLargeLists: boolean;
+  private readonly onError: (err: unknown) => void;
+  /** Changes waiting behind a list taken in slices, in order; undefined when none is. */
+  private waiting: Array<{ change: () => void | Promise<void>; kind: KindKey; objects: number }> | undefined;
+  private taking: { kind: KindKey; objects: number } | undefined;
+  private draining = false;
+  private readonly settledWaiters: Array<() => void> = [];
 
   constructor(options: ClusterStateOptions = {}) {
     this.clusterId = options.clusterId ?? '';
     this.multicluster = options.multicluster === true;
+    this.sliceLargeLists = options.sliceLargeLists === true;
+    this.onError = options.onError ?? ((err) => { throw err; });
   }
 
   /** The id written into local PodInfo records. */
@@ -101,13 +145,110 @@ export class ClusterState implements ObjectSink {
 
   // ---- ObjectSink ----
 
+  /**
+   * Takes a full snapshot of `kind`. With `sliceLargeLists`, a list of at
+   * least SLICED_LIST_ITEMS objects (or a Namespace or Node list while as many
+   * pods are known) is taken in slices: the stored forms and the PodInfos it
+   * leads to are worked out between turns of the event loop, against the
+   * current state, which nothing changes meanwhile (later changes wait in
+   * order behind it); then everything is installed in one synchronous step.
+   * So a reader sees the kind as it was or as it is after the list, never
+   * half of it.
+   */
   replace(kind: KindKey, objects: KubeObject[]): void {
-    const previous = this.objectsByKind.get(kind) ?? new Map<string, KubeObject>();
+    const large = this.sliceLargeLists && (objects.length >= SLICED_LIST_ITEMS || ((kind === Kinds.Namespace || kind === Kinds.Node) && this.podRecords.size >= SLICED_LIST_ITEMS));
+    if (this.waitingOthers || large) {
+      this.later(large ? () => this.replaceInSlices(kind, objects) : () => this.replace(kind, objects), kind, objects.length);
+      return;
+    }
     const next = new Map<string, KubeObject>();
     for (const obj of objects) {
       const trimmed = storedForm(kind, obj);
       next.set(objectKeyOf(trimmed), trimmed);
     }
+    this.install(kind, next);
+  }
+
+  /**
+   * `replace`, its work done in slices of at most SLICE_MS. For a Pod,
+   * Namespace or Node list the pod records, the id, placement and IP indexes
+   * are built anew beside the current ones, so the state changes only in the
+   * last, synchronous step, which swaps them in.
+   */
+  private async replaceInSlices(kind: KindKey, objects: KubeObject[]): Promise<void> {
+    const next = new Map<string, KubeObject>();
+    const slices = new Slicer();
+    for (let i = 0; i < objects.length; i++) {
+      const trimmed = storedForm(kind, objects[i]);
+      next.set(objectKeyOf(trimmed), trimmed);
+      await slices.pause(i);
+    }
+    if (kind !== Kinds.Pod && kind !== Kinds.Namespace && kind !== Kinds.Node) return this.install(kind, next);
+    const pods = kind === Kinds.Pod ? next : this.objectsByKind.get(Kinds.Pod) ?? new Map<string, KubeObject>();
+    const built = await this.podIndexesInSlices(pods, slices, kind === Kinds.Pod ? undefined : kind, next);
+    this.objectsByKind.set(kind, next);
+    this.podRecords = built.records;
+    this.podsById = built.byId;
+    this.placement = built.placement;
+    this.ipOwners = built.owners;
+    for (const e of built.events) this.events.queue(e);
+    this.announceReplaced(kind, next);
+  }
+
+  /**
+   * The local pod records of `pods` (what the Pod objects will be), with
+   * their id, placement and IP indexes, built beside the current ones in
+   * slices; remote pods are carried over as they are. `kind`'s objects are
+   * read from `objects` instead of the state (a Namespace or Node list not
+   * installed yet). `events` are what listeners hear once it is swapped in:
+   * as the unsliced path tells them, deletes first, then the pods that are
+   * new or whose PodInfo changed (an unchanged pod keeps its PodInfo object).
+   */
+  private async podIndexesInSlices(pods: ReadonlyMap<string, KubeObject>, slices: Slicer, kind?: KindKey, objects?: ReadonlyMap<string, KubeObject>) {
+    const records = new Map<string, PodRecord>();
+    const byId = new Map<number, PodInfo>();
+    const placement = new PodPlacement();
+    const owners = new IpOwners<PodRecord>();
+    const deletes: StateEvent[] = [];
+    const upserts: StateEvent[] = [];
+    for (const remote of this.remoteRecords.values()) {
+      if (!remote.info) continue;
+      byId.set(remote.info.id, remote.info);
+      owners.update(remote, undefined, remote.info);
+    }
+    let i = 0;
+    for (const [key, old] of this.podRecords) {
+      const obj = pods.get(key);
+      // Gone, or the same name with another uid: a new pod with a new id, as upsertPodRecord decides.
+      if (old.info && (!obj || podIdentity(obj) !== old.identity)) deletes.push({ type: 'podDeleted', pod: old.info });
+      await slices.pause(i++);
+    }
+    for (const [key, obj] of pods) {
+      const old = this.podRecords.get(key);
+      const identity = podIdentity(obj);
+      const same = old !== undefined && old.identity === identity;
+      const id = same ? old.id : this.nextPodId++;
+      let info = this.derivePodInfo(id, obj, kind, objects);
+      if (same && info && old.info && samePodInfo(old.info, info)) info = old.info;
+      else if (info) upserts.push({ type: 'podUpserted', pod: info });
+      else if (same && old.info) deletes.push({ type: 'podDeleted', pod: old.info });
+      // Every field in the literal, as upsertPodRecord writes it.
+      const record: PodRecord = { objectKey: key, identity, id, object: obj, running: obj.status?.phase === 'Running', info, remote: false };
+      records.set(key, record);
+      placement.add(key, obj);
+      if (info) byId.set(id, info);
+      owners.update(record, undefined, info);
+      await slices.pause(i++);
+    }
+    return { records, byId, placement, owners, events: [...deletes, ...upserts] };
+  }
+
+  /**
+   * Installs `next` as the objects of `kind` and re-derives the pods it
+   * touches, then tells listeners, in one synchronous step.
+   */
+  private install(kind: KindKey, next: Map<string, KubeObject>): void {
+    const previous = this.objectsByKind.get(kind) ?? new Map<string, KubeObject>();
     this.objectsByKind.set(kind, next);
 
     if (kind === Kinds.Pod) {
@@ -122,13 +263,80 @@ export class ClusterState implements ObjectSink {
         if (!sameLabels(labelsOf(previous.get(name)), labelsOf(next.get(name)))) this.refreshPods(this.placement.onNode(name));
       }
     }
+    this.announceReplaced(kind, next);
+  }
 
+  /** The last of a replace: the snapshot's event after the pods' ones, the version and the count, and the flush. */
+  private announceReplaced(kind: KindKey, next: Map<string, KubeObject>): void {
     this.events.queue({ type: 'objectsReplaced', kind, objects: [...next.values()] });
     this.changeCount++;
+    this.replaced.set(kind, (this.replaced.get(kind) ?? 0) + 1);
     this.events.flush();
   }
 
+  /** Lists taken whole per kind since the start (`kwp_cluster_state_replaces_total`). */
+  get replaceCounts(): ReadonlyMap<KindKey, number> {
+    return this.replaced;
+  }
+
+  /**
+   * While a list is being taken in slices (`sliceLargeLists`), what it is:
+   * the state answers as it was before the list meanwhile, and the changes
+   * that came after it wait (`/readyz` says so).
+   */
+  get pendingList(): { kind: KindKey; objects: number; waiting: number } | undefined {
+    if (!this.waiting) return undefined;
+    // Before the first slice ran, the list is the first change waiting.
+    const list = this.taking ?? this.waiting[0];
+    return { kind: list.kind, objects: list.objects, waiting: this.waiting.length - (this.taking ? 0 : 1) };
+  }
+
+  /** Resolves once no change is waiting behind a sliced list (at once when none is). */
+  async settled(): Promise<void> {
+    while (this.waiting) await new Promise<void>((resolve) => this.settledWaiters.push(resolve));
+  }
+
+  /** Runs `change` after the changes already waiting (a sliced list first of all), in order. */
+  private later(change: () => void | Promise<void>, kind: KindKey, objects: number): void {
+    const first = this.waiting === undefined;
+    (this.waiting ??= []).push({ change, kind, objects });
+    if (first) void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    const queue = this.waiting!;
+    // Let the caller finish its turn (a source delivering several kinds queues them all) before the first slice.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (queue.length > 0) {
+      const { change, kind, objects } = queue.shift()!;
+      this.taking = { kind, objects };
+      try {
+        // Not through `replace`/`apply` again: they would queue it behind itself.
+        this.draining = true;
+        const result = change();
+        this.draining = false;
+        await result;
+      } catch (err) {
+        this.onError(err);
+      } finally {
+        this.draining = false;
+        this.taking = undefined;
+      }
+    }
+    this.waiting = undefined;
+    for (const resolve of this.settledWaiters.splice(0)) resolve();
+  }
+
+  /** While `drain` runs a queued change: replace and apply act at once instead of queueing. */
+  private get waitingOthers(): boolean {
+    return this.waiting !== undefined && !this.draining;
+  }
+
   apply(kind: KindKey, event: ObjectEvent): void {
+    if (this.waitingOthers) {
+      this.later(() => this.apply(kind, event), kind, 1);
+      return;
+    }
     if (event.type === 'delete') {
       const key = objectKeyOf(storedForm(kind, event.object));
       const stored = this.objectsByKind.get(kind)?.get(key);
@@ -161,6 +369,7 @@ export class ClusterState implements ObjectSink {
    * hear about every pod that changed.
    */
   enterMulticluster(clusterId: string): void {
+    if (this.waitingOthers) return this.later(() => this.enterMulticluster(clusterId), Kinds.Pod, 1);
     if (this.multicluster && this.clusterId === clusterId) return;
     this.clusterId = clusterId;
     this.multicluster = true;
@@ -175,12 +384,14 @@ export class ClusterState implements ObjectSink {
 
   /** Adds or changes a pod of another cluster under `key` (the caller's identity for it, e.g. `cluster/ns/name`). */
   upsertRemotePod(key: string, pod: RemotePod): void {
+    if (this.waitingOthers) return this.later(() => this.upsertRemotePod(key, pod), Kinds.Pod, 1);
     this.putRemoteRecord(key, pod);
     this.changeCount++;
     this.events.flush();
   }
 
   deleteRemotePod(key: string): void {
+    if (this.waitingOthers) return this.later(() => this.deleteRemotePod(key), Kinds.Pod, 1);
     if (!this.remoteRecords.has(key)) return;
     this.dropRemoteRecord(key);
     this.changeCount++;
@@ -189,6 +400,7 @@ export class ClusterState implements ObjectSink {
 
   /** A full snapshot of the remote pods (after a relist): keys absent from `pods` are deleted. */
   replaceRemotePods(pods: ReadonlyMap<string, RemotePod>): void {
+    if (this.waitingOthers) return this.later(() => this.replaceRemotePods(pods), Kinds.Pod, 1);
     for (const key of [...this.remoteRecords.keys()]) if (!pods.has(key)) this.dropRemoteRecord(key);
     for (const [key, pod] of pods) this.putRemoteRecord(key, pod);
     this.changeCount++;
@@ -338,7 +550,7 @@ export class ClusterState implements ObjectSink {
 
   private upsertPodRecord(key: string, obj: KubeObject): void {
     // The uid itself (no prefix): records are found by `namespace/name`, so "" means "the pod under this name".
-    const identity = typeof obj.metadata.uid === 'string' ? obj.metadata.uid : '';
+    const identity = podIdentity(obj);
     let record = this.podRecords.get(key);
     if (record && record.identity !== identity) {
       // Same name, different uid: the old pod is gone and this is a new one with a new id.
@@ -399,7 +611,7 @@ export class ClusterState implements ObjectSink {
   private refreshRecord(record: PodRecord): void {
     const old = record.info;
     const wasRunning = record.running;
-    const next = this.derivePodInfo(record);
+    const next = this.derivePodInfo(record.id, record.object);
     record.running = record.object.status?.phase === 'Running';
 
     if (next && old && samePodInfo(old, next)) {
@@ -409,11 +621,13 @@ export class ClusterState implements ObjectSink {
     this.commitPodInfo(record, old, next);
   }
 
-  private derivePodInfo(record: PodRecord): PodInfo | undefined {
-    const obj = record.object;
+  /** The PodInfo of pod `obj` under `id`; `kind`'s objects are read from `objects` instead (a list not installed yet). */
+  private derivePodInfo(id: number, obj: KubeObject, kind?: KindKey, objects?: ReadonlyMap<string, KubeObject>): PodInfo | undefined {
     const nodeName = podNodeName(obj);
-    const namespaceObject = this.objectsByKind.get(Kinds.Namespace)?.get(obj.metadata.namespace ?? 'default');
-    const nodeObject = nodeName ? this.objectsByKind.get(Kinds.Node)?.get(nodeName) : undefined;
-    return localPodInfo(record.id, obj, namespaceObject, nodeObject, { clusterId: this.clusterId, multicluster: this.multicluster });
+    const namespaces = kind === Kinds.Namespace ? objects : this.objectsByKind.get(Kinds.Namespace);
+    const nodes = kind === Kinds.Node ? objects : this.objectsByKind.get(Kinds.Node);
+    const namespaceObject = namespaces?.get(obj.metadata.namespace ?? 'default');
+    const nodeObject = nodeName ? nodes?.get(nodeName) : undefined;
+    return localPodInfo(id, obj, namespaceObject, nodeObject, { clusterId: this.clusterId, multicluster: this.multicluster });
   }
 }
