@@ -13,6 +13,9 @@ import { KwpError } from '../errors.js';
 import { parseIP } from '../net/ip.js';
 import type { FlowRecord } from './flow-record.js';
 import type { StageSpec } from '../pipeline/spec.js';
+import type { StageIsolation } from '../pipeline/stage.js';
+import { IsolatedInstance } from '../runtime/isolated-instance.js';
+import { vi } from 'vitest';
 
 const ns = (name: string, labels: Record<string, string>): KubeObject => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
 function pod(namespace: string, name: string, ip: string, labels: Record<string, string>, owner?: string): KubeObject {
@@ -33,7 +36,7 @@ const packet = (src: string, dst: string, dstPort: number, srcPort = 40000): Pac
 let recorders: FlowRecorder[] = [];
 afterEach(() => { for (const r of recorders) r.stop(); recorders = []; });
 
-function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages: StageSpec[] = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' }], extraPolicies: KubeObject[] = []) {
+function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> = {}, stages: StageSpec[] = [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' }], extraPolicies: KubeObject[] = [], isolation: StageIsolation = 'thread') {
   const state = new ClusterState();
   state.replace(Kinds.Namespace, [ns('x', { team: 'frontend' }), ns('y', { team: 'backend' })]);
   state.replace(Kinds.Pod, [
@@ -48,7 +51,7 @@ function setUp(options: Partial<ConstructorParameters<typeof FlowRecorder>[0]> =
     ] }),
     ...extraPolicies,
   ]);
-  const engine = new PolicyEngine({ state, modules: new BuiltinModules() });
+  const engine = new PolicyEngine({ state, modules: new BuiltinModules(), isolation });
   engine.activate(engine.build({ stages }));
   const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, drainMs: 60_000, ...options });
   recorder.start(engine);
@@ -130,6 +133,34 @@ describe('flow records from the packet path', () => {
     expect(engine.allows(packet(IP.xb, IP.ya, 80))).toBe(false);
     const [r] = recorder.flush();
     expect(r.ingress).toEqual({ stage: 'cnp-admin', policy: 'guardrails', rule: 'no-batch', peer: 'pods all + app=batch', rulePort: 'TCP/79-81', action: 'Deny' });
+  });
+
+  it('records a batch of a pipeline whose modules run in their own threads with one module call per stage and direction, as it records in-thread', async () => {
+    const mix = [packet(IP.xa, IP.ya, 80, 40001), packet(IP.xa2, IP.ya, 80, 40002), packet(IP.xb, IP.ya, 80, 40003), packet(IP.yb, IP.ya, 81, 40004), packet(IP.xb, IP.yb, 5432, 40005)];
+    const inThread = setUp();
+    const threaded = setUp({}, undefined, [], 'worker');
+    // Instances in threads are fed asynchronously: the pipeline to decide with is built so.
+    const built = threaded.engine.active;
+    threaded.engine.activate(await threaded.engine.buildAsync({ stages: [{ name: 'np', module: 'network-policy' }, { name: 'np-audit', module: 'network-policy', mode: 'audit' }] }));
+    built.dispose();
+    const calls = vi.spyOn(IsolatedInstance.prototype, 'decideInto');
+    try {
+      const want = new Uint8Array(mix.length);
+      const got = new Uint8Array(mix.length);
+      inThread.engine.allowsBatch(mix, want);
+      threaded.engine.allowsBatch(mix, got);
+      expect([...got]).toEqual([...want]);
+      // Not packet by packet: every call carries the batch (or what is left of it), never one record of five.
+      expect(calls.mock.calls.length).toBeGreaterThan(0);
+      expect(calls.mock.calls.every(([, , n]) => n > 1)).toBe(true);
+      const shape = (records: FlowRecord[]) => records.map(({ firstSeen: _f, lastSeen: _l, revision: _r, ...r }) => r).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+      const recorded = shape(inThread.recorder.flush());
+      expect(shape(threaded.recorder.flush())).toEqual(recorded);
+      expect(recorded.find((r) => r.src === 'x/web-1')!.ingress).toMatchObject({ policy: 'y/allow-web', rule: 'ingress rule 1', rulePort: 'http' });
+    } finally {
+      calls.mockRestore();
+      threaded.engine.active.dispose();
+    }
   });
 
   it('keeps a deny apart from an allow, attributes the default deny to the isolating policy, and names the other rule for another peer', () => {

@@ -56,8 +56,6 @@ export class Pipeline {
   private readonly rules = new Uint32Array(BATCH_RECORDS);
   private readonly selectedReasons = new Uint32Array(BATCH_RECORDS);
   private readonly selectedRules = new Uint32Array(BATCH_RECORDS);
-  /** Every stage's instance returns reason and rule codes with a batch's verdicts (none runs in its own thread). */
-  private readonly batchReportsCodes: boolean;
   private flows: FlowBuffer | undefined;
   /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
   private readonly threaded: boolean;
@@ -72,8 +70,7 @@ export class Pipeline {
     this.enforcing = this.stages.filter((s) => s.mode === 'enforce');
     this.auditing = this.stages.filter((s) => s.mode === 'audit');
     this.enforcingIndex = Int16Array.from(this.enforcing, (s) => this.stages.indexOf(s));
-    this.batchReportsCodes = this.stages.every((s) => s.isolation === 'thread');
-    this.threaded = !this.batchReportsCodes;
+    this.threaded = this.stages.some((s) => s.isolation !== 'thread');
   }
 
   /**
@@ -170,12 +167,8 @@ export class Pipeline {
    */
   allowsBatch(packets: readonly Packet[], out: Uint8Array): void {
     const flows = this.flows;
-    // A flow record needs each direction's deciding stage, reason and rule
-    // codes; a module in its own thread (--module-threads) answers a batch
-    // with verdicts only, so such a pipeline decides packet by packet while
-    // recording. The same while an asynchronous walk is suspended: the batch
-    // scratch is its.
-    if ((flows !== undefined && !this.batchReportsCodes) || this.walksInFlight > 0) {
+    // While an asynchronous walk is suspended the batch scratch is its: decide packet by packet.
+    if (this.walksInFlight > 0) {
       for (let i = 0; i < packets.length; i++) out[i] = this.allows(packets[i]) ? 1 : 0;
       return;
     }
@@ -193,9 +186,10 @@ export class Pipeline {
    * whose instance runs in a thread of its own (`--module-threads`) decides
    * while the event loop runs on, and `out` is filled when the promise
    * resolves (it never rejects). Batches are walked one after another.
-   * Undefined when it would gain nothing — no stage runs in a thread, or
-   * flows are recorded (packet by packet, as `allowsBatch` does then) — so
-   * the caller decides synchronously.
+   * Undefined when no stage runs in a thread, or while flows are recorded
+   * (the recorded walk writes each record's slot as the batch goes; it is
+   * synchronous, still one module call per stage and direction), so the
+   * caller decides synchronously.
    */
   allowsBatchAsync(packets: readonly Packet[], out: Uint8Array): Promise<void> | undefined {
     if (this.flows !== undefined || !this.threaded) return undefined;
@@ -368,12 +362,35 @@ export class Pipeline {
           }
         }
       }
-      if (flows !== undefined) this.recordDecided(flows, dir, this.enforcingIndex[s], n, stage.lastFailure !== undefined);
       let kept = 0;
-      for (let k = 0; k < n; k++) {
-        const v = verdicts[k];
-        if (v === Verdict.Accept) allowed[nAllowed++] = pending[k];
-        else if (v !== Verdict.Deny) pending[kept++] = pending[k];
+      if (flows === undefined) {
+        for (let k = 0; k < n; k++) {
+          const v = verdicts[k];
+          if (v === Verdict.Accept) allowed[nAllowed++] = pending[k];
+          else if (v !== Verdict.Deny) pending[kept++] = pending[k];
+        }
+      } else {
+        // The same sort, with each decided record's outcome written to its
+        // slot on the way: a second pass over the batch per stage cost as
+        // much as the writes.
+        const stageIndex = this.enforcingIndex[s];
+        const failed = stage.lastFailure !== undefined;
+        const codes = this.reasons;
+        const rulesOf = this.rules;
+        for (let k = 0; k < n; k++) {
+          const v = verdicts[k];
+          const r = pending[k];
+          if (v !== Verdict.Accept && v !== Verdict.Deny) {
+            pending[kept++] = r;
+            continue;
+          }
+          if (v === Verdict.Accept) allowed[nAllowed++] = r;
+          const slot = slots[r];
+          if (slot < 0) continue;
+          const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+          flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : codes[k], failed ? 0 : rulesOf[k]);
+          if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+        }
       }
       if (kept !== n) {
         n = kept;
@@ -388,24 +405,6 @@ export class Pipeline {
     }
     pending.set(allowed.subarray(0, nAllowed));
     return nAllowed;
-  }
-
-  /**
-   * Writes the outcome of the records stage `stageIndex` decided (verdicts
-   * Accept or Deny among `pending[0..n)`) to their flow buffer slots; a
-   * deny at egress also marks ingress Skipped, as the one-packet walk does.
-   */
-  private recordDecided(flows: FlowBuffer, dir: number, stageIndex: number, n: number, failed: boolean): void {
-    const verdicts = this.verdicts;
-    for (let k = 0; k < n; k++) {
-      const v = verdicts[k];
-      if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
-      const slot = this.slots[this.pending[k]];
-      if (slot < 0) continue;
-      const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-      flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : this.reasons[k], failed ? 0 : this.rules[k]);
-      if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
-    }
   }
 
   /** Copies the records `indices[0..n)` of `encoded` to the front of `work`, in that order. */

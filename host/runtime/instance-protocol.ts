@@ -42,6 +42,7 @@ export const CTL_BYTES = CTL_INTS * 4 + 8;
 export const BOOT_SEQ = -1;
 
 export const Op = {
+  /** A0 records; A1 1 when the reason and rule codes are wanted too (at CODES_OFFSET). */
   DECIDE: 1,
   CONFIGURE: 2,
   POD_UPSERT: 3,
@@ -58,6 +59,16 @@ export const Op = {
 export const MAX_BATCH = 64;
 export const VERDICTS_OFFSET = MAX_BATCH * RECORD_SIZE;
 export const PAYLOAD_OFFSET = VERDICTS_OFFSET + MAX_BATCH;
+/**
+ * DECIDE with A1 = 1 (flow recording): the thread also puts each record's
+ * reason code (MAX_BATCH words) and then its rule code (MAX_BATCH words) at
+ * the start of the payload area, in the host's byte order.
+ */
+export const CODES_OFFSET = PAYLOAD_OFFSET;
+/** The reason and rule codes of a batch, as both threads read them in `data`. */
+export function codesView(data: Uint8Array): Uint32Array {
+  return new Uint32Array(data.buffer, data.byteOffset + CODES_OFFSET, MAX_BATCH * 2);
+}
 export const INITIAL_PAYLOAD_BYTES = 256 * 1024;
 
 /** Both threads read the same clock: process.hrtime is CLOCK_MONOTONIC, whichever thread reads it. */

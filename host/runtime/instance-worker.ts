@@ -11,8 +11,8 @@ import { loggerOf } from '../logger.js';
 import type { CompiledEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
 import {
-  BOOT_SEQ, CLOCK_SLOT, Ctl, Op, PAYLOAD_OFFSET, VERDICTS_OFFSET,
-  monotonicMs, type LogMessage, type PortMessage, type WorkerSetup,
+  BOOT_SEQ, CLOCK_SLOT, Ctl, MAX_BATCH, Op, PAYLOAD_OFFSET, VERDICTS_OFFSET,
+  codesView, monotonicMs, type LogMessage, type PortMessage, type WorkerSetup,
 } from './instance-protocol.js';
 import { RECORD_SIZE } from '../abi/record.js';
 
@@ -20,6 +20,9 @@ const setup = workerData as WorkerSetup;
 const ctl = new Int32Array(setup.control, 0, 16);
 const clock = new Float64Array(setup.control);
 let data = new Uint8Array(setup.data);
+/** Flow recording's codes of one DECIDE (see CODES_OFFSET); declared before serve() runs. */
+const reasons = new Uint32Array(MAX_BATCH);
+const rules = new Uint32Array(MAX_BATCH);
 const port = setup.port;
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
@@ -98,8 +101,16 @@ function run(op: number, verdicts: Uint8Array): number {
       const n = ctl[Ctl.A0];
       const capacity = inst.batchCapacity;
       const records = data.subarray(0, n * RECORD_SIZE);
-      for (let first = 0; first < n; first += capacity) inst.decideInto(records, first, Math.min(capacity, n - first), verdicts);
+      const withCodes = ctl[Ctl.A1] === 1;
+      for (let first = 0; first < n; first += capacity) {
+        inst.decideInto(records, first, Math.min(capacity, n - first), verdicts, withCodes ? reasons : undefined, withCodes ? rules : undefined);
+      }
       data.set(verdicts.subarray(0, n), VERDICTS_OFFSET);
+      if (withCodes) {
+        const codes = codesView(data);
+        codes.set(reasons.subarray(0, n), 0);
+        codes.set(rules.subarray(0, n), MAX_BATCH);
+      }
       // The reason stays in the instance's batch area only for the last chunk; a single record (explain) is its own chunk.
       ctl[Ctl.REASON] = n === 1 ? inst.lastReason() : 0;
       ctl[Ctl.RULE] = n === 1 ? inst.lastRule() : 0;

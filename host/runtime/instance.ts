@@ -6,7 +6,9 @@ import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
 import { LOG_LEVELS } from '../abi/imports.js';
-import { OFF_VERDICT, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
+import { OFF_REASON, OFF_VERDICT, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
+import { endianness } from 'node:os';
+import { Verdict } from '../abi/verdict.js';
 import { ATTRIBUTION_MINOR } from '../abi/version.js';
 import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import type { CompiledEvaluator } from './loader.js';
@@ -145,6 +147,9 @@ export interface ModuleInstance {
   decideIntoAsync?(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): Promise<void>;
 }
 
+/** Module memory is little-endian; a Uint32Array reads it as such only on a little-endian host. */
+const WORD_READS = endianness() === 'LE';
+
 export class EvaluatorInstance implements ModuleInstance {
   readonly compiled: CompiledEvaluator;
   private readonly exports: Exports;
@@ -152,6 +157,7 @@ export class EvaluatorInstance implements ModuleInstance {
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
   private u8: Uint8Array;
+  private u32: Uint32Array | undefined;
   readonly batchPtr: number;
   readonly batchCapacity: number;
   private readonly decideFuel: number;
@@ -295,6 +301,17 @@ export class EvaluatorInstance implements ModuleInstance {
   private bytes(): Uint8Array {
     if (this.u8.byteLength === 0) this.u8 = new Uint8Array(this.memory.buffer);
     return this.u8;
+  }
+
+  /**
+   * The memory as little-endian words, for reading a batch's codes one load
+   * each; undefined when the batch is not word-aligned or the host is
+   * big-endian (then the codes are assembled from bytes).
+   */
+  private words(): Uint32Array | undefined {
+    if (!WORD_READS || (this.batchPtr & 3) !== 0) return undefined;
+    if (this.u32 === undefined || this.u32.buffer !== this.memory.buffer) this.u32 = new Uint32Array(this.memory.buffer);
+    return this.u32;
   }
 
   get memoryBytes(): number { return this.memory.buffer.byteLength; }
@@ -479,13 +496,33 @@ export class EvaluatorInstance implements ModuleInstance {
     this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
     this.runDecide(n);
     const mem = this.bytes();
-    for (let i = 0, p = base + OFF_VERDICT; i < n; i++, p += RECORD_SIZE) verdicts[first + i] = mem[p];
-    // Flow recording asks for the reason and rule codes too (host/flow-records/).
-    if (reasons !== undefined && rules !== undefined) {
-      const withRules = this.attributesRules;
+    if (reasons === undefined || rules === undefined) {
+      for (let i = 0, p = base + OFF_VERDICT; i < n; i++, p += RECORD_SIZE) verdicts[first + i] = mem[p];
+      return;
+    }
+    // Flow recording asks for the reason and rule codes too (host/flow-records/),
+    // in the same pass, and only where the module said more than Next (most
+    // stages pass most records on): a second pass assembling every code from
+    // bytes was most of what recording cost the batched walk.
+    const withRules = this.attributesRules;
+    const words = this.words();
+    if (words === undefined) {
       for (let i = 0, p = base; i < n; i++, p += RECORD_SIZE) {
-        reasons[first + i] = readReason(mem, p);
-        rules[first + i] = withRules ? readRule(mem, p) : 0;
+        const v = (verdicts[first + i] = mem[p + OFF_VERDICT]);
+        reasons[first + i] = v === Verdict.Next ? 0 : readReason(mem, p);
+        rules[first + i] = v === Verdict.Next || !withRules ? 0 : readRule(mem, p);
+      }
+      return;
+    }
+    for (let i = 0, p = base, w = (base + OFF_REASON) >> 2; i < n; i++, p += RECORD_SIZE, w += RECORD_SIZE >> 2) {
+      const v = (verdicts[first + i] = mem[p + OFF_VERDICT]);
+      if (v === Verdict.Next) {
+        reasons[first + i] = 0;
+        rules[first + i] = 0;
+      } else {
+        reasons[first + i] = words[w];
+        // OFF_RULE is the word after OFF_REASON.
+        rules[first + i] = withRules ? words[w + 1] : 0;
       }
     }
   }

@@ -22,7 +22,7 @@ import type { DecisionCacheStats, ModuleInstance } from './instance.js';
 import type { HostLogger } from '../logger.js';
 import {
   BOOT_SEQ, CLOCK_SLOT, CTL_BYTES, Ctl, INITIAL_PAYLOAD_BYTES, MAX_BATCH, Op, PAYLOAD_OFFSET, VERDICTS_OFFSET,
-  monotonicMs, type LogMessage, type PortMessage, type WorkerSetup,
+  codesView, monotonicMs, type LogMessage, type PortMessage, type WorkerSetup,
 } from './instance-protocol.js';
 
 /** How long a thread may take to start before it runs module code (loading the host's code, not the module's). */
@@ -233,6 +233,7 @@ export class IsolatedInstance implements ModuleInstance {
       const at = first + done;
       this.data.set(records.subarray(from, from + m * RECORD_SIZE), 0);
       this.ctl[Ctl.A0] = m;
+      this.ctl[Ctl.A1] = 0;
       const f: Flight = { seq: this.post(Op.DECIDE), done: false, error: undefined, take: () => {} };
       f.take = () => {
         if (this.ctl[Ctl.STATUS] !== 0) this.fail(this.portError() ?? new KwpError('KWP_ERR_TRAP', `module ${this.name}: kwp_decide failed`));
@@ -423,15 +424,21 @@ export class IsolatedInstance implements ModuleInstance {
   /** Any n up to MAX_BATCH in one call: the thread splits it by the module's batch capacity. */
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     this.ready();
-    reasons?.fill(0, first, first + n);
-    rules?.fill(0, first, first + n);
+    // Flow recording wants the codes of a batch too: the thread puts them beside the verdicts.
+    const withCodes = reasons !== undefined && rules !== undefined;
     for (let done = 0; done < n; done += MAX_BATCH) {
       const m = Math.min(MAX_BATCH, n - done);
       const from = (first + done) * RECORD_SIZE;
       this.data.set(records.subarray(from, from + m * RECORD_SIZE), 0);
       this.ctl[Ctl.A0] = m;
+      this.ctl[Ctl.A1] = withCodes ? 1 : 0;
       this.call(Op.DECIDE, this.decisionDeadlineMs, 'kwp_decide', 'decisionDeadlineMs');
       verdicts.set(this.data.subarray(VERDICTS_OFFSET, VERDICTS_OFFSET + m), first + done);
+      if (withCodes) {
+        const codes = codesView(this.data);
+        reasons.set(codes.subarray(0, m), first + done);
+        rules.set(codes.subarray(MAX_BATCH, MAX_BATCH + m), first + done);
+      }
     }
     this.reason = 0;
     this.rule = 0;
