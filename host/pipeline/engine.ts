@@ -36,10 +36,13 @@ export interface PolicyEngineOptions {
   feedSlice?: number;
   /**
    * buildAsync, and a stage's later instances (growth, rebuild): feed each
-   * new instance in a thread of its own and make it from that instance's
-   * memory image (worker-feed.ts), so the packet path's thread does not run
-   * the feed's module calls (default true; stages with `worker` isolation
-   * feed in their own thread anyway).
+   * new instance of a state of 500 pods and objects or more in a thread of
+   * its own and make it from that instance's memory image (worker-feed.ts),
+   * so the packet path's thread does not run the feed's module calls.
+   * Default false: with it on, the real-agent proof of a rejected state
+   * (test/sandbox/agent-state.test.ts) saw /healthz answer in 1.0–2.4 s
+   * under load against its 1 s bound, which is not explained yet
+   * (docs/performance.md, "Feeding in a feed thread").
    */
   feedThreads?: boolean;
   /** The sandbox limits this engine's pipelines are held to: maxStages and memoryBudgetMiB are the engine's. */
@@ -204,7 +207,7 @@ export class PolicyEngine {
     const threadBytes = this.options.isolation === 'worker' ? INSTANCE_THREAD_BYTES : 0;
     const release = this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}${threadBytes ? ' and its instance thread' : ''}`, compiled.reservedBytes + threadBytes);
     const stage = new Stage(s, compiled, this.state, this.logger, this.options.isolation);
-    stage.feedThread = this.options.feedThreads ?? true;
+    stage.feedThread = this.options.feedThreads ?? false;
     stage.onDisposed = release;
     // A stage whose state outgrows what its module reserved reserves the rest when it builds the bigger instance.
     stage.reserveMemory = (bytes) => this.memoryBudget.reserve(`${at}: module ${compiled.meta.name}@${compiled.meta.version}, growing with its state`, bytes);

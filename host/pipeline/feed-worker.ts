@@ -17,13 +17,16 @@ const request = workerData as FeedRequest;
 const post = (m: FeedMessage, transfer: ArrayBuffer[] = []) => parentPort!.postMessage(m, transfer);
 const logger = loggerOf((level, message, fields) => post({ log: { level, message, fields: fields as Record<string, unknown> } }));
 
+let inst: EvaluatorInstance | undefined;
 try {
   const compiled = { ...request.compiled, module: request.module } as unknown as CompiledEvaluator;
-  const inst = new EvaluatorInstance(compiled, logger, { memoryPages: request.memoryPages });
+  inst = new EvaluatorInstance(compiled, logger, { memoryPages: request.memoryPages });
   for (const _ of feedCalls(inst, request.config, unpacked(request.pods), request.objects.map(unpacked)));
   const subjects = inst.subjects(request.pods.ends.length);
   const image = inst.image();
   post({ done: { image, subjects } }, [image.data.buffer as ArrayBuffer, image.blocks.buffer as ArrayBuffer]);
 } catch (err) {
-  post({ error: { code: err instanceof KwpError ? err.code : 'KWP_ERR_TRAP', message: (err as Error)?.message ?? String(err) } });
+  // With the instance's memory, so the stage can tell whether a bigger cap would help (stage.ts, biggerCap).
+  const memory = inst ? { memoryBytes: inst.memoryBytes, memoryCapPages: inst.memoryCapPages } : undefined;
+  post({ error: { code: err instanceof KwpError ? err.code : 'KWP_ERR_TRAP', message: (err as Error)?.message ?? String(err), memory } });
 }

@@ -21,7 +21,7 @@ import type { StateEvent } from '../state/state-events.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
 import { feedCalls, RecordPacker, type PackedRecords } from './feed-order.js';
-import { feedInWorker, type FedImage, type WorkerFeed } from './worker-feed.js';
+import { feedInWorker, ModuleFeedFailure, type FedImage, type FedMemory, type WorkerFeed } from './worker-feed.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { loggerOf, type HostLogger } from '../logger.js';
 
@@ -43,7 +43,7 @@ export interface StageStateProblem {
 }
 
 /** Of an instance that trapped: whether it had used most of its cap, so that a bigger cap may help. */
-function nearCap(inst: ModuleInstance): boolean {
+function nearCap(inst: FedMemory): boolean {
   return inst.memoryBytes >= 0.75 * inst.memoryCapPages * PAGE_BYTES;
 }
 
@@ -151,9 +151,9 @@ export class Stage implements StateListener {
   private feedStale = false;
   /**
    * Whether new instances may be fed in a feed thread and made from its
-   * image (feedsInWorker); the engine's option, on by default.
+   * image (feedsInWorker); the engine's option, off by default.
    */
-  feedThread = true;
+  feedThread = false;
   /** The feed under way in a feed thread, cancelled when the stage is disposed. */
   private workerFeed: WorkerFeed | undefined;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
@@ -385,7 +385,9 @@ export class Stage implements StateListener {
     this.workerFeed = feed;
     try {
       return await feed.result;
-    } catch {
+    } catch (err) {
+      // A module failure is handled as one in this thread; a failure of the thread itself makes the caller feed here.
+      if (err instanceof ModuleFeedFailure) throw err;
       return undefined;
     } finally {
       this.workerFeed = undefined;
@@ -411,14 +413,14 @@ export class Stage implements StateListener {
    * when a bigger cap cannot help (the module defines its own memory, did not
    * run out of it, or the cap is at the ceiling).
    */
-  private biggerCap(inst: ModuleInstance | undefined, err: unknown): number | undefined {
+  private biggerCap(inst: FedMemory | undefined, err: unknown): number | undefined {
     if (!inst || !this.compiled.memoryImport || !(err instanceof KwpError) || err.code !== 'KWP_ERR_TRAP') return undefined;
     if (!nearCap(inst) || inst.memoryCapPages >= this.limits.maxStageMemoryPages) return undefined;
     return Math.min(this.limits.maxStageMemoryPages, inst.memoryCapPages * 2);
   }
 
   /** The error for a state the module cannot hold: names the stage, the state and the limit. */
-  private cannotHold(err: unknown, inst: ModuleInstance | undefined, source: HeldState): KwpError {
+  private cannotHold(err: unknown, inst: FedMemory | undefined, source: HeldState): KwpError {
     // A refused config, the budget and a deadline are not about the state's size: their own message says what happened.
     if (err instanceof KwpError && (err.code === 'KWP_ERR_CONFIG_REJECTED' || err.code === 'KWP_ERR_MEMORY_BUDGET' || err.code === 'KWP_ERR_DEADLINE_EXCEEDED')) return err;
     const cap = inst?.memoryCapPages ?? 0;
@@ -561,15 +563,18 @@ export class Stage implements StateListener {
           queued.length = 0;
         }
         return { inst: inst!, held: source, subjects };
-      } catch (err) {
+      } catch (caught) {
         inst?.close();
-        const next = this.disposed ? undefined : this.biggerCap(inst, err);
-        if (next === undefined) throw this.cannotHold(err, inst, source);
+        // A failure in the feed thread counts as one here, with the memory of the instance it failed in.
+        const failedIn = caught instanceof ModuleFeedFailure ? caught.instance : inst;
+        const err = caught instanceof ModuleFeedFailure ? caught.error : caught;
+        const next = this.disposed ? undefined : this.biggerCap(failedIn, err);
+        if (next === undefined) throw this.cannotHold(err, failedIn, source);
         cap = next;
         if (queued) {
           queued.length = 0;
-          source = this.currentState();
-          snapshot = { held: source };
+          snapshot = await this.currentStateAsync(pack);
+          source = snapshot.held;
         }
       }
     }

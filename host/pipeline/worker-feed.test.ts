@@ -39,7 +39,7 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     const state = new ClusterState();
     for (const [kind, objects] of clusterObjects(generateCluster({ ...SHAPE, pods: 40, networkPolicies: 8 }, 3))) state.replace(kind, objects);
     const before = feedThreadCounters.started;
-    const p = await new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    const p = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline());
     expect(feedThreadCounters.started).toBe(before);
     expect(p.stages.every((s) => s.healthy)).toBe(true);
     p.dispose();
@@ -50,7 +50,7 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     const replayed = await new PolicyEngine({ state, modules, feedThreads: false }).buildAsync(defaultPipeline());
     const before = feedThreadCounters.started;
     const upserts = vi.spyOn(EvaluatorInstance.prototype, 'upsertPod');
-    const imaged = await new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    const imaged = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline());
     // One feed thread per stage: the stages were made from images, not fed here.
     expect(upserts).not.toHaveBeenCalled();
     upserts.mockRestore();
@@ -70,7 +70,7 @@ describe('a pipeline whose stages are fed in feed threads', () => {
 
   it('takes the changes that arrive while the feed thread feeds, and follows the state after it', async () => {
     const state = stateOf();
-    const building = new PolicyEngine({ state, modules }).buildAsync(defaultPipeline());
+    const building = new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline());
     // Changes while the stages are being fed (queued, then applied to the instance made from the image).
     for (let round = 0; round < 6; round++) {
       state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
@@ -88,7 +88,7 @@ describe('a pipeline whose stages are fed in feed threads', () => {
 
   it('stops its feed thread when the build is aborted, and rejects with the abort reason', async () => {
     const abort = new AbortController();
-    const building = new PolicyEngine({ state: stateOf(), modules }).buildAsync(defaultPipeline(), 'pipeline', undefined, { signal: abort.signal, onStage: () => abort.abort(new Error('stop')) });
+    const building = new PolicyEngine({ state: stateOf(), modules, feedThreads: true }).buildAsync(defaultPipeline(), 'pipeline', undefined, { signal: abort.signal, onStage: () => abort.abort(new Error('stop')) });
     await expect(building).rejects.toThrow('stop');
   });
 });

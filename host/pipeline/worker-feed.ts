@@ -29,7 +29,17 @@ export interface FeedRequest {
 export type FeedMessage =
   | { log: { level: LogLevel; message: string; fields?: Record<string, unknown> } }
   | { done: FedImage }
-  | { error: { code: string; message: string } };
+  | { error: { code: string; message: string; memory?: FedMemory } };
+
+/** The memory of the instance a feed failed in. */
+export interface FedMemory { memoryBytes: number; memoryCapPages: number }
+
+/** A feed that failed in the module (a trap, fuel, a refused config), with the memory of the instance it failed in. */
+export class ModuleFeedFailure extends Error {
+  constructor(readonly error: KwpError, readonly instance: FedMemory) {
+    super(error.message);
+  }
+}
 
 /** A fed instance, as an image, and the subjects it named right after the feed. */
 export interface FedImage {
@@ -48,7 +58,7 @@ const FEED_THREAD_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeM
 export const feedThreadCounters = { started: 0 };
 
 export interface WorkerFeed {
-  /** Resolves with the image; rejects with the module's KwpError (a trap, a refused config, fuel) or the thread's failure. */
+  /** Resolves with the image; rejects with a ModuleFeedFailure (a trap, a refused config, fuel) or the thread's own failure (a KwpError). */
   readonly result: Promise<FedImage>;
   /** Stops the thread; the result then rejects. Idempotent. */
   cancel(): void;
@@ -81,7 +91,10 @@ export function feedInWorker(compiled: CompiledEvaluator, request: Omit<FeedRequ
     worker.on('message', (m: FeedMessage) => {
       if ('log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
       else if ('done' in m) settle(() => resolve(m.done));
-      else settle(() => reject(new KwpError(m.error.code as ErrorCode, m.error.message)));
+      else {
+        const error = new KwpError(m.error.code as ErrorCode, m.error.message);
+        settle(() => reject(m.error.memory ? new ModuleFeedFailure(error, m.error.memory) : error));
+      }
     });
     worker.on('error', (err) => settle(() => reject(new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} failed: ${err.message}`))));
     worker.on('exit', (code) => settle(() => reject(new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} stopped (exit code ${code}) before the feed was done`))));

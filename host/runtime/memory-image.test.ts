@@ -82,6 +82,16 @@ describe('an instance made from a memory image', () => {
     expect(copy.decisionCacheStats()).toEqual(original.decisionCacheStats());
   });
 
+  it('restored in slices, with turns of the event loop between them, decides as one restored at once', async () => {
+    const state = stateOf();
+    const original = fed(compiled, state);
+    const image = original.image();
+    const sliced = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image }, 0);
+    expect(decisions(sliced, state)).toEqual(decisions(original, state));
+    expect(sliced.decisionCacheStats()).toEqual(original.decisionCacheStats());
+    expect(sliced.batchPtr).toBe(original.batchPtr);
+  });
+
   it('keeps only the blocks that are not zero, and clears what the start function wrote where the image is zero', () => {
     const state = stateOf();
     const original = fed(compiled, state);
