@@ -101,7 +101,7 @@ describe('each charge point pays for the code it guards', () => {
 });
 
 describe('a call gets fuel for the state its stage holds', () => {
-  // A kwp_object that counts to 30 million: 30 million units, more than fuelPerCall's 8 million, less than 1 MiB of state's 41.
+  // A kwp_object that counts to 30 million: 30 million units, more than fuelPerCall's 8 million, less than what 1 MiB of state adds.
   const counting = sandboxModule({
     memory: '(import "env" "memory" (memory 1))',
     objectBody: '(local $i i32) (loop $l (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if $l (i32.lt_u (local.get $i) (i32.const 30000000)))) (i32.const 0)',

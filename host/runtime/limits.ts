@@ -147,12 +147,13 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   // also fills the base memory cap twice (a start function zeroing its
   // memory). The built-ins need up
   // to ~41,000 units for a decision (kwp_attribution at 100,000
-  // NetworkPolicies), 1.6 million for a pod delivery at 20,000 pods and ~15
-  // units per state byte for the Synced step; each tank leaves them twice
-  // that or more.
+  // NetworkPolicies), 1.6 million for a pod delivery at 20,000 pods, and for
+  // the Synced step ~15 units per state byte at 100,000 NetworkPolicies but
+  // over 35 at the bench's 10,000 pods and 100 cluster policies (pods times
+  // policies): fuelPerStateByte leaves room for that.
   fuelPerDecision: 250_000,
   fuelPerCall: 8_000_000,
-  fuelPerStateByte: 32,
+  fuelPerStateByte: 512,
   logLinesPerSecond: 20,
   maxTables: 4,
   maxTableElements: 65_536,
