@@ -70,6 +70,15 @@ export interface AgentConfig {
    * loaded machine, not yet explained.
    */
   isolation?: StageIsolation;
+  /**
+   * Feed each new instance of a large state (500 pods and objects or more) in
+   * a feed thread and make it from that instance's memory image, so a
+   * stage's growth, rebuild or refeed runs no module call on the packet
+   * path's thread (default true; docs/performance.md, "Feeding in a feed
+   * thread"). Without it, the NetworkPolicy module's Synced step over
+   * 100,000 policies is one call of seconds on the main thread.
+   */
+  feedThreads?: boolean;
   logger?: Logger;
   /** Extra module resolvers tried after the module store and before the built-ins. */
   modules?: ModuleResolver[];
@@ -159,7 +168,7 @@ export class Agent {
       this.store = this.fleet ? this.fleet.createStore(storeOptions) : new ModuleStore(storeOptions);
     }
     const resolvers: ModuleResolver[] = [...(this.store ? [this.store] : []), ...(config.modules ?? []), builtins];
-    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: this.log, limits: config.limits, isolation: config.isolation ?? 'thread' });
+    this.engine = new PolicyEngine({ state: this.state, modules: new ChainedModules(resolvers), logger: this.log, limits: config.limits, isolation: config.isolation ?? 'thread', feedThreads: config.feedThreads ?? true });
     if (config.manifests?.length) {
       this.sources.push(new ManifestSource(config.manifests, {
         watch: true,

@@ -39,10 +39,8 @@ export interface PolicyEngineOptions {
    * new instance of a state of 500 pods and objects or more in a thread of
    * its own and make it from that instance's memory image (worker-feed.ts),
    * so the packet path's thread does not run the feed's module calls.
-   * Default false: with it on, the real-agent proof of a rejected state
-   * (test/sandbox/agent-state.test.ts) saw /healthz answer in 1.0–2.4 s
-   * under load against its 1 s bound, which is not explained yet
-   * (docs/performance.md, "Feeding in a feed thread").
+   * Default false here, so an embedder opts in; the agent turns it on
+   * (AgentConfig.feedThreads; docs/performance.md, "Feeding in a feed thread").
    */
   feedThreads?: boolean;
   /** The sandbox limits this engine's pipelines are held to: maxStages and memoryBudgetMiB are the engine's. */

@@ -151,7 +151,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   // the Synced step ~15 units per state byte at 100,000 NetworkPolicies but
   // over 35 at the bench's 10,000 pods and 100 cluster policies (pods times
   // policies): fuelPerStateByte leaves room for that.
-  fuelPerDecision: 250_000,
+  fuelPerDecision: 1_000_000,
   fuelPerCall: 8_000_000,
   fuelPerStateByte: 512,
   logLinesPerSecond: 20,
