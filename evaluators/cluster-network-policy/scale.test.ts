@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compileEvaluator } from '../../host/runtime/loader.js';
 import { EvaluatorInstance } from '../../host/runtime/instance.js';
+import { DEFAULT_LIMITS, callFuelForCap, memoryCapForState } from '../../host/runtime/limits.js';
 import { ObjectOp } from '../../host/abi/objects.js';
 import { encodePodInfo } from '../../host/abi/podinfo-codec.js';
 import type { PodInfo } from '../../host/contract.js';
@@ -50,7 +51,14 @@ function record(src: PodInfo, dst: PodInfo): Uint8Array {
 }
 
 function cluster(pods: number, policies: number): EvaluatorInstance {
-  const inst = new EvaluatorInstance(compileEvaluator(wasm, { source: 'scale-test' }));
+  const encodedPods = Array.from({ length: pods }, (_, i) => encodePodInfo(podInfo(i + 1)));
+  const encodedPolicies = Array.from({ length: policies }, (_, j) => policy(j));
+  // The tank a stage gives a call into an instance sized for this state (the
+  // encodings are only weighed here: the deliveries below encode afresh):
+  // fuelPerCall plus fuelPerStateByte a byte (docs/sandbox.md, "How fuel is counted").
+  const stateBytes = [...encodedPods, ...encodedPolicies].reduce((sum, b) => sum + b.length, 0);
+  const stageTank = callFuelForCap(DEFAULT_LIMITS, memoryCapForState(DEFAULT_LIMITS, stateBytes));
+  const inst = new EvaluatorInstance(compileEvaluator(wasm, { source: 'scale-test', limits: { fuelPerCall: stageTank } }));
   inst.configure({ tier: 'Admin' });
   for (let i = 1; i <= pods; i++) inst.upsertPod(encodePodInfo(podInfo(i)));
   for (let kind = 0; kind < 3; kind++) {
@@ -65,7 +73,7 @@ describe('the cluster-network-policy module at scale', () => {
   it.each([
     [5_000, 200],
     [20_000, 300],
-  ])('with %i pods and %i policies syncs, takes live changes within the default fuel and decides right', (pods, policies) => {
+  ])('with %i pods and %i policies syncs, takes live changes within the tank a stage gives that state and decides right', (pods, policies) => {
     const inst = cluster(pods, policies);
     // Pod 12 (team t2, app a12) is the subject of policies 12, 62, 112, ...; pod 19 is team t9.
     const dst = podInfo(12);
