@@ -24,6 +24,7 @@ import { feedCalls, RecordPacker, type PackedRecords } from './feed-order.js';
 import { feedInWorker, ModuleFeedFailure, type FedImage, type FedMemory, type WorkerFeed } from './worker-feed.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { loggerOf, type HostLogger } from '../logger.js';
+import { TimeSlices } from '../time-slices.js';
 
 /**
  * Why a stage answers with another state than the cluster's:
@@ -328,12 +329,7 @@ export class Stage implements StateListener {
     const pack = packIfLarge && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
     // The maps are filled in the same slices: at 10,000 pods and objects one go takes milliseconds.
     const held = new HeldState(objects.length);
-    let sliceStarted = performance.now();
-    const turn = async (i: number) => {
-      if ((i & 63) !== 63 || performance.now() - sliceStarted < FEED_SLICE_MS) return;
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      sliceStarted = performance.now();
-    };
+    const slices = new TimeSlices(FEED_SLICE_MS);
     const podPacker = pack ? new RecordPacker() : undefined;
     for (let i = 0; i < pods.length; i++) {
       const pod = pods[i];
@@ -343,7 +339,7 @@ export class Stage implements StateListener {
         podPacker.append(record);
       }
       held.upsertPod(pod);
-      await turn(i);
+      await slices.pause(i, 63);
     }
     const objectPackers: RecordPacker[] = [];
     for (let kind = 0; kind < objects.length; kind++) {
@@ -357,7 +353,7 @@ export class Stage implements StateListener {
           packer.append(json);
         }
         held.addObject(kind, list[i]);
-        await turn(i);
+        await slices.pause(i, 63);
       }
     }
     return pack ? { held, packed: { pods: podPacker!.done(), objects: objectPackers.map((p) => p.done()) } } : { held };
@@ -502,7 +498,7 @@ export class Stage implements StateListener {
           inst = await this.newInstanceAsync(cap);
           if (this.disposed) throw disposedWhileBuilt();
           let fed = 0;
-          let sliceStart = performance.now();
+          const slices = new TimeSlices(FEED_SLICE_MS);
           // An isolated instance takes each call in its own thread while this
           // one awaits it (feedDeadlineMs): nothing here waits on module code.
           inst.feeding = inst.settle !== undefined;
@@ -514,10 +510,9 @@ export class Stage implements StateListener {
             }
             // A slice ends after `slice` calls or FEED_SLICE_MS, whichever is first: on a loaded
             // machine 1,000 pods took over 100 ms, and the packet path waits for a whole slice.
-            if (++fed % this.slice !== 0 && performance.now() - sliceStart < FEED_SLICE_MS) continue;
+            if (++fed % this.slice !== 0 && !slices.due()) continue;
             fed = 0;
-            await new Promise<void>((resolve) => setImmediate(resolve));
-            sliceStart = performance.now();
+            await slices.yield();
             if (this.disposed) throw disposedWhileBuilt();
           }
           inst.feeding = false;
@@ -541,13 +536,12 @@ export class Stage implements StateListener {
         const subjects = image && !queued?.length ? image.subjects : undefined;
         if (queued) {
           // Replayed in slices (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
-          let replayStart = performance.now();
+          const replaySlices = new TimeSlices(FEED_SLICE_MS);
           for (let i = 0; i < queued.length && !this.feedStale; i++) {
             queued[i].fn(inst!);
             queued[i].hold(source);
-            if (performance.now() - replayStart < FEED_SLICE_MS) continue;
-            await new Promise<void>((resolve) => setImmediate(resolve));
-            replayStart = performance.now();
+            if (!replaySlices.due()) continue;
+            await replaySlices.yield();
             if (this.disposed) throw disposedWhileBuilt();
           }
           if (this.feedStale) {

@@ -16,6 +16,7 @@ import { LineRate } from './line-rate.js';
 import { callFuelForCap } from './limits.js';
 import type { HostLogger } from '../logger.js';
 import { ObjectOp } from '../abi/objects.js';
+import { TimeSlices } from '../time-slices.js';
 
 
 /**
@@ -282,12 +283,8 @@ export class EvaluatorInstance implements ModuleInstance {
    */
   static async fromImageInSlices(compiled: CompiledEvaluator, logger: HostLogger | undefined, options: { memoryPages: number; image: MemoryImage }, sliceMs: number): Promise<EvaluatorInstance> {
     const inst = new EvaluatorInstance(compiled, logger, { memoryPages: options.memoryPages });
-    let started = performance.now();
-    for (const _ of inst.restore(options.image)) {
-      if (performance.now() - started < sliceMs) continue;
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      started = performance.now();
-    }
+    const slices = new TimeSlices(sliceMs);
+    for (const _ of inst.restore(options.image)) if (slices.due()) await slices.yield();
     // What the constructor read from the module before its image was in: read again from the image's state.
     inst.u8 = new Uint8Array(inst.memory.buffer);
     const self = inst as unknown as { batchPtr: number; batchCapacity: number };

@@ -26,6 +26,7 @@ import { PodPlacement } from './pod-placement.js';
 import { ResolvedNames } from './resolved-names.js';
 import { StateEvents, type StateEvent, type StateListener } from './state-events.js';
 import { storedForm } from './stored-form.js';
+import { TimeSlices } from '../time-slices.js';
 
 export type { StateListener } from './state-events.js';
 export { CLUSTER_LABEL, NAMESPACE_NAME_LABEL, type RemotePod } from './pod-info.js';
@@ -55,19 +56,6 @@ export interface ClusterStateOptions {
 export const SLICED_LIST_ITEMS = 1000;
 /** The longest a slice of a list's work runs before the event loop gets a turn. */
 const SLICE_MS = 2;
-
-/** Yields to the event loop once a slice has run SLICE_MS (checked every 16 items). */
-class Slicer {
-  private started = performance.now();
-
-  pause(i: number): Promise<void> | undefined {
-    if ((i & 15) !== 15 || performance.now() - this.started < SLICE_MS) return undefined;
-    return new Promise<void>((resolve) => setImmediate(() => {
-      this.started = performance.now();
-      resolve();
-    }));
-  }
-}
 
 /** What a pod's id is stable for: its uid ("" when it has none). */
 function podIdentity(obj: KubeObject): string {
@@ -177,11 +165,11 @@ export class ClusterState implements ObjectSink {
    */
   private async replaceInSlices(kind: KindKey, objects: KubeObject[]): Promise<void> {
     const next = new Map<string, KubeObject>();
-    const slices = new Slicer();
+    const slices = new TimeSlices(SLICE_MS);
     for (let i = 0; i < objects.length; i++) {
       const trimmed = storedForm(kind, objects[i]);
       next.set(objectKeyOf(trimmed), trimmed);
-      await slices.pause(i);
+      await slices.pause(i, 15);
     }
     if (kind !== Kinds.Pod && kind !== Kinds.Namespace && kind !== Kinds.Node) return this.install(kind, next);
     const pods = kind === Kinds.Pod ? next : this.objectsByKind.get(Kinds.Pod) ?? new Map<string, KubeObject>();
@@ -204,7 +192,7 @@ export class ClusterState implements ObjectSink {
    * as the unsliced path tells them, deletes first, then the pods that are
    * new or whose PodInfo changed (an unchanged pod keeps its PodInfo object).
    */
-  private async podIndexesInSlices(pods: ReadonlyMap<string, KubeObject>, slices: Slicer, kind?: KindKey, objects?: ReadonlyMap<string, KubeObject>) {
+  private async podIndexesInSlices(pods: ReadonlyMap<string, KubeObject>, slices: TimeSlices, kind?: KindKey, objects?: ReadonlyMap<string, KubeObject>) {
     const records = new Map<string, PodRecord>();
     const byId = new Map<number, PodInfo>();
     const placement = new PodPlacement();
@@ -221,7 +209,7 @@ export class ClusterState implements ObjectSink {
       const obj = pods.get(key);
       // Gone, or the same name with another uid: a new pod with a new id, as upsertPodRecord decides.
       if (old.info && (!obj || podIdentity(obj) !== old.identity)) deletes.push({ type: 'podDeleted', pod: old.info });
-      await slices.pause(i++);
+      await slices.pause(i++, 15);
     }
     for (const [key, obj] of pods) {
       const old = this.podRecords.get(key);
@@ -238,7 +226,7 @@ export class ClusterState implements ObjectSink {
       placement.add(key, obj);
       if (info) byId.set(id, info);
       owners.update(record, undefined, info);
-      await slices.pause(i++);
+      await slices.pause(i++, 15);
     }
     return { records, byId, placement, owners, events: [...deletes, ...upserts] };
   }
