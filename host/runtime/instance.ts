@@ -158,10 +158,11 @@ export class EvaluatorInstance implements ModuleInstance {
   private readonly memory: WebAssembly.Memory;
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
-  private u8: Uint8Array;
+  private u8 = new Uint8Array(0);
   private u32: Uint32Array | undefined;
-  readonly batchPtr: number;
-  readonly batchCapacity: number;
+  /** Where the module takes a batch of records, and how many; read by readBatchArea once its state is in. */
+  batchPtr = 0;
+  batchCapacity = 0;
   private readonly decideFuel: number;
   private readonly callFuel: number;
   /** Set once a call trapped or ran out of fuel. */
@@ -217,10 +218,15 @@ export class EvaluatorInstance implements ModuleInstance {
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
     if (options.image) for (const _ of this.restore(options.image));
+    this.readBatchArea();
+  }
+
+  /** Asks the module where its batch area is, from the state it holds now (after an image's restore, that image's). */
+  private readBatchArea(): void {
     this.u8 = new Uint8Array(this.memory.buffer);
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
-    if (this.batchCapacity < 1) throw new KwpError('KWP_ERR_INSTANTIATE', `${compiled.source}: kwp_batch_capacity returned ${this.batchCapacity}; it must be at least 1`);
+    if (this.batchCapacity < 1) throw new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: kwp_batch_capacity returned ${this.batchCapacity}; it must be at least 1`);
   }
 
   get name(): string { return this.compiled.meta.name; }
@@ -286,10 +292,7 @@ export class EvaluatorInstance implements ModuleInstance {
     const slices = new TimeSlices(sliceMs);
     for (const _ of inst.restore(options.image)) if (slices.due()) await slices.yield();
     // What the constructor read from the module before its image was in: read again from the image's state.
-    inst.u8 = new Uint8Array(inst.memory.buffer);
-    const self = inst as unknown as { batchPtr: number; batchCapacity: number };
-    self.batchPtr = inst.guarded(() => inst.exports.kwp_batch(), inst.callFuel, 'kwp_batch');
-    self.batchCapacity = inst.guarded(() => inst.exports.kwp_batch_capacity(), inst.callFuel, 'kwp_batch_capacity');
+    inst.readBatchArea();
     return inst;
   }
 
