@@ -90,11 +90,6 @@ function multiclusterSettings(flags: AgentFlagValues): AgentConfig['multicluster
 }
 
 /**
- * The Agent's settings from parsed flags; the logger is the caller's.
- * Exported so tests can follow a flag to the dataplane options without
- * starting anything.
- */
-/**
  * KWP_TEST_FAST_PATH_FLUSH_DELAY_MS, a test-only hook (docs/dataplane.md, "The
  * kernel fast path"): unset or empty leaves it off.
  */
@@ -107,6 +102,11 @@ function testFlushDelay(raw: string | undefined): Pick<AgentConfig, 'fastPathTes
   return ms > 0 ? { fastPathTestFlushDelayMs: ms } : {};
 }
 
+/**
+ * The Agent's settings from parsed flags; the logger is the caller's.
+ * Exported so tests can follow a flag to the dataplane options without
+ * starting anything.
+ */
 export function agentConfigFromFlags(flags: AgentFlagValues): AgentConfig {
   let autoRollback: { failures: number; windowMs: number } | undefined;
   if (flags['auto-rollback'] !== undefined) {
