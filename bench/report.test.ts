@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TARGETS, verdict } from './report.js';
+import { TARGETS, formatMarkdown, verdict } from './report.js';
 
 describe('the bench targets', () => {
   it('hold the issue-20 figures for the decision rates', () => {
@@ -25,5 +25,13 @@ describe('the bench targets', () => {
   it('give no verdict for a figure that was not measured or has no target', () => {
     expect(verdict({}, 'memory.rssMiB')).toBe('');
     expect(verdict({ pipeline: { p50Micros: 1 } }, 'pipeline.p50Micros')).toBe('');
+  });
+});
+
+describe('the markdown results', () => {
+  it('carry each measured figure with its target and verdict, and leave out what was not measured', () => {
+    const text = formatMarkdown({ startedAt: 'T', mode: 'full', machine: { commit: 'c' }, memory: { rssMiB: 130 } });
+    expect(text).toContain('| `memory.rssMiB` | agent RSS MiB, large scale, fresh process | 130 | ≤ 128 | **missed** |');
+    expect(text).not.toContain('pipeline.decisionsPerSec');
   });
 });

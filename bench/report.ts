@@ -182,3 +182,36 @@ export function formatTable(result: Json): string {
   lines.push(`reference (${REFERENCE.project}): p50 ${REFERENCE.packetProcessP50Micros} µs, p99 ${REFERENCE.packetProcessP99Micros} µs, ~${REFERENCE.packetsPerSec} packets/s`);
   return lines.join('\n');
 }
+
+/**
+ * The results as the markdown docs/performance.md carries (bench/tools/results-markdown.mjs
+ * prints it): the run, then one row a measured figure of ROWS with its target and verdict,
+ * so the doc's table and the printed one cannot disagree on a target.
+ */
+export function formatMarkdown(result: Json): string {
+  const m = result.machine ?? {};
+  const md = (v: unknown) => fmt(v).replace(/\|/g, '\\|');
+  const lines: string[] = [];
+  lines.push(`Run: ${result.startedAt} (${result.mode}), commit ${m.commit}, ${m.cores} cores (${m.cpuModel}), node ${m.node}, load average ${m.loadAverage1m} at the start and ${m.loadAverage1mAtEnd} at the end, ${result.durationSec} s.`);
+  for (const merge of result.merged ?? []) {
+    lines.push(`Merged into it: ${merge.sections.join(', ')} from ${merge.startedAt}, commit ${merge.machine?.commit}, load average ${merge.machine?.loadAverage1m} → ${merge.machine?.loadAverage1mAtEnd}.`);
+  }
+  lines.push('');
+  lines.push('| figure | what it is | measured | target | |');
+  lines.push('| --- | --- | ---: | --- | --- |');
+  for (const [key, description] of ROWS) {
+    const v = get(result, key);
+    if (v === undefined) continue;
+    const t = TARGETS[key] ?? '';
+    const v2 = verdict(result, key);
+    lines.push(`| \`${key}\` | ${description.trim()} | ${md(v)} | ${t.replace(/>=/, '≥').replace(/<=/, '≤').replace(/\d{4,}/g, (d) => Number(d).toLocaleString('en-US'))} | ${v2 === 'MISSED' ? '**missed**' : v2} |`);
+  }
+  const b = result.breakdown;
+  if (b?.stages) {
+    lines.push('');
+    lines.push('| stage alone | ns/packet batched | ns/packet one per call | records per packet |');
+    lines.push('| --- | ---: | ---: | ---: |');
+    for (const [name, s] of Object.entries<any>(b.stages)) lines.push(`| ${name} | ${fmt(s.batchNsPerPacket)} | ${fmt(s.singleNsPerPacket)} | ${fmt(s.callsPerPacket)} |`);
+  }
+  return lines.join('\n');
+}
