@@ -457,12 +457,17 @@ export class EvaluatorInstance implements ModuleInstance {
   /**
    * Which policy and rule (reason, rule) stand for: kwp_attribution when the
    * module exports it, else the reason's explanation as the policy. Off the
-   * packet path; undefined when the module has nothing to say.
+   * packet path; undefined when the module has nothing to say. It gets the
+   * tank of a delivery call, not of a decision: building text allocates, and
+   * an allocation may run a step of the module's collector over all of its
+   * state (the NetworkPolicy module at 10,000 pods and 1,000 policies ran
+   * out of a decision's fuel in about one call of 400, which broke the
+   * instance, so the stage answered its failure policy from then on).
    */
   attribution(reason: number, rule: number): Attribution | undefined {
     const fn = this.exports.kwp_attribution;
     if (typeof fn === 'function' && this.attributesRules) {
-      const len = this.guarded(() => fn(reason, rule), this.decideFuel, 'kwp_attribution');
+      const len = this.guarded(() => fn(reason, rule), this.callFuel, 'kwp_attribution');
       if (len <= 0) return undefined;
       // Longer than maxReasonBytes: the module's output is cut, and cut JSON is no attribution.
       if (len > this.compiled.limits.maxReasonBytes) return undefined;
@@ -529,9 +534,10 @@ export class EvaluatorInstance implements ModuleInstance {
     }
   }
 
+  /** The text of a reason code; off the packet path, with a delivery call's tank (as `attribution`, for the same reason). */
   explain(reason: number): string {
     if (reason === 0) return '';
-    const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
+    const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
     // Only the first maxReasonBytes are copied out of the module.
     return this.resultText(len);
   }
