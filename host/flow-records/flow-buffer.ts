@@ -111,6 +111,12 @@ export class FlowBuffer {
     if (slot >= this.capacity) slot -= this.capacity;
     this.count++;
     if (++this.sinceTick >= CLOCK_EVERY) this.tick();
+    this.fill(slot, record, at, revision, this.clock, audited);
+    return slot;
+  }
+
+  /** Writes a claimed slot: the record's words, the revision, the clock and the flags. */
+  private fill(slot: number, record: Uint32Array, at: number, revision: number, clock: number, audited: boolean): void {
     const w = this.words;
     const o = slot * SLOT_WORDS;
     w[o] = record[at];
@@ -120,11 +126,10 @@ export class FlowBuffer {
     w[o + 4] = record[at + SRC_ADDR_WORD];
     w[o + 5] = record[at + DST_ADDR_WORD];
     w[o + W_REVISION] = revision;
-    w[o + W_TIME] = this.clock;
+    w[o + W_TIME] = clock;
     this.bytes[o * 4] = audited ? SlotFlag.Audited : 0;
-    // The rare cases are out of line, so the claim stays small enough to inline.
+    // The rare cases are out of line, so the fill stays small enough to inline.
     if (audited || this.bytes[o * 4 + OFF_FAMILY] === 6) this.claimMore(record, at, slot, audited);
-    return slot;
   }
 
   /**
@@ -147,22 +152,9 @@ export class FlowBuffer {
     let slot = this.head + this.count;
     if (slot >= capacity) slot -= capacity;
     this.count += n;
-    const w = this.words;
-    const b = this.bytes;
     const clock = this.clock;
-    const flag = audited ? SlotFlag.Audited : 0;
     for (let i = 0, at = 0; i < n; i++, at += stride) {
-      const o = slot * SLOT_WORDS;
-      w[o] = records[at];
-      w[o + 1] = records[at + 1];
-      w[o + 2] = records[at + SRC_POD_WORD];
-      w[o + 3] = records[at + DST_POD_WORD];
-      w[o + 4] = records[at + SRC_ADDR_WORD];
-      w[o + 5] = records[at + DST_ADDR_WORD];
-      w[o + W_REVISION] = revision;
-      w[o + W_TIME] = clock;
-      b[o * 4] = flag;
-      if (audited || b[o * 4 + OFF_FAMILY] === 6) this.claimMore(records, at, slot, audited);
+      this.fill(slot, records, at, revision, clock, audited);
       slots[i] = slot;
       if (++slot === capacity) slot = 0;
     }
