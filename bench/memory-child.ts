@@ -20,6 +20,7 @@ import { Writable } from 'node:stream';
 import type { ObjectSink, ObjectSource } from '../host/contract.js';
 import { SCALES, clusterObjects, generateCluster, type SyntheticCluster } from './generator.js';
 import { helpersStarted } from '../host/runtime/instrument-helper.js';
+import { AGENT_MALLOC_ENV } from '../host/agent-node-flags.js';
 
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
@@ -107,6 +108,7 @@ try {
       started: { rssMiB: mib(usage.rss), heapUsedMiB: mib(usage.heapUsed) },
     },
     nodeFlags: process.execArgv,
+    mallocEnv: Object.fromEntries(Object.keys(AGENT_MALLOC_ENV).map((name) => [name, process.env[name] ?? null])),
     heapUsedMiB: mib(usage.heapUsed),
     externalMiB: mib(usage.external),
     arrayBuffersMiB: mib(usage.arrayBuffers),
