@@ -66,8 +66,9 @@ class GeneratedSource implements ObjectSource {
 const scale = SCALES[(process.argv[2] ?? 'large') as keyof typeof SCALES];
 // Where the MiB go, step by step (docs/performance.md): a bare process, then the agent's code loaded, then started.
 const atStart = process.memoryUsage();
-// The CLI entry of `kwp agent` first: its static imports are the agent's module graph.
-await import('../host/cli/agent.js');
+// `kwp agent`'s command as main.ts loads it (the Kubernetes client's narrow loading, then the
+// CLI's agent module, whose static imports are the agent's module graph).
+await (await import('../host/cli/agent-load.js')).loadAgentCommand();
 const { Agent } = await import('../host/agent.js');
 const { createLogger } = await import('../host/log.js');
 
