@@ -21,9 +21,13 @@ export interface NarrowClientOptions {
   report?: MessagePort;
 }
 
-/** Registers the hook once per process; later calls do nothing. */
+/**
+ * Registers the hook once per process; later calls do nothing. Nor does a call
+ * from the TypeScript source (vitest running `main()` in its own process): Node's
+ * hooks thread loads JavaScript only, and that process loads the whole client.
+ */
 export function registerNarrowKubernetesClient(options: NarrowClientOptions = {}): void {
-  if (registered) return;
+  if (registered || import.meta.url.endsWith('.ts')) return;
   registered = true;
   const hook = new URL('./narrow-client-hook.js', import.meta.url);
   if (options.report) register(hook, { data: { report: options.report }, transferList: [options.report] });
