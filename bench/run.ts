@@ -14,7 +14,7 @@ import type { Pipeline } from '../host/pipeline/pipeline.js';
 import { PolicyEngine } from '../host/pipeline/engine.js';
 import { SCALES, generateCluster, generateFlows, policyChange, type Scale } from './generator.js';
 import {
-  allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
+  allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, quartiles, round, singleLatency, singleThroughput,
 } from './harness.js';
 import { runE2E, type E2EResult } from './e2e.js';
 import { runStrictCutBench } from './e2e-strict-cut.js';
@@ -441,13 +441,6 @@ function machine() {
     loadAverage1m: round(loadavg()[0], 2),
     commit,
   };
-}
-
-/** The median and the quartiles of `xs` (not empty), by nearest rank. */
-function quartiles(xs: number[]): { p25: number; median: number; p75: number } {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-  return { p25: at(0.25), median: at(0.5), p75: at(0.75) };
 }
 
 /**
