@@ -21,7 +21,7 @@ import { runStrictCutBench } from './e2e-strict-cut.js';
 import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
 import { FlowRecorder } from '../host/flow-records/flow-recorder.js';
-import { AGENT_NODE_FLAGS } from '../host/agent-node-flags.js';
+import { AGENT_MALLOC_ENV, AGENT_NODE_FLAGS } from '../host/agent-node-flags.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root: dist/bench/run.js → ../.. */
@@ -412,10 +412,13 @@ async function hotSwapSection(setup: Setup) {
   };
 }
 
-/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts), with the agent's Node flags. */
+/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts), with the agent's Node flags and allocator environment. */
 function memorySection(scale: Scale): Promise<Record<string, number>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', ...AGENT_NODE_FLAGS, join(here, 'memory-child.js'), scale.name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--expose-gc', ...AGENT_NODE_FLAGS, join(here, 'memory-child.js'), scale.name], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, ...AGENT_MALLOC_ENV },
+    });
     let stdout = '';
     child.stdout.on('data', (chunk) => { stdout += chunk; });
     child.on('error', reject);
