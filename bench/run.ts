@@ -70,6 +70,25 @@ function setUp(scale: Scale): Setup {
 }
 
 /**
+ * Throws when a stage of the setup's active pipeline broke or answered by its
+ * failure policy during `section`: from then on it answers without calling its
+ * module, so every figure measured after would be the failure policy's speed,
+ * not the pipeline's (a flows run once measured a broken np stage unnoticed).
+ */
+function assertStagesHealthy(setup: Setup, section: string): void {
+  const problems: string[] = [];
+  for (const stage of setup.engine.active.stages) {
+    const c = stage.counters;
+    const failures = { traps: c.traps, fuelExhausted: c.fuelExhausted, deadlineExceeded: c.deadlineExceeded, unavailable: c.unavailable };
+    const seen = Object.entries(failures).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+    if (!stage.healthy || seen.length > 0) problems.push(`${stage.name}${stage.healthy ? '' : ' (broken)'}${seen.length ? `: ${seen.join(', ')}` : ''}`);
+  }
+  if (problems.length > 0) {
+    throw new Error(`${setup.scale.name} scale, after the ${section} section: ${problems.join('; ')}; its figures would measure the failure policy, not the pipeline`);
+  }
+}
+
+/**
  * Throughput per CPU-second after a warm-up, best of two measurements (the
  * machine is shared; the best is the least disturbed).
  */
@@ -544,22 +563,28 @@ async function main(): Promise<void> {
   if (wanted('pipeline') || wanted('hotSwap') || wanted('breakdown') || wanted('isolation') || wanted('flows')) {
     const def = setUp(SCALES.default);
     if (wanted('pipeline')) result.pipeline = timed('pipeline section', () => pipelineSection(def));
+    assertStagesHealthy(def, 'pipeline');
     if (wanted('breakdown')) result.breakdown = timed('breakdown section', () => breakdownSection(def));
     if (wanted('isolation')) result.isolation = await isolationSection(def);
+    assertStagesHealthy(def, 'breakdown and isolation');
     if (wanted('hotSwap')) result.hotSwap = await hotSwapSection(def);
     if (wanted('flows')) result.flows = timed('flows section', () => flowsSection(def));
+    assertStagesHealthy(def, 'hotSwap and flows');
     def.engine.active.dispose();
   }
 
   if (wanted('scaling') || wanted('update')) {
     const small = setUp(SCALES.small);
     const smallRate = scalingThroughput(small);
+    assertStagesHealthy(small, 'scaling');
     small.engine.active.dispose();
     const manyPods = setUp(SCALES.manyPods);
     const manyPodsRate = scalingThroughput(manyPods);
+    assertStagesHealthy(manyPods, 'scaling');
     manyPods.engine.active.dispose();
     const large = setUp(SCALES.large);
     const largeRate = scalingThroughput(large);
+    assertStagesHealthy(large, 'scaling');
     if (wanted('scaling')) {
       result.scaling = {
         small: { decisionsPerSec: smallRate.cached, uncachedDecisionsPerSec: smallRate.uncached, ...SCALES.small },
@@ -570,6 +595,7 @@ async function main(): Promise<void> {
       };
     }
     if (wanted('update')) result.update = timed('update section', () => updateSection(large));
+    assertStagesHealthy(large, 'update');
     large.engine.active.dispose();
   }
 
