@@ -21,7 +21,7 @@ import type { StateEvent } from '../state/state-events.js';
 import type { StageSpec } from './spec.js';
 import { HeldState, deliveredBytes } from './held-state.js';
 import { feedCalls, RecordPacker, type PackedRecords } from './feed-order.js';
-import { feedInWorker, ModuleFeedFailure, type FedImage, type FedMemory, type WorkerFeed } from './worker-feed.js';
+import { startFeedThread, ModuleFeedFailure, type FedImage, type FedMemory, type FeedThread } from './worker-feed.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { loggerOf, type HostLogger } from '../logger.js';
 import { TimeSlices } from '../time-slices.js';
@@ -84,10 +84,11 @@ interface QueuedDelivery {
   hold: (held: HeldState) => void;
 }
 
-/** A state in the packed form a feed thread is sent: PodInfo records, and per kind index the objects' JSON. */
+/** A state in the packed form a feed thread is sent: PodInfo records, and per kind index the objects' JSON; and that thread. */
 interface PackedState {
   pods: PackedRecords;
   objects: PackedRecords[];
+  thread: FeedThread;
 }
 
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
@@ -155,8 +156,8 @@ export class Stage implements StateListener {
    * image (feedsInWorker); the engine's option, off by default.
    */
   feedThread = false;
-  /** The feed under way in a feed thread, cancelled when the stage is disposed. */
-  private workerFeed: WorkerFeed | undefined;
+  /** The feed thread started for the state being packed or fed, cancelled when the stage is disposed. */
+  private workerFeed: FeedThread | undefined;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
   onDisposed: (() => void) | undefined;
   /**
@@ -327,6 +328,8 @@ export class Stage implements StateListener {
     const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
     const pack = packIfLarge && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
+    // Started now, the thread loads while the state is packed here.
+    const thread = pack ? this.startFeedThread() : undefined;
     // The maps are filled in the same slices: at 10,000 pods and objects one go takes milliseconds.
     const held = new HeldState(objects.length);
     const slices = new TimeSlices(FEED_SLICE_MS);
@@ -356,7 +359,7 @@ export class Stage implements StateListener {
         await slices.pause(i, 63);
       }
     }
-    return pack ? { held, packed: { pods: podPacker!.done(), objects: objectPackers.map((p) => p.done()) } } : { held };
+    return thread ? { held, packed: { pods: podPacker!.done(), objects: objectPackers.map((p) => p.done()), thread } } : { held };
   }
 
   /**
@@ -369,24 +372,33 @@ export class Stage implements StateListener {
     return this.feedThread && this.isolation === 'thread' && this.compiled.imageGlobals !== undefined;
   }
 
+  /** A feed thread for this stage's module, cancelled if the stage is disposed before its feed settles. */
+  private startFeedThread(): FeedThread {
+    this.workerFeed?.cancel();
+    const thread = startFeedThread(this.compiled, this.instanceLogger);
+    this.workerFeed = thread;
+    return thread;
+  }
+
   /**
-   * The image of a fresh instance capped at `cap` pages fed `packed` in a
+   * The image of a fresh instance capped at `cap` pages fed `packed` in its
    * feed thread; undefined when that feed failed, so the caller feeds in this
    * thread instead (which reproduces a module failure with the stage's own
    * handling: a bigger cap, the state rejected).
    */
   private async fedInWorker(cap: number, packed: PackedState): Promise<FedImage | undefined> {
-    this.reserveCap(cap);
-    const feed = feedInWorker(this.compiled, { memoryPages: cap, config: this.spec.config ?? {}, pods: packed.pods, objects: packed.objects }, this.instanceLogger);
-    this.workerFeed = feed;
     try {
-      return await feed.result;
-    } catch (err) {
-      // A module failure is handled as one in this thread; a failure of the thread itself makes the caller feed here.
-      if (err instanceof ModuleFeedFailure) throw err;
-      return undefined;
+      this.reserveCap(cap);
+      try {
+        return await packed.thread.feed({ memoryPages: cap, config: this.spec.config ?? {}, pods: packed.pods, objects: packed.objects });
+      } catch (err) {
+        // A module failure is handled as one in this thread; a failure of the thread itself makes the caller feed here.
+        if (err instanceof ModuleFeedFailure) throw err;
+        return undefined;
+      }
     } finally {
-      this.workerFeed = undefined;
+      packed.thread.cancel();
+      if (this.workerFeed === packed.thread) this.workerFeed = undefined;
     }
   }
 

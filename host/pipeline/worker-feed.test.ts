@@ -11,6 +11,7 @@ import { BuiltinModules } from './modules.js';
 import { defaultPipeline } from './spec.js';
 import type { Pipeline } from './pipeline.js';
 import { feedThreadCounters } from './worker-feed.js';
+import { RecordPacker } from './feed-order.js';
 
 const SHAPE = { name: 'feed-thread', namespaces: 8, pods: 600, networkPolicies: 80, clusterNetworkPolicies: 6 };
 const cluster = generateCluster(SHAPE, 3);
@@ -66,6 +67,27 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     }
     replayed.dispose();
     imaged.dispose();
+  });
+
+  it('starts each stage\'s feed thread before it packs the state, so that the thread loads meanwhile', async () => {
+    const state = stateOf();
+    const before = feedThreadCounters.started;
+    const startedAtFirstRecord: number[] = [];
+    let packing = false;
+    const append = RecordPacker.prototype.append;
+    const spy = vi.spyOn(RecordPacker.prototype, 'append').mockImplementation(function (this: RecordPacker, record: Uint8Array) {
+      if (!packing) {
+        packing = true;
+        startedAtFirstRecord.push(feedThreadCounters.started - before);
+      }
+      append.call(this, record);
+    });
+    const p = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline(), 'pipeline', undefined, { onStage: () => { packing = false; } });
+    spy.mockRestore();
+    // Stage i's first record is packed once its own thread (the i+1-th) was started.
+    expect(startedAtFirstRecord).toEqual(p.stages.map((_, i) => i + 1));
+    expect(p.stages.every((s) => s.healthy)).toBe(true);
+    p.dispose();
   });
 
   it('takes the changes that arrive while the feed thread feeds, and follows the state after it', async () => {
