@@ -90,6 +90,39 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     p.dispose();
   });
 
+  it('streams the state to the feed thread a chunk a slice while it packs the rest, and decides as a stage fed in this thread', async () => {
+    const state = stateOf();
+    const spec = { stages: [defaultPipeline().stages.find((s) => s.name === 'np')!] };
+    const replayed = await new PolicyEngine({ state, modules, feedThreads: false }).buildAsync(spec);
+    // Chunk sizes as taken (their buffers are then transferred to the thread).
+    const chunks: number[] = [];
+    const takeChunk = RecordPacker.prototype.take;
+    const take = vi.spyOn(RecordPacker.prototype, 'take').mockImplementation(function (this: RecordPacker) {
+      const chunk = takeChunk.call(this);
+      chunks.push(chunk.ends.length);
+      return chunk;
+    });
+    // Every slice is due at its first check (every 64 records): a clock that moves a slice (2 ms) a reading.
+    let now = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockImplementation(() => (now += 2));
+    let imaged: Pipeline;
+    try {
+      imaged = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(spec);
+    } finally {
+      clock.mockRestore();
+    }
+    take.mockRestore();
+    // 600 pods and 80 policies in chunks of at most 64 records: ten for the pods, two for the policies.
+    expect(chunks.length).toBe(12);
+    expect(chunks.reduce((a, b) => a + b, 0)).toBe(600 + cluster.networkPolicies.length);
+    expect(Math.max(...chunks)).toBeLessThanOrEqual(64);
+    expect(imaged.stages[0].counters.rebuilds).toBe(0);
+    expect(verdicts(imaged)).toEqual(verdicts(replayed));
+    expect(stageViews(imaged)).toEqual(stageViews(replayed));
+    replayed.dispose();
+    imaged.dispose();
+  });
+
   it('takes the changes that arrive while the feed thread feeds, and follows the state after it', async () => {
     const state = stateOf();
     const building = new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline());

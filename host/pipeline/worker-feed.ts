@@ -5,11 +5,12 @@
 // and sends back a memory image of the fed instance. The stage then makes
 // its instance from the image in its own thread (instance.ts, `image`): one
 // copy of the module's memory instead of every module call of the feed.
-// The thread is started as soon as the stage knows it will feed one, before
-// the state is packed, so that its start (a thread and the host's instance
-// code, tens of milliseconds) overlaps the packing; it is terminated when the
-// feed is done or abandoned.
-import type { Worker } from 'node:worker_threads';
+// The thread is started as soon as the stage knows it will feed one, so that
+// its start (a thread and the host's instance code, tens of milliseconds)
+// overlaps the stage's reading of the state, and the state is streamed to it
+// in chunks as the stage packs them, so that the feed overlaps the packing;
+// it is terminated when the feed is done or abandoned.
+import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { KwpError, type ErrorCode } from '../errors.js';
 import { startPackageWorker } from '../package-worker.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
@@ -17,20 +18,32 @@ import type { MemoryImage } from '../runtime/instance.js';
 import type { HostLogger, LogLevel } from '../logger.js';
 import type { PackedRecords } from './feed-order.js';
 
-/** What the feed thread is started with (its workerData): the module, so the thread loads it while the state is packed. */
+/**
+ * What the feed thread is started with (its workerData): the module, so the
+ * thread loads while the state is read, and the port and signal the state
+ * then streams through.
+ */
 export interface FeedThreadData {
   module: WebAssembly.Module;
   compiled: Omit<CompiledEvaluator, 'module'>;
+  /** Where the stage sends FeedChunks; the thread takes them synchronously (receiveMessageOnPort). */
+  port: MessagePort;
+  /** [0] counts chunks sent (the thread waits on it), [1] is set when the feed is abandoned. */
+  signal: Int32Array;
 }
 
-/** What the feed thread is sent once the state is packed: one feed. */
-export interface FeedRequest {
-  memoryPages: number;
-  config: unknown;
-  pods: PackedRecords;
-  /** Per kind index (the module's meta.kinds order). */
-  objects: PackedRecords[];
-}
+/**
+ * What the stage streams to its feed thread, in this order: `begin` (the
+ * instance's memory cap and the stage's config), then the pods' records in
+ * chunks ending with `end`, then per kind index (the module's meta.kinds
+ * order) that kind's objects' JSON in chunks ending with `end`. The thread
+ * feeds them in feedCalls' order (feed-order.ts) as they come, while the
+ * stage is still packing the rest.
+ */
+export type FeedChunk =
+  | { begin: { memoryPages: number; config: unknown } }
+  | { records: PackedRecords }
+  | { end: true };
 
 /** What the feed thread posts: its instance's log lines, then one result. */
 export type FeedMessage =
@@ -65,42 +78,49 @@ const FEED_THREAD_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeM
 export const feedThreadCounters = { started: 0 };
 
 /**
- * A feed thread, started before the state it feeds is packed: its start
- * (a thread, the host's instance code) overlaps the packing in the caller's
- * thread. It feeds once and is terminated when that feed settles.
+ * A feed thread, started before the state it feeds is read: its start (a
+ * thread, the host's instance code) overlaps the stage's reading, and its
+ * feed the stage's packing, chunk by chunk. It feeds once and is terminated
+ * when that feed settles.
  */
 export interface FeedThread {
+  /** Sends the next chunk (its buffers are transferred: the caller must not use them again). */
+  send(chunk: FeedChunk): void;
   /**
-   * Sends the state (its buffers are transferred: the caller must not use
-   * them again); resolves with the image, rejects with a ModuleFeedFailure (a
-   * trap, a refused config, fuel) or the thread's own failure (a KwpError).
-   * Once per thread.
+   * The image once the last chunk is fed; rejects with a ModuleFeedFailure
+   * (a trap, a refused config, fuel) or the thread's own failure or
+   * abandonment (a KwpError).
    */
-  feed(request: FeedRequest): Promise<FedImage>;
-  /** Stops the thread; a feed under way or asked later then rejects. Idempotent. */
+  readonly result: Promise<FedImage>;
+  /** Stops the thread; the result then rejects. Idempotent. */
   cancel(): void;
 }
 
 /** Starts a feed thread for a fresh instance of `compiled`; its log lines go to `logger`. */
 export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger): FeedThread {
   const { module, ...rest } = compiled;
-  const data: FeedThreadData = { module, compiled: rest };
+  const { port1, port2 } = new MessageChannel();
+  const signal = new Int32Array(new SharedArrayBuffer(8));
+  const data: FeedThreadData = { module, compiled: rest, port: port2, signal };
   let worker: Worker | undefined;
   let settled = false;
-  let failure: unknown;
-  let resolveFeed: ((image: FedImage) => void) | undefined;
-  let rejectFeed: ((err: unknown) => void) | undefined;
-  // A failure before the feed is asked for is kept for it.
-  const settle = (image: FedImage | undefined, err?: unknown) => {
-    if (settled) return;
-    settled = true;
-    void worker?.terminate();
-    if (image) resolveFeed?.(image);
-    else if (rejectFeed) rejectFeed(err);
-    else failure = err;
-  };
+  let settle: (image: FedImage | undefined, err?: unknown) => void = () => {};
+  const result = new Promise<FedImage>((resolve, reject) => {
+    settle = (image, err) => {
+      if (settled) return;
+      settled = true;
+      Atomics.store(signal, 1, 1);
+      Atomics.notify(signal, 0);
+      port1.close();
+      void worker?.terminate();
+      if (image) resolve(image);
+      else reject(err);
+    };
+  });
+  // A stage disposed before it awaits the result must not leave an unhandled rejection.
+  result.catch(() => {});
   try {
-    worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { workerData: data, resourceLimits: FEED_THREAD_LIMITS });
+    worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { workerData: data, transferList: [port2], resourceLimits: FEED_THREAD_LIMITS });
     feedThreadCounters.started++;
     worker.unref();
     worker.on('message', (m: FeedMessage) => {
@@ -116,22 +136,15 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
   } catch (err) {
     settle(undefined, err);
   }
-  let asked = false;
   return {
-    feed(request) {
-      if (asked) return Promise.reject(new Error(`a feed thread of module ${compiled.meta.name} feeds once`));
-      asked = true;
-      return new Promise<FedImage>((resolve, reject) => {
-        if (settled) {
-          reject(failure ?? new KwpError('KWP_ERR_PIPELINE_INVALID', `the feed of module ${compiled.meta.name} was abandoned`));
-          return;
-        }
-        resolveFeed = resolve;
-        rejectFeed = reject;
-        const transferList = [request.pods.bytes.buffer, request.pods.ends.buffer, ...request.objects.flatMap((o) => [o.bytes.buffer, o.ends.buffer])] as ArrayBuffer[];
-        worker!.postMessage(request, transferList);
-      });
+    send(chunk) {
+      if (settled) return;
+      const transfer = 'records' in chunk ? [chunk.records.bytes.buffer, chunk.records.ends.buffer] as ArrayBuffer[] : [];
+      port1.postMessage(chunk, transfer);
+      Atomics.add(signal, 0, 1);
+      Atomics.notify(signal, 0);
     },
+    result,
     cancel: () => settle(undefined, new KwpError('KWP_ERR_PIPELINE_INVALID', `the feed of module ${compiled.meta.name} was abandoned`)),
   };
 }
