@@ -146,6 +146,8 @@ const ROWS: Array<[string, string]> = [
   ['e2e.fastPath.kernelOnlyConnPerSec', '  TCP conn/s, no queue, in the same pairs (median turn)'],
   ['e2e.fastPath.vsKernelOnly', '  the fast path against no queue, median of paired turns'],
   ['e2e.fastPath.vsKernelOnlyQuartiles', '  its quartiles'],
+  ['e2e.fastPath.cpuVsKernelOnly', '  CPU per connection, no queue ÷ fast path (client and server), median of pairs'],
+  ['e2e.fastPath.cpuVsKernelOnlyQuartiles', '  its quartiles'],
   ['e2e.fastPath.pairs', '  pairs (kernelOnly and fast-path turns, alternating)'],
   ['e2e.fastPath.queuedPacketsDuringRateRuns', '  packets the fast-path agent saw in its rate runs'],
   ['e2e.fastPath.addedConnectMicros.cachedP50', '  added connect time, cached tuple, p50 µs'],
