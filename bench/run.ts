@@ -332,31 +332,26 @@ function swapChanges(): Array<{ change: string; spec: PipelineSpec }> {
   ];
 }
 
+interface SwapFigures {
+  swaps: number;
+  errors: number;
+  decisions: number;
+  builds: number[];
+  maxStallMillis: number;
+  byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number }>;
+}
+
 /**
- * Pipeline swaps under decision load. A decision loop runs on the event loop
- * (one batch of packets per turn, checked against the verdicts the first
- * pipeline gave: the objects do not change), while swaps build the next
- * pipeline of `swapChanges()` with `PolicyEngine.buildAsync` and activate
- * it; as the agent's controller does, the previous pipeline is kept (for
- * rollback) and the one before it disposed. An error is a build that throws,
- * an unhealthy stage after activation, or any verdict that differs.
- * `maxStallMillis` is the longest time the decision loop had to wait for a
- * turn, `byChange` the same per kind of change (from the build's start to
- * the first turn after activation); `syncBuildMillis` is one `build` of a
- * pipeline sharing no stage (the stall a synchronous swap imposes).
+ * `count` swaps of `engine` through `changes` (round robin) under a decision
+ * loop on the event loop: one batch of packets per turn, each checked
+ * against `reference` (the objects do not change). As the agent's
+ * controller does, the previous pipeline is kept (for rollback) and the one
+ * before it disposed; the last one kept is disposed at the end. An error is
+ * a build that throws, an unhealthy stage after activation, or any verdict
+ * that differs. A change's stall is the longest wait of the loop from the
+ * build's start to the first turn after activation.
  */
-async function hotSwapSection(setup: Setup) {
-  const { engine, packets } = setup;
-  const reference = new Uint8Array(packets.length);
-  engine.active.allowsBatch(packets, reference);
-
-  // Fresh names share nothing with the active pipeline: every stage is fed.
-  const unshared = { stages: defaultPipeline().stages.map((s) => ({ ...s, name: `${s.name}-sync` })) };
-  const t0 = performance.now();
-  const syncNext = engine.build(unshared);
-  const syncBuildMillis = performance.now() - t0;
-  syncNext.dispose();
-
+async function swapsUnderLoad(engine: PolicyEngine, packets: Packet[], reference: Uint8Array, changes: Array<{ change: string; spec: PipelineSpec }>, count: number): Promise<SwapFigures> {
   const turn = 512;
   const out = new Uint8Array(turn);
   let errors = 0;
@@ -389,10 +384,9 @@ async function hotSwapSection(setup: Setup) {
 
   let swaps = 0;
   const builds: number[] = [];
-  const byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number }> = {};
-  const changes = swapChanges();
+  const byChange: SwapFigures['byChange'] = {};
   let previous: Pipeline | undefined;
-  for (let i = 0; i < settings.swaps; i++) {
+  for (let i = 0; i < count; i++) {
     const { change, spec } = changes[i % changes.length];
     await new Promise((resolve) => setTimeout(resolve, 200));
     try {
@@ -419,15 +413,52 @@ async function hotSwapSection(setup: Setup) {
   await new Promise((resolve) => setTimeout(resolve, 200));
   running = false;
   previous?.dispose();
+  return { swaps, errors, decisions, builds, maxStallMillis: round(maxStall, 1), byChange };
+}
+
+/**
+ * Pipeline swaps under decision load (swapsUnderLoad), with the engine in
+ * the agent's configuration (engineFor: large states fed in a feed thread),
+ * cycling through `swapChanges()`. `syncBuildMillis` is one `build` of a
+ * pipeline sharing no stage (the stall a synchronous swap imposes).
+ * `mainThreadFeed` is the config change and its restore on an engine
+ * without feed threads (PolicyEngine's default, an embedder's): np's refeed
+ * runs its module calls in the decision loop's thread.
+ */
+async function hotSwapSection(setup: Setup) {
+  const { engine, packets } = setup;
+  const reference = new Uint8Array(packets.length);
+  engine.active.allowsBatch(packets, reference);
+
+  // Fresh names share nothing with the active pipeline: every stage is fed.
+  const unshared = { stages: defaultPipeline().stages.map((s) => ({ ...s, name: `${s.name}-sync` })) };
+  const t0 = performance.now();
+  const syncNext = engine.build(unshared);
+  const syncBuildMillis = performance.now() - t0;
+  syncNext.dispose();
+
+  const agent = await swapsUnderLoad(engine, packets, reference, swapChanges(), settings.swaps);
+
+  const inThread = engineFor(engine.state, { feedThreads: false });
+  const first = inThread.build(defaultPipeline());
+  inThread.activate(first);
+  const configChanges = swapChanges().filter((c) => c.change.startsWith('stageConfig'));
+  const embedded = await swapsUnderLoad(inThread, packets, reference, configChanges, configChanges.length);
+  inThread.active.dispose();
+
   return {
-    swaps,
-    errors,
-    decisions,
-    buildP50Millis: round(percentiles(builds).p50Micros, 0),
-    buildMaxMillis: round(Math.max(...builds), 0),
-    maxStallMillis: round(maxStall, 1),
+    swaps: agent.swaps,
+    errors: agent.errors + embedded.errors,
+    decisions: agent.decisions,
+    buildP50Millis: round(percentiles(agent.builds).p50Micros, 0),
+    buildMaxMillis: round(Math.max(...agent.builds), 0),
+    maxStallMillis: agent.maxStallMillis,
     syncBuildMillis: round(syncBuildMillis, 0),
-    byChange,
+    byChange: agent.byChange,
+    mainThreadFeed: {
+      buildMaxMillis: embedded.byChange.stageConfigChanged?.buildMaxMillis ?? -1,
+      maxStallMillis: embedded.byChange.stageConfigChanged?.maxStallMillis ?? -1,
+    },
   };
 }
 
