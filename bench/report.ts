@@ -136,6 +136,8 @@ const ROWS: Array<[string, string]> = [
   ['hotSwap.byChange.stageConfigChanged.maxStallMillis', '  one stage\'s config changed: longest wait, ms'],
   ['hotSwap.byChange.stageConfigRestored.buildMaxMillis', '  that config restored (np shared with the previous pipeline): longest build, ms'],
   ['hotSwap.byChange.stageConfigRestored.maxStallMillis', '  that config restored: longest wait, ms'],
+  ['hotSwap.mainThreadFeed.buildMaxMillis', 'np\'s config changed, engine without feed threads: build, ms'],
+  ['hotSwap.mainThreadFeed.maxStallMillis', 'np\'s config changed, engine without feed threads: longest wait, ms'],
   ['e2e.mode', 'e2e queue mode'],
   ['e2e.connPerSec.enforced', 'TCP conn/s, default pipeline'],
   ['e2e.connPerSec.acceptAll', 'TCP conn/s, allow-all pipeline'],
