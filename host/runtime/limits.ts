@@ -150,10 +150,14 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   // NetworkPolicies), 1.6 million for a pod delivery at 20,000 pods, and for
   // the Synced step ~15 units per state byte at 100,000 NetworkPolicies but
   // over 35 at the bench's 10,000 pods and 100 cluster policies (pods times
-  // policies): fuelPerStateByte leaves room for that.
+  // policies): fuelPerStateByte leaves room for that. The cluster policy
+  // modules fill every pod's list in Synced up to a million pod-policy pairs
+  // (about 320 units each); their state is smallest for that work with
+  // pods and policies alike in number (1,000 x 1,000: 276 million units at
+  // 512 a byte, 320 million needed), so 1,024 a byte covers it 1.4 times.
   fuelPerDecision: 1_000_000,
   fuelPerCall: 8_000_000,
-  fuelPerStateByte: 512,
+  fuelPerStateByte: 1024,
   logLinesPerSecond: 20,
   maxTables: 4,
   maxTableElements: 65_536,
