@@ -35,6 +35,8 @@ const FRESH_TUPLES = 2 * (FRESH_PORTS.high - FRESH_PORTS.low + 1);
 const CACHED_LATENCY_CONNECTIONS = 200;
 /** kernelOnly/fastPath pairs (alternating which goes first), quick and full. */
 const FAST_PATH_PAIRS = { quick: 4, full: 12 };
+/** Between a detach or an attach and the turn after it. */
+const SWITCH_PAUSE_MS = 300;
 /** Connections in each turn's rate run, at most (fewer when the bench's are fewer). */
 const FAST_PATH_TURN_CONNECTIONS = 1000;
 /**
@@ -411,18 +413,22 @@ async function fastPathPairs(lab: Lab, node: LabProcess, options: { pairs: numbe
     if (attached !== fast) {
       await request(node, fast ? 'attach' : 'detach');
       attached = fast;
+      // What the switch left running (exiting rule tools, the kernel's deferred frees) ends before the turn.
+      await new Promise((resolve) => setTimeout(resolve, SWITCH_PAUSE_MS));
     }
     const fresh = await runClient(lab, FRESH_TUPLES, { concurrency: 1, ports: freshRange, samples: true });
     await runClient(lab, 20);
-    if (fast) await request(node, 'settle');
-    const before = fast ? await stats(node) : undefined;
+    // Both turns make the same requests of the node, so the turns differ only in the mode.
+    await request(node, 'settle');
+    const before = await stats(node);
     const serverCpu0 = await netnsRanMicros(serverNetns);
     const rate = await runClient(lab, options.connections);
     const serverCpu = (await netnsRanMicros(serverNetns)) - serverCpu0;
     cpu[fast ? 'fastPath' : 'kernelOnly'].push((rate.cpuMicros + serverCpu) / Math.max(1, rate.ok));
+    const after = await stats(node);
     if (fast) {
-      last = await stats(node);
-      queuedDuringRates += last.count - before!.count;
+      last = after;
+      queuedDuringRates += after.count - before.count;
     }
     const cached = await runClient(lab, CACHED_LATENCY_CONNECTIONS, { concurrency: 1, samples: true });
     (fast ? samples.uncached : samples.kernelOnlyFresh).push(...fresh.connectMicros!);

@@ -36,7 +36,8 @@ const sessions: IpsetSession[] = [];
 function session(timeoutMs?: number): { s: IpsetSession; log: () => string[] } {
   dir = mkdtempSync(join(tmpdir(), 'kwp-ipset-session-'));
   const file = join(dir, 'log');
-  const s = new IpsetSession({ timeoutMs, command: [process.execPath, ['-e', FAKE, file]] });
+  // Merged into one stream as the session runs the real ipset (sh -c '… 2>&1'): two pipes would not keep the order.
+  const s = new IpsetSession({ timeoutMs, command: ['sh', ['-c', 'exec "$0" -e "$1" "$2" 2>&1', process.execPath, FAKE, file]] });
   sessions.push(s);
   return { s, log: () => readFileSync(file, 'utf8').trim().split('\n') };
 }
