@@ -819,6 +819,62 @@ export class Stage implements StateListener {
     }
   }
 
+  /** Whether decidePairs asks the module for both directions in one call (ABI 1.4): false while it has no healthy instance that does. */
+  get decidesPairs(): boolean {
+    const inst = this.instance;
+    return inst !== undefined && inst.broken === undefined && inst.decidesPairs === true;
+  }
+
+  /**
+   * The pipeline's pair walk: decides the first `count` records of `records`,
+   * each in the direction(s) its direction byte asks for (0, 1,
+   * DIRECTION_BOTH), egress verdicts to `egress` and ingress ones to
+   * `ingress`; a record asking for both whose egress is denied gets no
+   * ingress verdict. Never throws: failure policy and counters as
+   * decideVerdicts, one decision per direction decided.
+   */
+  decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array): void {
+    let first = 0;
+    const inst = this.instance;
+    if (inst?.decidePairsInto !== undefined && inst.decidesPairs === true) {
+      try {
+        const capacity = inst.batchCapacity;
+        for (; first < count; first += capacity) inst.decidePairsInto(records, first, Math.min(capacity, count - first), egress, ingress);
+        this.lastFailure = undefined;
+      } catch (err) {
+        this.failed(err);
+      }
+    } else {
+      this.counters.unavailable += count;
+      this.lastFailure = 'unavailable';
+    }
+    const c = this.counters;
+    const byDirection = this.verdictsByDirection;
+    for (let i = 0; i < count; i++) {
+      const dir = records[i * RECORD_SIZE + OFF_DIRECTION];
+      let v: number;
+      if (dir !== 1) {
+        if (i >= first) egress[i] = this.failureVerdict;
+        v = egress[i];
+        if (v > Verdict.Pass) v = egress[i] = this.badVerdict(v);
+        c.decisions++;
+        byDirection[v]++;
+        if (v === Verdict.Accept) c.accept++;
+        else if (v === Verdict.Deny) c.deny++;
+        else c.next++;
+        if (dir === 0 || v === Verdict.Deny) continue;
+      }
+      if (i >= first) ingress[i] = this.failureVerdict;
+      v = ingress[i];
+      if (v > Verdict.Pass) v = ingress[i] = this.badVerdict(v);
+      c.decisions++;
+      byDirection[4 | v]++;
+      if (v === Verdict.Accept) c.accept++;
+      else if (v === Verdict.Deny) c.deny++;
+      else c.next++;
+    }
+  }
+
   /**
    * For the packet path: the subject bitmap (index = pod id), or null when
    * every record must go to the module — it wants all traffic, or it has no
