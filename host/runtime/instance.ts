@@ -13,7 +13,7 @@ import { ATTRIBUTION_MINOR, PAIR_MINOR } from '../abi/version.js';
 import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
-import { callFuelForCap } from './limits.js';
+import { callFuelForCap, MAX_FUEL } from './limits.js';
 import type { HostLogger } from '../logger.js';
 import { ObjectOp } from '../abi/objects.js';
 import { TimeSlices } from '../time-slices.js';
@@ -544,6 +544,13 @@ export class EvaluatorInstance implements ModuleInstance {
     const from = first * RECORD_SIZE;
     let directions = n;
     for (let i = 0, r = from + OFF_DIRECTION; i < n; i++, r += RECORD_SIZE) if (records[r] === DIRECTION_BOTH) directions++;
+    // The limits fit fuelPerDecision for MAX_RECORDS_PER_CALL records into the 31-bit tank, not twice as many: halves then.
+    if (this.decideFuel * directions > MAX_FUEL && n > 1) {
+      const half = n >> 1;
+      this.decidePairsInto(records, first, half, egress, ingress);
+      this.decidePairsInto(records, first + half, n - half, egress, ingress);
+      return;
+    }
     this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
     const fuel = this.decideFuel * directions;
     this.fuel.value = fuel;
