@@ -64,9 +64,17 @@ export abstract class Evaluator {
 }
 
 let current: Evaluator | null = null;
+let pairs: bool = false;
 
 /** Installs the module's evaluator; call once at the top level of the entry file. */
-export function register(e: Evaluator): void { current = e; }
+export function register(e: Evaluator): void {
+  current = e;
+  // Asked once, here: kwp_pair_results then reads a global, not the heap (the host asks it of every new instance).
+  pairs = e.decidesPairs();
+}
+
+/** What the registered evaluator's decidesPairs() said (false before register). */
+export function registeredDecidesPairs(): bool { return pairs; }
 
 export function registered(): Evaluator {
   if (current == null) abort("no evaluator registered: call register(new MyEvaluator()) in the entry file");

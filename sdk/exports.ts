@@ -7,7 +7,7 @@ import { decodePodInfo } from "./podinfo";
 import { pods } from "./registry";
 import { invalidatePodCaches } from "./podcache";
 import { Decision, RECORD_SIZE, OFF_DIRECTION, OFF_VERDICT, OFF_REASON, OFF_RULE, Verdict, DIRECTION_BOTH, PAIR_RESULT_SIZE, PAIR_OFF_VERDICT, PAIR_OFF_REASON, PAIR_OFF_RULE } from "./decision";
-import { registered, Evaluator } from "./evaluator";
+import { registered, registeredDecidesPairs, Evaluator } from "./evaluator";
 import * as decisionCache from "./decision-cache";
 import { setRuleIndexEnabled } from "./rule-index-switch";
 
@@ -166,7 +166,7 @@ export function kwp_decide(count: i32): i32 {
  * cachesDecisions says).
  */
 export function kwp_pair_results(): usize {
-  return registered().decidesPairs() ? pairArea : 0;
+  return registeredDecidesPairs() ? pairArea : 0;
 }
 
 /**

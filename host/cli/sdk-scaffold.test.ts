@@ -56,7 +56,7 @@ describe('a project from kwp sdk new', () => {
     await npm(['install', '--no-audit', '--no-fund', '--prefer-offline'], project);
     expect(await npm(['test'], project)).toMatch(/Tests\s+3 passed \(3\)/);
     const starter = loadModule(readFileSync(wasm));
-    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 3 } });
+    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 4 } });
     const allowAll = {
       apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'open', namespace: 'prod' },
       spec: { podSelector: {}, ingress: [{}], policyTypes: ['Ingress'] },

@@ -353,15 +353,19 @@ export class Pipeline {
       const stage = stages[s];
       const subjects = stage.subjectFilter();
       let m = 0;
+      // Skipped records are counted per direction, as the one-direction walk counts them.
+      let skipped = 0;
       if (subjects === null) {
         for (let k = 0; k < n; k++) selected[m++] = pending[k];
-      } else if (subjects.length !== 0) {
+      } else {
+        const none = subjects.length === 0;
         for (let k = 0; k < n; k++) {
           const r = pending[k];
-          if (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1) selected[m++] = r;
+          if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+          else skipped += need[r] === NEED_BOTH ? 2 : 1;
         }
       }
-      if (m < n) stage.countSkipped(n - m);
+      if (skipped > 0) stage.countSkipped(skipped);
       if (m === 0) continue;
       // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
       for (let j = 0; j < m; j++) enc[selected[j] * RECORD_SIZE + OFF_DIRECTION] = need[selected[j]] - 1;
