@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // vitest.e2e.config.ts and run under `npm run test:e2e`.
 export default defineConfig({
   test: {
-    include: ['host/**/*.test.ts', 'test/**/*.test.ts', 'sdk/**/*.test.ts', 'evaluators/**/*.test.ts'],
+    include: ['host/**/*.test.ts', 'bench/**/*.test.ts', 'test/**/*.test.ts', 'sdk/**/*.test.ts', 'evaluators/**/*.test.ts'],
     exclude: ['**/*.e2e.test.ts', 'test/scale/**', 'node_modules/**', 'dist/**'],
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -1,23 +1,31 @@
 // The e2e bench's client, run inside a lab pod's network namespace: opens
-// `count` short TCP connections to host:port, `concurrency` at a time; each
-// sends one line, waits for its echo and closes. `hosts` may list several
-// addresses (comma-separated, an IPv4 and an IPv6 one, say): connections take
-// them in turn. Prints one JSON line, with the connect times (connect() to
-// the handshake's end, i.e. the SYN's trip through the node and back)
-// as p50/p99 in microseconds.
-//   node e2e-client.js <hosts> <port> <count> <concurrency> <timeoutMs>
+// `count` short TCP connections, `concurrency` at a time; each sends one
+// line, waits for its echo and closes. `hosts` may list several addresses
+// (comma-separated, an IPv4 and an IPv6 one, say) and `ports` one port or a
+// range (`20000-20063`): connection i goes to host i mod hosts, port
+// (i div hosts) mod ports, so a run over a range opens hosts × ports distinct
+// tuples before it repeats one. Prints one JSON line, with the connect times
+// (connect() to the handshake's end, i.e. the SYN's trip through the node
+// and back) as p50/p99 in microseconds, and with `samples` every connect time.
+//   node e2e-client.js <hosts> <ports> <count> <concurrency> <timeoutMs> [samples]
 import { Socket } from 'node:net';
 
-const [hostsText, portText, countText, concurrencyText, timeoutText] = process.argv.slice(2);
+const [hostsText, portsText, countText, concurrencyText, timeoutText, samplesFlag] = process.argv.slice(2);
 const hosts = hostsText.split(',');
-const port = Number(portText);
+const ports = parsePorts(portsText);
 const count = Number(countText);
 const concurrency = Number(concurrencyText ?? 8);
 const timeoutMs = Number(timeoutText ?? 1000);
 
+function parsePorts(text: string): number[] {
+  const [first, last] = text.split('-').map(Number);
+  if (!Number.isInteger(first) || (last !== undefined && !(Number.isInteger(last) && last >= first))) throw new Error(`e2e client: ports "${text}" must be a port or a range low-high`);
+  return Array.from({ length: (last ?? first) - first + 1 }, (_, i) => first + i);
+}
+
 const connectMicros: number[] = [];
 
-function once(host: string): Promise<boolean> {
+function once(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket();
     let finished = false;
@@ -47,17 +55,17 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const worker = async () => {
     while (started < count) {
-      const host = hosts[started % hosts.length];
-      started++;
-      if (await once(host)) ok++;
+      const i = started++;
+      if (await once(hosts[i % hosts.length], ports[Math.floor(i / hosts.length) % ports.length])) ok++;
       else failed++;
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const seconds = (performance.now() - t0) / 1000;
-  const sorted = connectMicros.sort((a, b) => a - b);
+  const sorted = [...connectMicros].sort((a, b) => a - b);
   const at = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] : 0);
-  process.stdout.write(JSON.stringify({ ok, failed, seconds, connPerSec: ok / seconds, connectP50Micros: at(0.5), connectP99Micros: at(0.99) }) + '\n');
+  const result = { ok, failed, seconds, connPerSec: ok / seconds, connectP50Micros: at(0.5), connectP99Micros: at(0.99) };
+  process.stdout.write(JSON.stringify(samplesFlag === 'samples' ? { ...result, connectMicros: connectMicros.map((m) => Math.round(m * 10) / 10) } : result) + '\n');
 }
 
 main().then(() => process.exit(0), (err) => { process.stderr.write(String(err) + '\n'); process.exit(1); });

@@ -7,7 +7,13 @@
 //   stdin: {"op":"stats"}, {"op":"reset"} (empty the histograms), {"op":"nice","value":N}
 //          (renice the packet thread, to compare priorities in one process),
 //          {"op":"busyPoll","value":MICROS} (the Dataplane's busy-poll window; 0 off),
-//          {"op":"mark"} (CPU time and packets in "stats" count from here), {"op":"stop"}
+//          {"op":"mark"} (CPU time and packets in "stats" count from here),
+//          {"op":"detach"} (remove every rule and set: the node namespace as with no agent),
+//          {"op":"attach"} (a new Dataplane on the same queues: rules and empty sets again),
+//          {"op":"settle"} (wait for the fast path's pending fills), {"op":"stop"}
+//   detach, attach and settle answer {"event":"done","op":...,"seq":...} when finished
+//   (seq: the command's own, so a caller tells the answers of repeated commands apart;
+//   "stats" echoes it too).
 import type { HostLogger } from '../host/logger.js';
 import { setPriority } from 'node:os';
 import { createInterface } from 'node:readline';
@@ -74,18 +80,24 @@ async function main(): Promise<void> {
   // kernel reinjects the packet and carries it on through the stack.
   const verdictMicros = new LatencyHistogram();
   const open = nfqueueOpener();
+  // The binding cannot close a queue (nfqueue.ts), so a Dataplane attached
+  // again after a detach takes over the queue the first one bound.
+  const handlers = new Map<number, (id: number, mark: number, payload: Buffer) => void>();
+  const bound = new Map<number, ReturnType<QueueOpener>>();
   const queueOpener: QueueOpener = (queueId, onPacket) => {
-    const queue = open(queueId, onPacket);
+    handlers.set(queueId, onPacket);
+    let queue = bound.get(queueId);
+    if (!queue) bound.set(queueId, (queue = open(queueId, (id, mark, payload) => handlers.get(queueId)!(id, mark, payload))));
     return {
       verdict(id, verdict, mark) {
         const t0 = performance.now();
-        queue.verdict(id, verdict, mark);
+        queue!.verdict(id, verdict, mark);
         verdictMicros.record((performance.now() - t0) * 1000);
       },
     };
   };
 
-  const dataplane = new Dataplane({
+  const newDataplane = () => new Dataplane({
     queueOpener,
     tableName: config.tableName,
     queueId: config.queueId,
@@ -97,7 +109,8 @@ async function main(): Promise<void> {
     busyPollMicros: config.busyPollMicros ?? 0,
     ...(config.fastPath ? { fastPath: DEFAULT_FAST_PATH } : {}),
   });
-  if (dataplane.fastPath) invalidateFastPathOnChange({ fastPath: dataplane.fastPath, state, engine });
+  let dataplane = newDataplane();
+  let unwire = dataplane.fastPath ? invalidateFastPathOnChange({ fastPath: dataplane.fastPath, state, engine }) : () => undefined;
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
@@ -127,11 +140,15 @@ async function main(): Promise<void> {
   let markPackets = 0;
   const lines = createInterface({ input: process.stdin });
   lines.on('line', (line) => {
-    const command = JSON.parse(line) as { op: string; value?: number };
+    const command = JSON.parse(line) as { op: string; value?: number; seq?: number };
+    const done = (step: Promise<unknown>) => void step.then(
+      () => emit({ event: 'done', op: command.op, seq: command.seq }),
+      (err) => emit({ event: 'done', op: command.op, seq: command.seq, error: err instanceof Error ? err.message : String(err) }),
+    );
     if (command.op === 'stats') {
       const h = dataplane.decisionMicros;
       emit({
-        event: 'stats', ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros,
+        event: 'stats', seq: command.seq, ...dataplane.counters, count: h.count, p50Micros: h.p50(), p99Micros: h.p99(), meanMicros: h.meanMicros, maxMicros: h.maxMicros,
         judgeP50Micros: judgeMicros.p50(), judgeP99Micros: judgeMicros.p99(),
         verdictP50Micros: verdictMicros.p50(), verdictP99Micros: verdictMicros.p99(),
         // The agent's CPU time (user + system, all threads) and policy packets since the last "mark".
@@ -157,6 +174,16 @@ async function main(): Promise<void> {
     } else if (command.op === 'mark') {
       markCpu = process.cpuUsage();
       markPackets = dataplane.counters.packets;
+    } else if (command.op === 'detach') {
+      unwire();
+      done(dataplane.stop());
+    } else if (command.op === 'attach') {
+      dataplane = newDataplane();
+      unwire = dataplane.fastPath ? invalidateFastPathOnChange({ fastPath: dataplane.fastPath, state, engine }) : () => undefined;
+      done(dataplane.start(judge));
+    } else if (command.op === 'settle') {
+      // A decided tuple waits fillDelayMs (5 ms) before its fill is queued.
+      done(new Promise((resolve) => setTimeout(resolve, 25)).then(() => dataplane.fastPath?.settled()));
     } else if (command.op === 'stop') void stop();
   });
   lines.on('close', () => void stop());

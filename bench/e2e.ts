@@ -3,25 +3,39 @@
 // the server's IPv4 and IPv6 addresses in turn), with (kernelOnly) no queue,
 // (acceptAll) the Dataplane and an allow-all pipeline, (enforced) the
 // Dataplane and the default pipeline over the lab plus the default-scale
-// synthetic cluster, (fastPath) the same with the kernel fast path. Needs
+// synthetic cluster, (fastPath) the same with the kernel fast path, measured
+// in short turns that alternate with kernelOnly ones (fastPathPairs). Needs
 // root and the nfqueue binding; otherwise it reports why it did not run.
 import { spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeObject } from '../host/contract.js';
 import { loadNfqueue } from '../host/dataplane/nfqueue.js';
 import { Lab, sweepStaleLabs, type LabProcess } from '../test/lab/lab.js';
-import { round } from './harness.js';
+import { percentiles, quartiles, round } from './harness.js';
 import type { E2ENodeConfig } from './e2e-node.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const PORT = 80;
 const CONCURRENCY = 8;
 const RUNS_PER_MODE = 2;
-/** Sequential connections (concurrency 1) whose connect times give the added latency of each mode. */
-const LATENCY_CONNECTIONS = 400;
 /** Issue 20: enforced connections per second with the fast path, against none queued. */
 const FAST_PATH_TARGET = 0.95;
+/**
+ * The server also listens on this range, and the policy allows it: the
+ * uncached-latency runs open one connection per port and family, each a
+ * tuple the fast path has not seen.
+ */
+const FRESH_PORTS = { low: 20000, high: 20063 };
+/** Distinct tuples of one uncached run: every port of the range, IPv4 and IPv6. */
+const FRESH_TUPLES = 2 * (FRESH_PORTS.high - FRESH_PORTS.low + 1);
+/** Sequential connections (concurrency 1) to PORT whose connect times give the cached tuple's added latency. */
+const CACHED_LATENCY_CONNECTIONS = 200;
+/** kernelOnly/fastPath pairs (alternating which goes first), quick and full. */
+const FAST_PATH_PAIRS = { quick: 4, full: 12 };
+/** Connections in each turn's rate run, at most (fewer when the bench's are fewer). */
+const FAST_PATH_TURN_CONNECTIONS = 1000;
 /**
  * The agent's packet thread runs at this nice value (Dataplane packetThreadNice)
  * in the acceptAll and enforced modes; the enforced agent is then also measured
@@ -40,19 +54,8 @@ export type E2EResult =
   | {
       mode: string;
       connPerSec: { enforced: number; acceptAll: number; kernelOnly: number; fastPath: number };
-      /**
-       * The kernel fast path: enforced connections per second with it, against
-       * kernelOnly, and the connect time it adds, for a tuple in its sets
-       * (cached) and for one the agent decides (uncached: the enforced mode,
-       * where every connection goes to the agent, as a tuple's first does).
-       */
-      fastPath: {
-        connPerSec: number; vsKernelOnly: number; target: number; met: boolean;
-        addedConnectMicros: { cachedP50: number; cachedP99: number; uncachedP50: number; uncachedP99: number };
-        connectMicros: { kernelOnlyP50: number; kernelOnlyP99: number; cachedP50: number; cachedP99: number; uncachedP50: number; uncachedP99: number };
-        queuedPackets: number; entriesAdded: number; batches: number; fillLagP50Micros: number; fillLagP99Micros: number;
-        note: string;
-      };
+      /** The kernel fast path against kernelOnly, in alternating turns with the same client (fastPathPairs). */
+      fastPath: FastPathResult;
       packetProcessP50Micros: number;
       packetProcessP99Micros: number;
       judgeP50Micros: number;
@@ -82,15 +85,58 @@ export type E2EResult =
       enforcedObjects: string;
     };
 
-interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number; connectP50Micros: number; connectP99Micros: number }
+export interface FastPathResult {
+  /** Median over the pairs of (fast-path conn/s ÷ kernelOnly conn/s in the same pair). */
+  vsKernelOnly: number;
+  vsKernelOnlyQuartiles: [number, number];
+  /** Every pair's ratio, in the order measured. */
+  pairRatios: number[];
+  /** Every turn's rate, in the order measured, by mode. */
+  turnConnPerSec: { kernelOnly: number[]; fastPath: number[] };
+  target: number;
+  met: boolean;
+  /** Medians over the pairs' turns. */
+  connPerSec: number;
+  kernelOnlyConnPerSec: number;
+  pairs: number;
+  connectionsPerTurn: number;
+  /**
+   * Connect time (connect() to the handshake's end, sequential connections)
+   * a tuple adds over kernelOnly: cached = a tuple already in the sets;
+   * uncached = a tuple's first connection, decided by the agent (one per port
+   * of FRESH_PORTS and family, right after the sets were created empty).
+   * Percentiles of all the turns' samples pooled per mode, then differenced.
+   */
+  addedConnectMicros: { cachedP50: number; cachedP99: number; uncachedP50: number; uncachedP99: number };
+  connectMicros: { kernelOnlyP50: number; kernelOnlyP99: number; cachedP50: number; cachedP99: number; kernelOnlyFreshP50: number; kernelOnlyFreshP99: number; uncachedP50: number; uncachedP99: number };
+  connectSamples: { cached: number; uncached: number };
+  /** Policy packets the agent saw during the fast-path rate runs (all turns): 0 when the kernel decided every one. */
+  queuedPacketsDuringRateRuns: number;
+  /** Per fast-path turn, the last turn's: tuples written, fills, and the fill lag. */
+  entriesAdded: number; batches: number; fillLagP50Micros: number; fillLagP99Micros: number;
+  failedConnections: { kernelOnly: number; fastPath: number };
+  loadAverage1m: [number, number];
+  note: string;
+}
 
-function runClient(lab: Lab, count: number, concurrency = CONCURRENCY): Promise<ClientResult> {
+interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number; connectP50Micros: number; connectP99Micros: number; connectMicros?: number[] }
+
+interface ClientRun {
+  concurrency?: number;
+  /** One port or a range `low-high` (e2e-client.ts). */
+  ports?: string;
+  /** Return every connect time. */
+  samples?: boolean;
+}
+
+function runClient(lab: Lab, count: number, run: ClientRun = {}): Promise<ClientResult> {
   const client = lab.pod('bench/client');
   const server = lab.pod('bench/server');
   // Both families, in turn: IPv6 goes through ip6tables and the IPv6 sets.
   const hosts = `${server.ip},${server.ipv6!}`;
+  const args = [join(here, 'e2e-client.js'), hosts, run.ports ?? String(PORT), String(count), String(run.concurrency ?? CONCURRENCY), '2000', ...(run.samples ? ['samples'] : [])];
   return new Promise((resolve, reject) => {
-    const child = spawn('ip', ['netns', 'exec', client.netns, process.execPath, join(here, 'e2e-client.js'), hosts, String(PORT), String(count), String(concurrency), '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('ip', ['netns', 'exec', client.netns, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (c) => { out += c; });
@@ -117,14 +163,27 @@ async function startNode(lab: Lab, config: E2ENodeConfig): Promise<LabProcess> {
   return proc;
 }
 
-async function stats(proc: LabProcess): Promise<Record<string, number>> {
-  const waiting = proc.waitForLine((l) => l.includes('"event":"stats"') && !seen.has(l), 10_000);
-  proc.send(JSON.stringify({ op: 'stats' }));
-  const line = await waiting;
-  seen.add(line);
-  return JSON.parse(line);
+let commandSeq = 0;
+
+/** Sends `op` to the e2e node and waits for its answer ("stats", or "done" for detach, attach and settle). */
+async function request(proc: LabProcess, op: string, timeoutMs = 60_000): Promise<Record<string, number>> {
+  const seq = ++commandSeq;
+  const answer = op === 'stats' ? 'stats' : 'done';
+  const waiting = proc.waitForLine((l) => {
+    try {
+      const event = JSON.parse(l);
+      return event.event === answer && event.seq === seq;
+    } catch {
+      return false;
+    }
+  }, timeoutMs);
+  proc.send(JSON.stringify({ op, seq }));
+  const reply = JSON.parse(await waiting);
+  if (reply.error) throw new Error(`the e2e node's ${op} failed: ${reply.error}`);
+  return reply;
 }
-const seen = new Set<string>();
+
+const stats = (proc: LabProcess) => request(proc, 'stats');
 
 async function stopNode(proc: LabProcess): Promise<void> {
   proc.send(JSON.stringify({ op: 'stop' }));
@@ -134,15 +193,39 @@ async function stopNode(proc: LabProcess): Promise<void> {
   await proc.kill();
 }
 
-/** The e2e lab: a client and a server pod, dual-stack, the server listening on PORT (bench/tools/fast-path-cost.mjs uses it too). */
+const freshRange = `${FRESH_PORTS.low}-${FRESH_PORTS.high}`;
+const freshPorts = Array.from({ length: FRESH_PORTS.high - FRESH_PORTS.low + 1 }, (_, i) => FRESH_PORTS.low + i);
+
+/**
+ * The e2e lab: a client and a server pod, dual-stack, the server listening
+ * on PORT and on FRESH_PORTS (bench/tools/fast-path-cost.mjs uses it too).
+ */
 export function createBenchLab(): Promise<Lab> {
   return Lab.create({
-    pods: [{ name: 'client', namespace: 'bench', labels: { app: 'client' } }, { name: 'server', namespace: 'bench', labels: { app: 'server' } }],
+    pods: [
+      { name: 'client', namespace: 'bench', labels: { app: 'client' } },
+      { name: 'server', namespace: 'bench', labels: { app: 'server' }, tcpPorts: [PORT, ...freshPorts] },
+    ],
     namespaceLabels: { bench: { team: 'bench-lab' } },
     tcpPorts: [PORT],
     ipv6: true,
   });
 }
+
+/** The lab's one policy: the server admits the client on PORT and FRESH_PORTS. */
+export const benchPolicy: KubeObject = {
+  apiVersion: 'networking.k8s.io/v1',
+  kind: 'NetworkPolicy',
+  metadata: { name: 'server-from-client', namespace: 'bench' },
+  spec: {
+    podSelector: { matchLabels: { app: 'server' } },
+    policyTypes: ['Ingress'],
+    ingress: [{
+      from: [{ podSelector: { matchLabels: { app: 'client' } } }],
+      ports: [{ protocol: 'TCP', port: PORT }, { protocol: 'TCP', port: FRESH_PORTS.low, endPort: FRESH_PORTS.high }],
+    }],
+  },
+};
 
 export async function runE2E(options: { connections: number; rounds: number; log: (m: string) => void }): Promise<E2EResult> {
   if (typeof process.getuid === 'function' && process.getuid() !== 0) return { reason: 'not root: the netns lab and NFQUEUE need root' };
@@ -154,29 +237,12 @@ export async function runE2E(options: { connections: number; rounds: number; log
   sweepStaleLabs();
   const lab = await createBenchLab();
   try {
-    const allowClient: KubeObject = {
-      apiVersion: 'networking.k8s.io/v1',
-      kind: 'NetworkPolicy',
-      metadata: { name: 'server-from-client', namespace: 'bench' },
-      spec: {
-        podSelector: { matchLabels: { app: 'server' } },
-        policyTypes: ['Ingress'],
-        ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }], ports: [{ protocol: 'TCP', port: PORT }] }],
-      },
-    };
-    const objects = [...lab.manifests(), allowClient];
+    const objects = [...lab.manifests(), benchPolicy];
     const base = { objects, tableName: 'kwpbench', queueId: 4200, dnsQueueId: 4201, packetThreadNice: PACKET_THREAD_NICE };
     await runClient(lab, 200); // warm the pods' stacks and the client's JIT
     // The modes take turns, `rounds` times, and each keeps its best run: load
     // from other processes on the machine then hits every mode alike.
-    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited' | 'busyPoll' | 'fastPath', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined, busyPoll: undefined, fastPath: undefined };
-    // Connect times, sequential: the lowest p50 (and p99) of the rounds, per mode.
-    const latency: Record<'kernelOnly' | 'uncached' | 'cached', { p50: number; p99: number } | undefined> = { kernelOnly: undefined, uncached: undefined, cached: undefined };
-    const keepLatency = (mode: keyof typeof latency, r: ClientResult) => {
-      const was = latency[mode];
-      latency[mode] = { p50: Math.min(was?.p50 ?? Infinity, r.connectP50Micros), p99: Math.min(was?.p99 ?? Infinity, r.connectP99Micros) };
-    };
-    let fastPathStats: Record<string, number> = {};
+    const best: Record<'kernelOnly' | 'acceptAll' | 'enforced' | 'inherited' | 'busyPoll', ClientResult | undefined> = { kernelOnly: undefined, acceptAll: undefined, enforced: undefined, inherited: undefined, busyPoll: undefined };
     const keep = (mode: keyof typeof best, r: ClientResult) => { if (!best[mode] || r.connPerSec > best[mode]!.connPerSec) best[mode] = r; };
     let acceptAllStats: Record<string, number> = {};
     let enforcedStats: Record<string, number> = {};
@@ -186,7 +252,6 @@ export async function runE2E(options: { connections: number; rounds: number; log
     for (let round = 0; round < options.rounds; round++) {
       options.log(`e2e round ${round + 1}/${options.rounds}: kernelOnly`);
       keep('kernelOnly', await bestOf(lab, options.connections));
-      keepLatency('kernelOnly', await runClient(lab, LATENCY_CONNECTIONS, 1));
 
       options.log(`e2e round ${round + 1}/${options.rounds}: acceptAll`);
       const acceptAllNode = await startNode(lab, { ...base, pipeline: 'allow-all', synthetic: false });
@@ -202,7 +267,6 @@ export async function runE2E(options: { connections: number; rounds: number; log
       enforcedNode.send(JSON.stringify({ op: 'mark' }));
       keep('enforced', await bestOf(lab, options.connections));
       enforcedStats = await stats(enforcedNode);
-      keepLatency('uncached', await runClient(lab, LATENCY_CONNECTIONS, 1));
       if (Number(JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!).packetThreadNice) !== PACKET_THREAD_NICE) {
         throw new Error(`the e2e agent could not set its packet thread to nice ${PACKET_THREAD_NICE}`);
       }
@@ -223,46 +287,23 @@ export async function runE2E(options: { connections: number; rounds: number; log
       keep('busyPoll', await bestOf(lab, options.connections));
       busyPollStats = await stats(enforcedNode);
       await stopNode(enforcedNode);
-
-      options.log(`e2e round ${round + 1}/${options.rounds}: enforced with the kernel fast path`);
-      const fastPathNode = await startNode(lab, { ...base, pipeline: 'default', synthetic: true, fastPath: true });
-      // The first connections put the tuple (one per family) into the sets.
-      await runClient(lab, 200);
-      keep('fastPath', await bestOf(lab, options.connections));
-      keepLatency('cached', await runClient(lab, LATENCY_CONNECTIONS, 1));
-      fastPathStats = await stats(fastPathNode);
-      await stopNode(fastPathNode);
     }
+
+    options.log('e2e: enforced with the kernel fast path, in turns with kernelOnly');
+    const fastPathNode = await startNode(lab, { ...base, pipeline: 'default', synthetic: true, fastPath: true });
+    const fastPath = await fastPathPairs(lab, fastPathNode, { pairs: options.rounds > 1 ? FAST_PATH_PAIRS.full : FAST_PATH_PAIRS.quick, connections: Math.min(options.connections, FAST_PATH_TURN_CONNECTIONS), log: options.log });
+    await stopNode(fastPathNode);
     const kernelOnly = best.kernelOnly!;
     const acceptAll = best.acceptAll!;
     const enforced = best.enforced!;
     const inherited = best.inherited!;
     const busyPoll = best.busyPoll!;
     const cpuPerPacket = (st: Record<string, number>) => (st.packetsSinceMark > 0 ? round(st.cpuMicrosSinceMark / st.packetsSinceMark, 1) : 0);
-    const fastPath = best.fastPath!;
-    const lat = { kernelOnly: latency.kernelOnly!, uncached: latency.uncached!, cached: latency.cached! };
-    const vsKernelOnly = round(fastPath.connPerSec / kernelOnly.connPerSec, 3);
 
     return {
       mode: queueMode,
-      connPerSec: { enforced: Math.round(enforced.connPerSec), acceptAll: Math.round(acceptAll.connPerSec), kernelOnly: Math.round(kernelOnly.connPerSec), fastPath: Math.round(fastPath.connPerSec) },
-      fastPath: {
-        connPerSec: Math.round(fastPath.connPerSec), vsKernelOnly, target: FAST_PATH_TARGET, met: vsKernelOnly >= FAST_PATH_TARGET,
-        addedConnectMicros: {
-          cachedP50: round(lat.cached.p50 - lat.kernelOnly.p50, 1), cachedP99: round(lat.cached.p99 - lat.kernelOnly.p99, 1),
-          uncachedP50: round(lat.uncached.p50 - lat.kernelOnly.p50, 1), uncachedP99: round(lat.uncached.p99 - lat.kernelOnly.p99, 1),
-        },
-        connectMicros: {
-          kernelOnlyP50: round(lat.kernelOnly.p50, 1), kernelOnlyP99: round(lat.kernelOnly.p99, 1),
-          cachedP50: round(lat.cached.p50, 1), cachedP99: round(lat.cached.p99, 1), uncachedP50: round(lat.uncached.p50, 1), uncachedP99: round(lat.uncached.p99, 1),
-        },
-        queuedPackets: fastPathStats.count, entriesAdded: fastPathStats.fastPathAdded, batches: fastPathStats.fastPathBatches,
-        fillLagP50Micros: round(fastPathStats.fastPathFillLagP50Micros, 1), fillLagP99Micros: round(fastPathStats.fastPathFillLagP99Micros, 1),
-        note:
-          `the same client as kernelOnly (${CONCURRENCY} at a time, IPv4 and IPv6 in turn to one server port: two tuples, decided by the agent once each, then by the kernel). ` +
-          `Added connect time = a mode's connect-time percentile minus kernelOnly's (${LATENCY_CONNECTIONS} sequential connections per round, the lowest percentile of the rounds): ` +
-          `cached = with the fast path, the tuple in its sets; uncached = the enforced mode, every connection decided by the agent, as a tuple's first connection is with the fast path`,
-      },
+      connPerSec: { enforced: Math.round(enforced.connPerSec), acceptAll: Math.round(acceptAll.connPerSec), kernelOnly: Math.round(kernelOnly.connPerSec), fastPath: fastPath.connPerSec },
+      fastPath,
       packetProcessP50Micros: round(enforcedStats.p50Micros, 2),
       packetProcessP99Micros: round(enforcedStats.p99Micros, 2),
       judgeP50Micros: round(enforcedStats.judgeP50Micros, 2),
@@ -290,7 +331,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
         withoutAgentCpuMicrosPerPacket: cpuPerPacket(enforcedStats),
       },
       queuedPackets: enforcedStats.count,
-      failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed, fastPath: fastPath.failed },
+      failedConnections: { enforced: enforced.failed, acceptAll: acceptAll.failed, kernelOnly: kernelOnly.failed, fastPath: fastPath.failedConnections.fastPath },
       connectionsPerRun: options.connections,
       concurrency: CONCURRENCY,
       runsPerMode: RUNS_PER_MODE * options.rounds,
@@ -303,4 +344,88 @@ export async function runE2E(options: { connections: number; rounds: number; log
   } finally {
     await lab.destroy();
   }
+}
+
+/**
+ * The kernel fast path against no queue, in short turns: each pair is one
+ * kernelOnly turn and one fast-path turn with the same client, in
+ * alternating order, so the machine's swings (other processes, frequency;
+ * several-fold on a shared VM) hit both halves of a pair alike. Between
+ * turns the e2e node detaches its Dataplane (every rule and set removed:
+ * the node namespace as with no agent) or attaches a new one (its sets
+ * empty). Each turn runs, in order: one sequential connection to each port
+ * of FRESH_PORTS per family (in a fast-path turn, tuples the sets have not
+ * seen: the agent decides each), a warm-up on PORT (its two tuples into the
+ * sets), the rate run (CONCURRENCY at a time, to PORT over both families)
+ * and CACHED_LATENCY_CONNECTIONS sequential connections to PORT (cached).
+ */
+async function fastPathPairs(lab: Lab, node: LabProcess, options: { pairs: number; connections: number; log: (m: string) => void }): Promise<FastPathResult> {
+  const ratios: number[] = [];
+  const rates = { kernelOnly: [] as number[], fastPath: [] as number[] };
+  const failed = { kernelOnly: 0, fastPath: 0 };
+  const samples = { kernelOnly: [] as number[], kernelOnlyFresh: [] as number[], cached: [] as number[], uncached: [] as number[] };
+  let attached = true;
+  let queuedDuringRates = 0;
+  let last: Record<string, number> = {};
+  const loadBefore = round(loadavg()[0], 2);
+  const turn = async (fast: boolean): Promise<number> => {
+    if (attached !== fast) {
+      await request(node, fast ? 'attach' : 'detach');
+      attached = fast;
+    }
+    const fresh = await runClient(lab, FRESH_TUPLES, { concurrency: 1, ports: freshRange, samples: true });
+    await runClient(lab, 20);
+    if (fast) await request(node, 'settle');
+    const before = fast ? await stats(node) : undefined;
+    const rate = await runClient(lab, options.connections);
+    if (fast) {
+      last = await stats(node);
+      queuedDuringRates += last.count - before!.count;
+    }
+    const cached = await runClient(lab, CACHED_LATENCY_CONNECTIONS, { concurrency: 1, samples: true });
+    (fast ? samples.uncached : samples.kernelOnlyFresh).push(...fresh.connectMicros!);
+    (fast ? samples.cached : samples.kernelOnly).push(...cached.connectMicros!);
+    failed[fast ? 'fastPath' : 'kernelOnly'] += rate.failed + fresh.failed + cached.failed;
+    rates[fast ? 'fastPath' : 'kernelOnly'].push(rate.connPerSec);
+    return rate.connPerSec;
+  };
+  for (let i = 0; i < options.pairs; i++) {
+    options.log(`e2e fast path pair ${i + 1}/${options.pairs} (${i % 2 === 0 ? 'kernelOnly first' : 'fast path first'}), load ${loadavg()[0].toFixed(2)}`);
+    let kernelOnly: number;
+    let fastPath: number;
+    if (i % 2 === 0) { kernelOnly = await turn(false); fastPath = await turn(true); } else { fastPath = await turn(true); kernelOnly = await turn(false); }
+    ratios.push(fastPath / kernelOnly);
+  }
+  if (!attached) await request(node, 'attach');
+  const loadAfter = round(loadavg()[0], 2);
+  const r = quartiles(ratios);
+  const vsKernelOnly = round(r.median, 3);
+  const p = (xs: number[]) => percentiles(xs);
+  const c = { kernelOnly: p(samples.kernelOnly), kernelOnlyFresh: p(samples.kernelOnlyFresh), cached: p(samples.cached), uncached: p(samples.uncached) };
+  return {
+    vsKernelOnly, vsKernelOnlyQuartiles: [round(r.p25, 3), round(r.p75, 3)],
+    pairRatios: ratios.map((x) => round(x, 3)), turnConnPerSec: { kernelOnly: rates.kernelOnly.map(Math.round), fastPath: rates.fastPath.map(Math.round) }, target: FAST_PATH_TARGET, met: vsKernelOnly >= FAST_PATH_TARGET,
+    connPerSec: Math.round(quartiles(rates.fastPath).median), kernelOnlyConnPerSec: Math.round(quartiles(rates.kernelOnly).median),
+    pairs: options.pairs, connectionsPerTurn: options.connections,
+    addedConnectMicros: {
+      cachedP50: round(c.cached.p50Micros - c.kernelOnly.p50Micros, 1), cachedP99: round(c.cached.p99Micros - c.kernelOnly.p99Micros, 1),
+      uncachedP50: round(c.uncached.p50Micros - c.kernelOnlyFresh.p50Micros, 1), uncachedP99: round(c.uncached.p99Micros - c.kernelOnlyFresh.p99Micros, 1),
+    },
+    connectMicros: {
+      kernelOnlyP50: round(c.kernelOnly.p50Micros, 1), kernelOnlyP99: round(c.kernelOnly.p99Micros, 1),
+      cachedP50: round(c.cached.p50Micros, 1), cachedP99: round(c.cached.p99Micros, 1),
+      kernelOnlyFreshP50: round(c.kernelOnlyFresh.p50Micros, 1), kernelOnlyFreshP99: round(c.kernelOnlyFresh.p99Micros, 1),
+      uncachedP50: round(c.uncached.p50Micros, 1), uncachedP99: round(c.uncached.p99Micros, 1),
+    },
+    connectSamples: { cached: samples.cached.length, uncached: samples.uncached.length },
+    queuedPacketsDuringRateRuns: queuedDuringRates,
+    entriesAdded: last.fastPathAdded, batches: last.fastPathBatches,
+    fillLagP50Micros: round(last.fastPathFillLagP50Micros, 1), fillLagP99Micros: round(last.fastPathFillLagP99Micros, 1),
+    failedConnections: failed,
+    loadAverage1m: [loadBefore, loadAfter],
+    note:
+      `${options.pairs} pairs of one kernelOnly and one fast-path turn, alternating which goes first, the same client (${CONCURRENCY} at a time, IPv4 and IPv6 in turn); ` +
+      `vsKernelOnly = the median of the pairs' rate ratios (quartiles beside it). Added connect time = a percentile of the turns' pooled sequential connect times minus kernelOnly's over the same destinations: ` +
+      `cached = to port ${PORT}, its tuples in the sets; uncached = one connection per port ${freshRange} and family right after the sets were created empty, each decided by the agent`,
+  };
 }

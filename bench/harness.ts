@@ -124,6 +124,13 @@ export function percentiles(values: Float64Array | number[]): { p50Micros: numbe
   return { p50Micros: round(at(0.5), 3), p99Micros: round(at(0.99), 3) };
 }
 
+/** The median and the quartiles of `xs` (not empty), by nearest rank. */
+export function quartiles(xs: number[]): { p25: number; median: number; p75: number } {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return { p25: at(0.25), median: at(0.5), p75: at(0.75) };
+}
+
 export function round(v: number, digits = 1): number {
   const f = 10 ** digits;
   return Math.round(v * f) / f;

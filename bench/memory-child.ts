@@ -17,9 +17,11 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import v8 from 'node:v8';
 import type { ObjectSink, ObjectSource } from '../host/contract.js';
 import { SCALES, clusterObjects, generateCluster, type SyntheticCluster } from './generator.js';
 import { helpersStarted } from '../host/runtime/instrument-helper.js';
+import { AGENT_MALLOC_ENV } from '../host/agent-node-flags.js';
 
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
@@ -48,6 +50,46 @@ function wasmResidentBytes(): number | undefined {
   return total;
 }
 
+/**
+ * The process's resident memory by kind of mapping (/proc/self/smaps; Linux
+ * only), so the step figures split into parts that add up to the RSS:
+ * `files` the node binary and shared libraries; `wasmMemories` as above;
+ * `jitCode` anonymous executable mappings (V8's code space and the
+ * WebAssembly modules' compiled code); `v8Heap` the physical size of V8's
+ * other heap spaces; `native` the rest of the anonymous memory (malloc's
+ * arenas, thread stacks, the buffers of Node's and V8's C++ side).
+ */
+function residentByKind(): Record<string, number> | undefined {
+  let smaps: string;
+  try { smaps = readFileSync('/proc/self/smaps', 'utf8'); } catch { return undefined; }
+  let files = 0;
+  let anonymous = 0;
+  let jitCode = 0;
+  let file = false;
+  let exec = false;
+  for (const line of smaps.split('\n')) {
+    const range = /^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$/.exec(line);
+    if (range) {
+      exec = range[1].includes('x');
+      file = range[2] !== '0' && range[3].startsWith('/');
+    } else if (line.startsWith('Rss:')) {
+      const bytes = Number.parseInt(line.slice(4), 10) * 1024;
+      if (file) files += bytes;
+      else if (exec) jitCode += bytes;
+      else anonymous += bytes;
+    }
+  }
+  const wasm = wasmResidentBytes() ?? 0;
+  const heap = v8.getHeapSpaceStatistics().filter((s) => s.space_name !== 'code_space' && s.space_name !== 'code_large_object_space').reduce((sum, s) => sum + s.physical_space_size, 0);
+  return {
+    files: mib(files),
+    wasmMemories: mib(wasm),
+    jitCode: mib(jitCode),
+    v8Heap: mib(heap),
+    native: mib(anonymous - wasm - heap),
+  };
+}
+
 /** Delivers the generated cluster once, as a Kubernetes source's first lists would, and lets go of it. */
 class GeneratedSource implements ObjectSource {
   readonly name = 'generated';
@@ -65,13 +107,20 @@ class GeneratedSource implements ObjectSource {
 const scale = SCALES[(process.argv[2] ?? 'large') as keyof typeof SCALES];
 // Where the MiB go, step by step (docs/performance.md): a bare process, then the agent's code loaded, then started.
 const atStart = process.memoryUsage();
-// The CLI entry of `kwp agent` first: its static imports are the agent's module graph.
-await import('../host/cli/agent.js');
+const residentAtStart = residentByKind();
+// `kwp agent`'s command as main.ts loads it: the Kubernetes client's narrow loading (measured
+// on its own, since it starts Node's module hooks thread; loadAgentCommand registers it again,
+// which does nothing), then the CLI's agent module, whose static imports are the agent's module graph.
+const { registerNarrowKubernetesClient } = await import('../host/sources/kubernetes/narrow-client.js');
+registerNarrowKubernetesClient();
+const afterHooks = process.memoryUsage();
+await (await import('../host/cli/agent-load.js')).loadAgentCommand();
 const { Agent } = await import('../host/agent.js');
 const { createLogger } = await import('../host/log.js');
 
 (globalThis as { gc?: () => void }).gc?.();
 const afterImports = process.memoryUsage();
+const residentAfterImports = residentByKind();
 const stateDir = mkdtempSync(join(tmpdir(), 'kwp-bench-memory-'));
 const discard = new Writable({ write(_chunk, _enc, done) { done(); } });
 const agent = new Agent({
@@ -102,11 +151,13 @@ try {
   process.stdout.write(JSON.stringify({
     rssMiB: mib(usage.rss),
     steps: {
-      bareProcess: { rssMiB: mib(atStart.rss), heapUsedMiB: mib(atStart.heapUsed) },
-      codeLoaded: { rssMiB: mib(afterImports.rss), heapUsedMiB: mib(afterImports.heapUsed) },
-      started: { rssMiB: mib(usage.rss), heapUsedMiB: mib(usage.heapUsed) },
+      bareProcess: { rssMiB: mib(atStart.rss), heapUsedMiB: mib(atStart.heapUsed), resident: residentAtStart },
+      hooksThread: { rssMiB: mib(afterHooks.rss), heapUsedMiB: mib(afterHooks.heapUsed) },
+      codeLoaded: { rssMiB: mib(afterImports.rss), heapUsedMiB: mib(afterImports.heapUsed), resident: residentAfterImports },
+      started: { rssMiB: mib(usage.rss), heapUsedMiB: mib(usage.heapUsed), resident: residentByKind() },
     },
     nodeFlags: process.execArgv,
+    mallocEnv: Object.fromEntries(Object.keys(AGENT_MALLOC_ENV).map((name) => [name, process.env[name] ?? null])),
     heapUsedMiB: mib(usage.heapUsed),
     externalMiB: mib(usage.external),
     arrayBuffersMiB: mib(usage.arrayBuffers),

@@ -14,14 +14,14 @@ import type { Pipeline } from '../host/pipeline/pipeline.js';
 import { PolicyEngine } from '../host/pipeline/engine.js';
 import { SCALES, generateCluster, generateFlows, policyChange, type Scale } from './generator.js';
 import {
-  allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, round, singleLatency, singleThroughput,
+  allowedFraction, batchThroughput, benchModules, lastWallRate, emptyPipelineSpec, encodingNanos, engineFor, loadState, percentiles, quartiles, round, singleLatency, singleThroughput,
 } from './harness.js';
 import { runE2E, type E2EResult } from './e2e.js';
 import { runStrictCutBench } from './e2e-strict-cut.js';
 import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
 import { FlowRecorder } from '../host/flow-records/flow-recorder.js';
-import { AGENT_NODE_FLAGS } from '../host/agent-node-flags.js';
+import { AGENT_MALLOC_ENV, AGENT_NODE_FLAGS } from '../host/agent-node-flags.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root: dist/bench/run.js → ../.. */
@@ -412,10 +412,13 @@ async function hotSwapSection(setup: Setup) {
   };
 }
 
-/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts), with the agent's Node flags. */
+/** RSS of a fresh process holding the large cluster and the default pipeline (bench/memory-child.ts), with the agent's Node flags and allocator environment. */
 function memorySection(scale: Scale): Promise<Record<string, number>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', ...AGENT_NODE_FLAGS, join(here, 'memory-child.js'), scale.name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--expose-gc', ...AGENT_NODE_FLAGS, join(here, 'memory-child.js'), scale.name], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, ...AGENT_MALLOC_ENV },
+    });
     let stdout = '';
     child.stdout.on('data', (chunk) => { stdout += chunk; });
     child.on('error', reject);
@@ -438,13 +441,6 @@ function machine() {
     loadAverage1m: round(loadavg()[0], 2),
     commit,
   };
-}
-
-/** The median and the quartiles of `xs` (not empty), by nearest rank. */
-function quartiles(xs: number[]): { p25: number; median: number; p75: number } {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-  return { p25: at(0.25), median: at(0.5), p75: at(0.75) };
 }
 
 /**

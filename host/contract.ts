@@ -41,6 +41,25 @@ export const Kinds = {
   ResolvedName: 'dns.kwp.io/v1/ResolvedName',
 } as const;
 
+/**
+ * The kinds the built-in evaluators read, in the order a source delivers them
+ * (namespaces and nodes before the pods whose PodInfo they label; Services
+ * and EndpointSlices for DNS names and ClusterIP walkthroughs): what the
+ * Kubernetes source watches unless told otherwise, and what a manifest
+ * source always delivers, found or not.
+ */
+export const CLUSTER_INPUT_KINDS: readonly KindKey[] = [
+  Kinds.Namespace,
+  Kinds.Node,
+  Kinds.Pod,
+  Kinds.Service,
+  Kinds.EndpointSlice,
+  Kinds.NetworkPolicy,
+  Kinds.ClusterNetworkPolicy,
+  Kinds.AdminNetworkPolicy,
+  Kinds.BaselineAdminNetworkPolicy,
+];
+
 export type ObjectEvent = { type: 'upsert' | 'delete'; object: KubeObject };
 
 /**

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 
 const dist = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist');
 const { sweepStaleLabs } = await import(join(dist, 'test/lab/lab.js'));
-const { createBenchLab } = await import(join(dist, 'bench/e2e.js'));
+const { createBenchLab, benchPolicy } = await import(join(dist, 'bench/e2e.js'));
 
 const args = process.argv.slice(2);
 const perf = args.includes('--perf');
@@ -31,11 +31,6 @@ const PORT = 80;
 
 sweepStaleLabs();
 const lab = await createBenchLab();
-const allowClient = {
-  apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'server-from-client', namespace: 'bench' },
-  spec: { podSelector: { matchLabels: { app: 'server' } }, policyTypes: ['Ingress'], ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }], ports: [{ protocol: 'TCP', port: PORT }] }] },
-};
-
 function runClient(count, concurrency = 8) {
   const client = lab.pod('bench/client');
   const server = lab.pod('bench/server');
@@ -71,7 +66,7 @@ async function startSetup(setup) {
     return { stop: async () => { await lab.execInNode('nft', ['delete', 'table', 'inet', 'fpcost']); } };
   }
   const config = {
-    pipeline: 'default', synthetic: setup === 'fastpath-big', objects: [...lab.manifests(), allowClient],
+    pipeline: 'default', synthetic: setup === 'fastpath-big', objects: [...lab.manifests(), benchPolicy],
     tableName: 'kwpfpcost', queueId: 4210, dnsQueueId: 4211, packetThreadNice: -10, fastPath: true,
   };
   const proc = lab.spawnInNode(process.execPath, [join(dist, 'bench/e2e-node.js'), JSON.stringify(config)]);

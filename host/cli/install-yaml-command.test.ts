@@ -14,7 +14,7 @@ import { RecordingSink } from '../../test/apiserver/recording-sink.js';
 import { agentFlags } from './agent-flags.js';
 import { parseAgentFlags } from './agent.js';
 import { manifestOptions, renderManifests } from './install-yaml-command.js';
-import { AGENT_NODE_FLAGS } from '../agent-node-flags.js';
+import { AGENT_MALLOC_ENV, AGENT_NODE_FLAGS } from '../agent-node-flags.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const installYamlPath = path.join(root, 'deploy', 'install.yaml');
@@ -254,6 +254,18 @@ describe('deploy/Dockerfile', () => {
     // With the agent's Node flags (host/agent-node-flags.ts), which the memory bench measures.
     expect(JSON.parse(entrypoint![1])).toEqual(['node', ...AGENT_NODE_FLAGS, '/opt/kwp/bin/kwp.js']);
     expect(agentContainer(objects()).args[0]).toBe('agent');
+  });
+
+  it("sets the agent's allocator environment in the runtime stage, which the memory bench measures too", () => {
+    const env: Record<string, string> = {};
+    for (const [, line] of stages[1].matchAll(/^ENV (.*)$/gm)) {
+      for (const pair of line.trim().split(/\s+/)) {
+        const eq = pair.indexOf('=');
+        env[pair.slice(0, eq)] = pair.slice(eq + 1);
+      }
+    }
+    expect(Object.keys(AGENT_MALLOC_ENV).length).toBeGreaterThan(0);
+    for (const [name, value] of Object.entries(AGENT_MALLOC_ENV)) expect(env[name], name).toBe(value);
   });
 });
 

@@ -203,6 +203,22 @@ describe('flow records from the packet path', () => {
     expect(recorder.stats().pending).toBe(1);
   });
 
+  it('claims a batch\'s slots across the ring\'s end and drops, counted, the records a full ring cannot take', () => {
+    const { engine, recorder } = setUp({ bufferCapacity: 8 });
+    for (let i = 0; i < 5; i++) engine.allows(packet(IP.xa, IP.yb, 2000));
+    expect(recorder.drain()).toBe(5);
+    // Slots 5, 6, 7, then 0, 1, 2: each record keeps its own port.
+    const batch = [1, 2, 3, 4, 5, 6].map((k) => packet(IP.xa, IP.yb, 2000 + k, 42000 + k));
+    engine.allowsBatch(batch, new Uint8Array(batch.length));
+    expect(recorder.stats()).toMatchObject({ pending: 6, dropped: 0 });
+    // Two free slots left: of a batch of five, the first two are recorded and three dropped.
+    const more = [7, 8, 9, 10, 11].map((k) => packet(IP.xa, IP.yb, 2000 + k));
+    engine.allowsBatch(more, new Uint8Array(more.length));
+    expect(recorder.stats()).toMatchObject({ pending: 8, dropped: 3 });
+    const byPort = Object.fromEntries(recorder.flush().map((r) => [r.port, r.count]));
+    expect(byPort).toEqual({ 2000: 5, 2001: 1, 2002: 1, 2003: 1, 2004: 1, 2005: 1, 2006: 1, 2007: 1, 2008: 1 });
+  });
+
   it('keeps at most ringSize records, the newest', () => {
     const { engine, recorder } = setUp({ ringSize: 3 });
     for (let port = 1000; port < 1005; port++) { engine.allows(packet(IP.xa, IP.yb, port)); recorder.flush(); }

@@ -3,7 +3,7 @@
 // suggests. The agent and the IP tracker must agree on it, so both derive it
 // the same way.
 
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { KwpError } from '../errors.js';
 
 export async function kubeSystemUid(kubeConfig: KubeConfig, where: string): Promise<string> {
@@ -11,6 +11,8 @@ export async function kubeSystemUid(kubeConfig: KubeConfig, where: string): Prom
   let uid: string | undefined;
   try {
     // A list narrowed to one name needs only the list permission every agent already has.
+    // The generated API only when asked (it is most of the client's memory; host/sources/kubernetes/narrow-client.ts).
+    const { CoreV1Api } = await import('@kubernetes/client-node');
     const list = await kubeConfig.makeApiClient(CoreV1Api).listNamespace({ fieldSelector: 'metadata.name=kube-system' });
     uid = list.items[0]?.metadata?.uid;
   } catch (err) {

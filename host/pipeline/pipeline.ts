@@ -280,7 +280,7 @@ export class Pipeline {
     const slots = this.slots;
     if (flows !== undefined) {
       const audited = this.auditing.length > 0;
-      for (let i = 0; i < count; i++) slots[i] = flows.claim(this.encoded32, i * (RECORD_SIZE >> 2), this.revision, audited);
+      flows.claimBatch(this.encoded32, RECORD_SIZE >> 2, count, this.revision, audited, slots);
     }
     if (this.auditing.length) {
       for (const dir of [EGRESS, INGRESS]) {
@@ -294,7 +294,10 @@ export class Pipeline {
           yield this.ask(s, enc, count, this.verdicts, this.reasons, this.rules);
           const failed = s.lastFailure !== undefined;
           for (let i = 0; i < count; i++) {
-            if (slots[i] >= 0) flows.setAudit(slots[i], dir, k, this.verdicts[i], failed ? 0 : this.reasons[i], failed ? 0 : this.rules[i]);
+            // Codes are only written where the stage said more than Next (decideInto).
+            const v = this.verdicts[i];
+            const said = !failed && v !== Verdict.Next;
+            if (slots[i] >= 0) flows.setAudit(slots[i], dir, k, v, said ? this.reasons[i] : 0, said ? this.rules[i] : 0);
           }
         }
       }

@@ -5,7 +5,7 @@
 import { describe, it, expect } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
-import { sandboxModule } from '../../test/fixtures/sandbox-modules.js';
+import { sandboxModule, BIG_MEMORY } from '../../test/fixtures/sandbox-modules.js';
 import { RECORD_SIZE } from '../abi/record.js';
 import { abiVersionWord } from '../abi/version.js';
 
@@ -70,5 +70,23 @@ describe('rule attribution on the host', () => {
     const inst = new EvaluatorInstance(compileEvaluator(bytes, { source: 'bad-attribution.wasm' }));
     expect(inst.decideOne(record())).toBe(1);
     expect(inst.attribution(7, 9)).toBeUndefined();
+  });
+
+  it('gives kwp_attribution and kwp_explain a delivery call\'s tank, so text that costs more than a decision does not break the instance', () => {
+    // A 4 MB fill costs 250,000 units: more than this decision tank, well within the call tank
+    // (as a step of the module's collector over its state may cost, run by an allocation while it writes text).
+    const limits = { fuelPerDecision: 100_000, fuelPerCall: 5_000_000 };
+    const fill = '(memory.fill (i32.const 65536) (i32.const 0) (i32.const 4000000))';
+    const bytes = sandboxModule({
+      memory: BIG_MEMORY, abiVersion: abiVersionWord(1, 3), decideBody: DECIDE, explainBody: `${fill} ${EXPLAIN}`,
+      fields: [REASON_TEXT, `(data (i32.const 3100) "${JSON_TEXT.replace(/"/g, '\\"')}")`,
+        `(func (export "kwp_attribution") (param i32 i32) (result i32) ${fill} (memory.copy (i32.const 2048) (i32.const 3100) (i32.const ${JSON_TEXT.length})) (i32.const ${JSON_TEXT.length}))`],
+    });
+    const inst = new EvaluatorInstance(compileEvaluator(bytes, { source: 'costly-text.wasm', limits }));
+    expect(inst.decideOne(record())).toBe(1);
+    expect(inst.attribution(7, 9)).toEqual({ policy: 'y/allow-web', rule: 'ingress rule 2', peer: 'podSelector app=web', port: 'http' });
+    expect(inst.explain(7)).toBe('y/allow-web');
+    expect(inst.broken).toBeUndefined();
+    expect(inst.decideOne(record())).toBe(1);
   });
 });

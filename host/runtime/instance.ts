@@ -6,7 +6,7 @@ import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
 import { LOG_LEVELS } from '../abi/imports.js';
-import { DIRECTION_BOTH, OFF_DIRECTION, OFF_REASON, OFF_VERDICT, PAIR_OFF_VERDICT, PAIR_RESULT_SIZE, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
+import { DIRECTION_BOTH, OFF_DIRECTION, OFF_REASON, OFF_RULE, OFF_VERDICT, PAIR_OFF_VERDICT, PAIR_RESULT_SIZE, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
 import { endianness } from 'node:os';
 import { Verdict } from '../abi/verdict.js';
 import { ATTRIBUTION_MINOR, PAIR_MINOR } from '../abi/version.js';
@@ -124,7 +124,7 @@ export interface ModuleInstance {
   lastReason(): number;
   /** The rule code of the last decideOne (ABI 1.3), 0 when the module has none. */
   lastRule(): number;
-  /** With `reasons` and `rules`, also each record's reason and rule codes (flow recording). */
+  /** With `reasons` and `rules`, also the reason and rule codes of each record not answered Next (flow recording); a Next record's entries are left as they were. */
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void;
   explain(reason: number): string;
   /** Which policy and rule a (reason, rule) pair stands for (ABI 1.3 kwp_attribution, else the reason text). */
@@ -355,7 +355,8 @@ export class EvaluatorInstance implements ModuleInstance {
    */
   private words(): Uint32Array | undefined {
     if (!WORD_READS || (this.batchPtr & 3) !== 0) return undefined;
-    if (this.u32 === undefined || this.u32.buffer !== this.memory.buffer) this.u32 = new Uint32Array(this.memory.buffer);
+    // As `bytes`: a view of a buffer memory.grow detached has length 0 (reading memory.buffer itself costs an API call).
+    if (this.u32 === undefined || this.u32.length === 0) this.u32 = new Uint32Array(this.memory.buffer);
     return this.u32;
   }
 
@@ -488,24 +489,33 @@ export class EvaluatorInstance implements ModuleInstance {
   }
 
   lastReason(): number {
-    return readReason(this.bytes(), this.batchPtr);
+    // One word load where the batch is word-aligned: the recorded packet path reads it per decision.
+    const words = this.words();
+    return words !== undefined ? words[(this.batchPtr + OFF_REASON) >> 2] : readReason(this.bytes(), this.batchPtr);
   }
 
 
   /** The rule code of the last `decideOne`, 0 from a module older than ABI 1.3 (whose byte 60 is reserved). */
   lastRule(): number {
-    return this.attributesRules ? readRule(this.bytes(), this.batchPtr) : 0;
+    if (!this.attributesRules) return 0;
+    const words = this.words();
+    return words !== undefined ? words[(this.batchPtr + OFF_RULE) >> 2] : readRule(this.bytes(), this.batchPtr);
   }
 
   /**
    * Which policy and rule (reason, rule) stand for: kwp_attribution when the
    * module exports it, else the reason's explanation as the policy. Off the
-   * packet path; undefined when the module has nothing to say.
+   * packet path; undefined when the module has nothing to say. It gets the
+   * tank of a delivery call, not of a decision: building text allocates, and
+   * an allocation may run a step of the module's collector over all of its
+   * state (the NetworkPolicy module at 10,000 pods and 1,000 policies ran
+   * out of a decision's fuel in about one call of 400, which broke the
+   * instance, so the stage answered its failure policy from then on).
    */
   attribution(reason: number, rule: number): Attribution | undefined {
     const fn = this.exports.kwp_attribution;
     if (typeof fn === 'function' && this.attributesRules) {
-      const len = this.guarded(() => fn(reason, rule), this.decideFuel, 'kwp_attribution');
+      const len = this.guarded(() => fn(reason, rule), this.callFuel, 'kwp_attribution');
       if (len <= 0) return undefined;
       // Longer than maxReasonBytes: the module's output is cut, and cut JSON is no attribution.
       if (len > this.compiled.limits.maxReasonBytes) return undefined;
@@ -589,33 +599,33 @@ export class EvaluatorInstance implements ModuleInstance {
     // Flow recording asks for the reason and rule codes too (host/flow-records/),
     // in the same pass, and only where the module said more than Next (most
     // stages pass most records on): a second pass assembling every code from
-    // bytes was most of what recording cost the batched walk.
+    // bytes was most of what recording cost the batched walk. A Next record's
+    // codes are left as they were, not zeroed: nobody reads them, and the two
+    // stores per record and stage call were a third of recording's cost.
     const withRules = this.attributesRules;
     const words = this.words();
     if (words === undefined) {
       for (let i = 0, p = base; i < n; i++, p += RECORD_SIZE) {
         const v = (verdicts[first + i] = mem[p + OFF_VERDICT]);
-        reasons[first + i] = v === Verdict.Next ? 0 : readReason(mem, p);
-        rules[first + i] = v === Verdict.Next || !withRules ? 0 : readRule(mem, p);
+        if (v === Verdict.Next) continue;
+        reasons[first + i] = readReason(mem, p);
+        rules[first + i] = withRules ? readRule(mem, p) : 0;
       }
       return;
     }
     for (let i = 0, p = base, w = (base + OFF_REASON) >> 2; i < n; i++, p += RECORD_SIZE, w += RECORD_SIZE >> 2) {
       const v = (verdicts[first + i] = mem[p + OFF_VERDICT]);
-      if (v === Verdict.Next) {
-        reasons[first + i] = 0;
-        rules[first + i] = 0;
-      } else {
-        reasons[first + i] = words[w];
-        // OFF_RULE is the word after OFF_REASON.
-        rules[first + i] = withRules ? words[w + 1] : 0;
-      }
+      if (v === Verdict.Next) continue;
+      reasons[first + i] = words[w];
+      // OFF_RULE is the word after OFF_REASON.
+      rules[first + i] = withRules ? words[w + 1] : 0;
     }
   }
 
+  /** The text of a reason code; off the packet path, with a delivery call's tank (as `attribution`, for the same reason). */
   explain(reason: number): string {
     if (reason === 0) return '';
-    const len = this.guarded(() => this.exports.kwp_explain(reason), this.decideFuel, 'kwp_explain');
+    const len = this.guarded(() => this.exports.kwp_explain(reason), this.callFuel, 'kwp_explain');
     // Only the first maxReasonBytes are copied out of the module.
     return this.resultText(len);
   }

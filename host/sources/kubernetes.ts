@@ -5,7 +5,8 @@
 // known state but stops claiming to be current.
 
 import { existsSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+// KubeConfig's own module, not the package's index (which loads the whole generated API; see narrow-client.ts).
+import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
 import type { KindKey, ObjectSink, ObjectSource } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { BackoffOptions } from './kubernetes/backoff.js';

@@ -9,23 +9,13 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { Kinds, kindKeyOf, type KindKey, type KubeObject, type ObjectSink, type ObjectSource, type SourceRefusal } from '../contract.js';
+import { CLUSTER_INPUT_KINDS, Kinds, kindKeyOf, type KindKey, type KubeObject, type ObjectSink, type ObjectSource, type SourceRefusal } from '../contract.js';
 import { KwpError, isKwpError } from '../errors.js';
 import { validateObject as validateSchema, validationContext } from '../validation/object-validator.js';
 import { UNREAD_KINDS, unreadReason } from '../validation/unread-kinds.js';
 
 /** Kinds a manifest source always delivers, found or not, so evaluators asking for them see a (maybe empty) snapshot. */
-export const MANIFEST_KINDS: readonly KindKey[] = [
-  Kinds.Namespace,
-  Kinds.Node,
-  Kinds.Pod,
-  Kinds.Service,
-  Kinds.EndpointSlice,
-  Kinds.NetworkPolicy,
-  Kinds.ClusterNetworkPolicy,
-  Kinds.AdminNetworkPolicy,
-  Kinds.BaselineAdminNetworkPolicy,
-];
+export const MANIFEST_KINDS: readonly KindKey[] = CLUSTER_INPUT_KINDS;
 
 /** Namespaced built-in kinds that kubectl would put in `default` when a manifest leaves the namespace out. */
 const DEFAULT_NAMESPACED_KINDS: ReadonlySet<KindKey> = new Set([Kinds.Pod, Kinds.Service, Kinds.EndpointSlice, Kinds.NetworkPolicy]);

@@ -280,7 +280,8 @@ describe('the web console in headless Chromium, against a running kwp agent', ()
 
   it('the Flows view lists the flow ring the agent serves, with how it aggregates', async () => {
     await page.click('a[href="#/flows"]');
-    const note = page.locator('#flows-list .hint');
+    // The list says "Loading…" (also a hint) until the ring arrives: wait for the ring's own note.
+    const note = page.locator('#flows-list .hint', { hasText: 'records, aggregated every' });
     await note.waitFor();
     // This agent runs without a dataplane: no connection is decided, and the view says so rather than inventing rows.
     expect(await note.innerText()).toBe('0 records, aggregated every 10 s; the agent keeps the newest 10000.');

@@ -8,7 +8,9 @@
 // inside its own cache; this keeps the same building block (its Watch class,
 // real HTTP) but owns the retry loop.
 
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
+// Watch's own module, not the package's index (see narrow-client.ts).
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { KindKey, KubeObject, ObjectSink } from '../../contract.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { getJson } from './request.js';

@@ -3,7 +3,7 @@
 // test API server all read this one table, so what the agent watches and what
 // it is allowed to watch cannot drift apart.
 
-import { Kinds, type KindKey } from '../../contract.js';
+import { CLUSTER_INPUT_KINDS, Kinds, type KindKey } from '../../contract.js';
 
 export interface ResourceRef {
   kind: KindKey;
@@ -17,18 +17,7 @@ export interface ResourceRef {
 }
 
 /** The kinds the agent watches unless told otherwise. */
-export const defaultWatchedKinds: readonly KindKey[] = [
-  Kinds.Pod,
-  Kinds.Namespace,
-  Kinds.Node,
-  // Services and their EndpointSlices: DNS names of Services, and explain, map a ClusterIP to its endpoints.
-  Kinds.Service,
-  Kinds.EndpointSlice,
-  Kinds.NetworkPolicy,
-  Kinds.ClusterNetworkPolicy,
-  Kinds.AdminNetworkPolicy,
-  Kinds.BaselineAdminNetworkPolicy,
-];
+export const defaultWatchedKinds: readonly KindKey[] = CLUSTER_INPUT_KINDS;
 
 /** Kinds whose scope is known without asking the API server's discovery. */
 const knownScopes: Record<string, boolean> = {
