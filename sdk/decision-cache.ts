@@ -101,12 +101,23 @@ export function setDecisionCacheEnabled(on: bool): void {
     memory.fill(v6Tags, 0, <usize>V6_SETS * WAYS * 2);
     v4Rules = heap.alloc(<usize>V4_SETS * WAYS * 4);
     v6Rules = heap.alloc(<usize>V6_SETS * WAYS * 4);
-    v4Pairs = heap.alloc(<usize>V4_SETS * WAYS * 8);
-    v6Pairs = heap.alloc(<usize>V6_SETS * WAYS * 8);
   }
   enabled = on;
 }
 export function decisionCacheEnabled(): bool { return enabled; }
+
+/**
+ * The pair entries' ingress codes (288 KiB), allocated at the first
+ * kwp_decide_pair call rather than at configure: an instance the host never
+ * asks for pairs (a pipeline with a stage that does not offer them, a stage
+ * near its memory cap being rebuilt) does not carry them. The only
+ * allocation on the decision path, once per instance.
+ */
+export function preparePairs(): void {
+  if (v4Pairs != 0) return;
+  v4Pairs = heap.alloc(<usize>V4_SETS * WAYS * 8);
+  v6Pairs = heap.alloc(<usize>V6_SETS * WAYS * 8);
+}
 
 function tick(): u32 {
   if (clock == u32.MAX_VALUE) {

@@ -762,12 +762,28 @@ export class Stage implements StateListener {
    */
   decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     this.counters.decisions += count;
+    const first = this.decideChunks(records, count, false, verdicts, undefined, reasons, rules);
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /**
+   * Calls the instance on `count` records in calls of at most its capacity:
+   * decidePairsInto into `a` (egress) and `b` (ingress) with `pairs`, else
+   * decideInto into `a`. Returns how many records were decided before a
+   * failure (which it counts and reports); none without an instance, or
+   * for pairs without one that decides them.
+   */
+  private decideChunks(records: Uint8Array, count: number, pairs: boolean, a: Uint8Array, b: Uint8Array | undefined, reasons?: Uint32Array, rules?: Uint32Array): number {
     let first = 0;
     const inst = this.instance;
-    if (inst !== undefined) {
+    if (inst !== undefined && (!pairs || inst.decidesPairs === true)) {
       try {
         const capacity = inst.batchCapacity;
-        for (; first < count; first += capacity) inst.decideInto(records, first, Math.min(capacity, count - first), verdicts, reasons, rules);
+        for (; first < count; first += capacity) {
+          const n = Math.min(capacity, count - first);
+          if (pairs) inst.decidePairsInto!(records, first, n, a, b!);
+          else inst.decideInto(records, first, n, a, reasons, rules);
+        }
         this.lastFailure = undefined;
       } catch (err) {
         this.failed(err);
@@ -776,7 +792,7 @@ export class Stage implements StateListener {
       this.counters.unavailable += count;
       this.lastFailure = 'unavailable';
     }
-    this.settleVerdicts(records, count, verdicts, first);
+    return first;
   }
 
   /**
@@ -834,20 +850,7 @@ export class Stage implements StateListener {
    * decideVerdicts, one decision per direction decided.
    */
   decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array): void {
-    let first = 0;
-    const inst = this.instance;
-    if (inst?.decidePairsInto !== undefined && inst.decidesPairs === true) {
-      try {
-        const capacity = inst.batchCapacity;
-        for (; first < count; first += capacity) inst.decidePairsInto(records, first, Math.min(capacity, count - first), egress, ingress);
-        this.lastFailure = undefined;
-      } catch (err) {
-        this.failed(err);
-      }
-    } else {
-      this.counters.unavailable += count;
-      this.lastFailure = 'unavailable';
-    }
+    const first = this.decideChunks(records, count, true, egress, ingress);
     const c = this.counters;
     const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {
