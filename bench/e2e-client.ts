@@ -6,9 +6,26 @@
 // (i div hosts) mod ports, so a run over a range opens hosts × ports distinct
 // tuples before it repeats one. Prints one JSON line, with the connect times
 // (connect() to the handshake's end, i.e. the SYN's trip through the node
-// and back) as p50/p99 in microseconds, and with `samples` every connect time.
+// and back) as p50/p99 in microseconds, the CPU time this process's threads
+// ran over the run (schedstat: the softirqs that run in its context, where
+// much of the kernel's forwarding and netfilter work happens, included), and
+// with `samples` every connect time.
 //   node e2e-client.js <hosts> <ports> <count> <concurrency> <timeoutMs> [samples]
+import { readdirSync, readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
+
+/** Nanoseconds the threads of this process have run on a CPU (/proc/self/task/T/schedstat, first field). */
+function ranNanos(): number {
+  let sum = 0;
+  for (const task of readdirSync('/proc/self/task')) {
+    try {
+      sum += Number(readFileSync(`/proc/self/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return sum;
+}
 
 const [hostsText, portsText, countText, concurrencyText, timeoutText, samplesFlag] = process.argv.slice(2);
 const hosts = hostsText.split(',');
@@ -53,6 +70,7 @@ async function main(): Promise<void> {
   let ok = 0;
   let failed = 0;
   const t0 = performance.now();
+  const ran0 = ranNanos();
   const worker = async () => {
     while (started < count) {
       const i = started++;
@@ -62,9 +80,10 @@ async function main(): Promise<void> {
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const seconds = (performance.now() - t0) / 1000;
+  const cpuMicros = (ranNanos() - ran0) / 1000;
   const sorted = [...connectMicros].sort((a, b) => a - b);
   const at = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] : 0);
-  const result = { ok, failed, seconds, connPerSec: ok / seconds, connectP50Micros: at(0.5), connectP99Micros: at(0.99) };
+  const result = { ok, failed, seconds, connPerSec: ok / seconds, connectP50Micros: at(0.5), connectP99Micros: at(0.99), cpuMicros };
   process.stdout.write(JSON.stringify(samplesFlag === 'samples' ? { ...result, connectMicros: connectMicros.map((m) => Math.round(m * 10) / 10) } : result) + '\n');
 }
 

@@ -7,6 +7,7 @@
 // in short turns that alternate with kernelOnly ones (fastPathPairs). Needs
 // root and the nfqueue binding; otherwise it reports why it did not run.
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,8 @@ const FRESH_TUPLES = 2 * (FRESH_PORTS.high - FRESH_PORTS.low + 1);
 const CACHED_LATENCY_CONNECTIONS = 200;
 /** kernelOnly/fastPath pairs (alternating which goes first), quick and full. */
 const FAST_PATH_PAIRS = { quick: 4, full: 12 };
+/** Between a detach or an attach and the turn after it. */
+const SWITCH_PAUSE_MS = 300;
 /** Connections in each turn's rate run, at most (fewer when the bench's are fewer). */
 const FAST_PATH_TURN_CONNECTIONS = 1000;
 /**
@@ -98,6 +101,17 @@ export interface FastPathResult {
   /** Medians over the pairs' turns. */
   connPerSec: number;
   kernelOnlyConnPerSec: number;
+  /**
+   * CPU time the client and the server pod's processes ran per connection
+   * in the rate runs (schedstat), median turns, and the median over the
+   * pairs of kernelOnly's ÷ the fast path's: the rate ratio a machine with
+   * nothing else to run would see, if those two processes were all the work
+   * (they carry the kernel's forwarding and netfilter work in the softirqs
+   * that run in their context; what ksoftirqd takes over is not counted).
+   */
+  cpuMicrosPerConnection: { kernelOnly: number; fastPath: number };
+  cpuVsKernelOnly: number;
+  cpuVsKernelOnlyQuartiles: [number, number];
   pairs: number;
   connectionsPerTurn: number;
   /**
@@ -119,7 +133,31 @@ export interface FastPathResult {
   note: string;
 }
 
-interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number; connectP50Micros: number; connectP99Micros: number; connectMicros?: number[] }
+interface ClientResult { ok: number; failed: number; seconds: number; connPerSec: number; connectP50Micros: number; connectP99Micros: number; cpuMicros: number; connectMicros?: number[] }
+
+/**
+ * Microseconds the threads of every process in network namespace `netns`
+ * (`ip netns pids`) have run on a CPU (schedstat; the softirqs that ran in
+ * their context included: this kernel has no separate IRQ time accounting).
+ */
+async function netnsRanMicros(netns: string): Promise<number> {
+  const pids = await new Promise<string>((resolve) => {
+    const child = spawn('ip', ['netns', 'pids', netns], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (c) => { out += c; });
+    child.on('exit', () => resolve(out));
+    child.on('error', () => resolve(''));
+  });
+  let nanos = 0;
+  for (const pid of pids.split(/\s+/).filter(Boolean)) {
+    try {
+      for (const task of readdirSync(`/proc/${pid}/task`)) nanos += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return nanos / 1000;
+}
 
 interface ClientRun {
   concurrency?: number;
@@ -361,6 +399,9 @@ export async function runE2E(options: { connections: number; rounds: number; log
  */
 async function fastPathPairs(lab: Lab, node: LabProcess, options: { pairs: number; connections: number; log: (m: string) => void }): Promise<FastPathResult> {
   const ratios: number[] = [];
+  const cpuRatios: number[] = [];
+  const cpu = { kernelOnly: [] as number[], fastPath: [] as number[] };
+  const serverNetns = lab.pod('bench/server').netns;
   const rates = { kernelOnly: [] as number[], fastPath: [] as number[] };
   const failed = { kernelOnly: 0, fastPath: 0 };
   const samples = { kernelOnly: [] as number[], kernelOnlyFresh: [] as number[], cached: [] as number[], uncached: [] as number[] };
@@ -372,15 +413,22 @@ async function fastPathPairs(lab: Lab, node: LabProcess, options: { pairs: numbe
     if (attached !== fast) {
       await request(node, fast ? 'attach' : 'detach');
       attached = fast;
+      // What the switch left running (exiting rule tools, the kernel's deferred frees) ends before the turn.
+      await new Promise((resolve) => setTimeout(resolve, SWITCH_PAUSE_MS));
     }
     const fresh = await runClient(lab, FRESH_TUPLES, { concurrency: 1, ports: freshRange, samples: true });
     await runClient(lab, 20);
-    if (fast) await request(node, 'settle');
-    const before = fast ? await stats(node) : undefined;
+    // Both turns make the same requests of the node, so the turns differ only in the mode.
+    await request(node, 'settle');
+    const before = await stats(node);
+    const serverCpu0 = await netnsRanMicros(serverNetns);
     const rate = await runClient(lab, options.connections);
+    const serverCpu = (await netnsRanMicros(serverNetns)) - serverCpu0;
+    cpu[fast ? 'fastPath' : 'kernelOnly'].push((rate.cpuMicros + serverCpu) / Math.max(1, rate.ok));
+    const after = await stats(node);
     if (fast) {
-      last = await stats(node);
-      queuedDuringRates += last.count - before!.count;
+      last = after;
+      queuedDuringRates += after.count - before.count;
     }
     const cached = await runClient(lab, CACHED_LATENCY_CONNECTIONS, { concurrency: 1, samples: true });
     (fast ? samples.uncached : samples.kernelOnlyFresh).push(...fresh.connectMicros!);
@@ -395,6 +443,7 @@ async function fastPathPairs(lab: Lab, node: LabProcess, options: { pairs: numbe
     let fastPath: number;
     if (i % 2 === 0) { kernelOnly = await turn(false); fastPath = await turn(true); } else { fastPath = await turn(true); kernelOnly = await turn(false); }
     ratios.push(fastPath / kernelOnly);
+    cpuRatios.push(cpu.kernelOnly.at(-1)! / cpu.fastPath.at(-1)!);
   }
   if (!attached) await request(node, 'attach');
   const loadAfter = round(loadavg()[0], 2);
@@ -406,6 +455,8 @@ async function fastPathPairs(lab: Lab, node: LabProcess, options: { pairs: numbe
     vsKernelOnly, vsKernelOnlyQuartiles: [round(r.p25, 3), round(r.p75, 3)],
     pairRatios: ratios.map((x) => round(x, 3)), turnConnPerSec: { kernelOnly: rates.kernelOnly.map(Math.round), fastPath: rates.fastPath.map(Math.round) }, target: FAST_PATH_TARGET, met: vsKernelOnly >= FAST_PATH_TARGET,
     connPerSec: Math.round(quartiles(rates.fastPath).median), kernelOnlyConnPerSec: Math.round(quartiles(rates.kernelOnly).median),
+    cpuMicrosPerConnection: { kernelOnly: round(quartiles(cpu.kernelOnly).median, 1), fastPath: round(quartiles(cpu.fastPath).median, 1) },
+    cpuVsKernelOnly: round(quartiles(cpuRatios).median, 3), cpuVsKernelOnlyQuartiles: [round(quartiles(cpuRatios).p25, 3), round(quartiles(cpuRatios).p75, 3)],
     pairs: options.pairs, connectionsPerTurn: options.connections,
     addedConnectMicros: {
       cachedP50: round(c.cached.p50Micros - c.kernelOnly.p50Micros, 1), cachedP99: round(c.cached.p99Micros - c.kernelOnly.p99Micros, 1),

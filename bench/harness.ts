@@ -32,8 +32,14 @@ export function loadState(cluster: SyntheticCluster): ClusterState {
   return state;
 }
 
-export function engineFor(state: ClusterState): PolicyEngine {
-  return new PolicyEngine({ state, modules: benchModules() });
+/**
+ * An engine over `state` in the agent's configuration (host/agent.ts): large
+ * states fed in a feed thread (`feedThreads`, AgentConfig's default), so
+ * `hotSwap` times the swaps the agent makes. `feedThreads: false` gives the
+ * embedder's default, every feed in this thread.
+ */
+export function engineFor(state: ClusterState, options: { feedThreads?: boolean } = {}): PolicyEngine {
+  return new PolicyEngine({ state, modules: benchModules(), feedThreads: options.feedThreads ?? true });
 }
 
 /** As many stages as the default pipeline, each answering Next at once. */

@@ -70,6 +70,25 @@ function setUp(scale: Scale): Setup {
 }
 
 /**
+ * Throws when a stage of the setup's active pipeline broke or answered by its
+ * failure policy during `section`: from then on it answers without calling its
+ * module, so every figure measured after would be the failure policy's speed,
+ * not the pipeline's (a flows run once measured a broken np stage unnoticed).
+ */
+function assertStagesHealthy(setup: Setup, section: string): void {
+  const problems: string[] = [];
+  for (const stage of setup.engine.active.stages) {
+    const c = stage.counters;
+    const failures = { traps: c.traps, fuelExhausted: c.fuelExhausted, deadlineExceeded: c.deadlineExceeded, unavailable: c.unavailable };
+    const seen = Object.entries(failures).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+    if (!stage.healthy || seen.length > 0) problems.push(`${stage.name}${stage.healthy ? '' : ' (broken)'}${seen.length ? `: ${seen.join(', ')}` : ''}`);
+  }
+  if (problems.length > 0) {
+    throw new Error(`${setup.scale.name} scale, after the ${section} section: ${problems.join('; ')}; its figures would measure the failure policy, not the pipeline`);
+  }
+}
+
+/**
  * Throughput per CPU-second after a warm-up, best of two measurements (the
  * machine is shared; the best is the least disturbed).
  */
@@ -313,31 +332,26 @@ function swapChanges(): Array<{ change: string; spec: PipelineSpec }> {
   ];
 }
 
+interface SwapFigures {
+  swaps: number;
+  errors: number;
+  decisions: number;
+  builds: number[];
+  maxStallMillis: number;
+  byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number }>;
+}
+
 /**
- * Pipeline swaps under decision load. A decision loop runs on the event loop
- * (one batch of packets per turn, checked against the verdicts the first
- * pipeline gave: the objects do not change), while swaps build the next
- * pipeline of `swapChanges()` with `PolicyEngine.buildAsync` and activate
- * it; as the agent's controller does, the previous pipeline is kept (for
- * rollback) and the one before it disposed. An error is a build that throws,
- * an unhealthy stage after activation, or any verdict that differs.
- * `maxStallMillis` is the longest time the decision loop had to wait for a
- * turn, `byChange` the same per kind of change (from the build's start to
- * the first turn after activation); `syncBuildMillis` is one `build` of a
- * pipeline sharing no stage (the stall a synchronous swap imposes).
+ * `count` swaps of `engine` through `changes` (round robin) under a decision
+ * loop on the event loop: one batch of packets per turn, each checked
+ * against `reference` (the objects do not change). As the agent's
+ * controller does, the previous pipeline is kept (for rollback) and the one
+ * before it disposed; the last one kept is disposed at the end. An error is
+ * a build that throws, an unhealthy stage after activation, or any verdict
+ * that differs. A change's stall is the longest wait of the loop from the
+ * build's start to the first turn after activation.
  */
-async function hotSwapSection(setup: Setup) {
-  const { engine, packets } = setup;
-  const reference = new Uint8Array(packets.length);
-  engine.active.allowsBatch(packets, reference);
-
-  // Fresh names share nothing with the active pipeline: every stage is fed.
-  const unshared = { stages: defaultPipeline().stages.map((s) => ({ ...s, name: `${s.name}-sync` })) };
-  const t0 = performance.now();
-  const syncNext = engine.build(unshared);
-  const syncBuildMillis = performance.now() - t0;
-  syncNext.dispose();
-
+async function swapsUnderLoad(engine: PolicyEngine, packets: Packet[], reference: Uint8Array, changes: Array<{ change: string; spec: PipelineSpec }>, count: number): Promise<SwapFigures> {
   const turn = 512;
   const out = new Uint8Array(turn);
   let errors = 0;
@@ -370,10 +384,9 @@ async function hotSwapSection(setup: Setup) {
 
   let swaps = 0;
   const builds: number[] = [];
-  const byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number }> = {};
-  const changes = swapChanges();
+  const byChange: SwapFigures['byChange'] = {};
   let previous: Pipeline | undefined;
-  for (let i = 0; i < settings.swaps; i++) {
+  for (let i = 0; i < count; i++) {
     const { change, spec } = changes[i % changes.length];
     await new Promise((resolve) => setTimeout(resolve, 200));
     try {
@@ -400,15 +413,52 @@ async function hotSwapSection(setup: Setup) {
   await new Promise((resolve) => setTimeout(resolve, 200));
   running = false;
   previous?.dispose();
+  return { swaps, errors, decisions, builds, maxStallMillis: round(maxStall, 1), byChange };
+}
+
+/**
+ * Pipeline swaps under decision load (swapsUnderLoad), with the engine in
+ * the agent's configuration (engineFor: large states fed in a feed thread),
+ * cycling through `swapChanges()`. `syncBuildMillis` is one `build` of a
+ * pipeline sharing no stage (the stall a synchronous swap imposes).
+ * `mainThreadFeed` is the config change and its restore on an engine
+ * without feed threads (PolicyEngine's default, an embedder's): np's refeed
+ * runs its module calls in the decision loop's thread.
+ */
+async function hotSwapSection(setup: Setup) {
+  const { engine, packets } = setup;
+  const reference = new Uint8Array(packets.length);
+  engine.active.allowsBatch(packets, reference);
+
+  // Fresh names share nothing with the active pipeline: every stage is fed.
+  const unshared = { stages: defaultPipeline().stages.map((s) => ({ ...s, name: `${s.name}-sync` })) };
+  const t0 = performance.now();
+  const syncNext = engine.build(unshared);
+  const syncBuildMillis = performance.now() - t0;
+  syncNext.dispose();
+
+  const agent = await swapsUnderLoad(engine, packets, reference, swapChanges(), settings.swaps);
+
+  const inThread = engineFor(engine.state, { feedThreads: false });
+  const first = inThread.build(defaultPipeline());
+  inThread.activate(first);
+  const configChanges = swapChanges().filter((c) => c.change.startsWith('stageConfig'));
+  const embedded = await swapsUnderLoad(inThread, packets, reference, configChanges, configChanges.length);
+  inThread.active.dispose();
+
   return {
-    swaps,
-    errors,
-    decisions,
-    buildP50Millis: round(percentiles(builds).p50Micros, 0),
-    buildMaxMillis: round(Math.max(...builds), 0),
-    maxStallMillis: round(maxStall, 1),
+    swaps: agent.swaps,
+    errors: agent.errors + embedded.errors,
+    decisions: agent.decisions,
+    buildP50Millis: round(percentiles(agent.builds).p50Micros, 0),
+    buildMaxMillis: round(Math.max(...agent.builds), 0),
+    maxStallMillis: agent.maxStallMillis,
     syncBuildMillis: round(syncBuildMillis, 0),
-    byChange,
+    byChange: agent.byChange,
+    mainThreadFeed: {
+      buildMaxMillis: embedded.byChange.stageConfigChanged?.buildMaxMillis ?? -1,
+      maxStallMillis: embedded.byChange.stageConfigChanged?.maxStallMillis ?? -1,
+    },
   };
 }
 
@@ -544,22 +594,28 @@ async function main(): Promise<void> {
   if (wanted('pipeline') || wanted('hotSwap') || wanted('breakdown') || wanted('isolation') || wanted('flows')) {
     const def = setUp(SCALES.default);
     if (wanted('pipeline')) result.pipeline = timed('pipeline section', () => pipelineSection(def));
+    assertStagesHealthy(def, 'pipeline');
     if (wanted('breakdown')) result.breakdown = timed('breakdown section', () => breakdownSection(def));
     if (wanted('isolation')) result.isolation = await isolationSection(def);
+    assertStagesHealthy(def, 'breakdown and isolation');
     if (wanted('hotSwap')) result.hotSwap = await hotSwapSection(def);
     if (wanted('flows')) result.flows = timed('flows section', () => flowsSection(def));
+    assertStagesHealthy(def, 'hotSwap and flows');
     def.engine.active.dispose();
   }
 
   if (wanted('scaling') || wanted('update')) {
     const small = setUp(SCALES.small);
     const smallRate = scalingThroughput(small);
+    assertStagesHealthy(small, 'scaling');
     small.engine.active.dispose();
     const manyPods = setUp(SCALES.manyPods);
     const manyPodsRate = scalingThroughput(manyPods);
+    assertStagesHealthy(manyPods, 'scaling');
     manyPods.engine.active.dispose();
     const large = setUp(SCALES.large);
     const largeRate = scalingThroughput(large);
+    assertStagesHealthy(large, 'scaling');
     if (wanted('scaling')) {
       result.scaling = {
         small: { decisionsPerSec: smallRate.cached, uncachedDecisionsPerSec: smallRate.uncached, ...SCALES.small },
@@ -570,6 +626,7 @@ async function main(): Promise<void> {
       };
     }
     if (wanted('update')) result.update = timed('update section', () => updateSection(large));
+    assertStagesHealthy(large, 'update');
     large.engine.active.dispose();
   }
 

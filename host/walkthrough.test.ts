@@ -14,11 +14,13 @@ describe('a walkthrough step', () => {
       .toBe('[NP] Accept (y/allow-web, ingress rule 0: namespaceSelector team=frontend + podSelector app=web, port http)');
   });
 
-  it('puts the peer and port after a reason that names the rule (a tiered rule with a name), before its note', () => {
+  it('names the policy before a reason that names the rule (a tiered rule with a name), then the peer and port, then its note', () => {
     const a = { policy: 'admin-guardrails', rule: 'pass-81', peer: 'namespaces all', port: 'TCP/81' };
-    expect(formatStep(step('Pass', 'pass-81', a))).toBe('[CNP:Admin] Pass (pass-81: namespaces all, port TCP/81)');
+    expect(formatStep(step('Pass', 'pass-81', a))).toBe('[CNP:Admin] Pass (admin-guardrails, pass-81: namespaces all, port TCP/81)');
     expect(formatStep(step('Deny', 'pass-81; note: policy "admin-guardrails" shares priority 10 with another policy', { ...a, port: 'any port' })))
-      .toBe('[CNP:Admin] Deny (pass-81: namespaces all, any port; note: policy "admin-guardrails" shares priority 10 with another policy)');
+      .toBe('[CNP:Admin] Deny (admin-guardrails, pass-81: namespaces all, any port; note: policy "admin-guardrails" shares priority 10 with another policy)');
+    // A rule whose module names no clause still gets its policy.
+    expect(formatStep(step('Deny', 'deny-from-z', { policy: 'guardrails', rule: 'deny-from-z' }, 'ANP'))).toBe('[ANP] Deny (guardrails, deny-from-z)');
   });
 
   it('puts them after an unnamed tiered rule, which its reason names with its policy', () => {
@@ -28,7 +30,7 @@ describe('a walkthrough step', () => {
 
   it('does not repeat what the reason already says (a rule that fails closed)', () => {
     expect(formatStep(step('Deny', 'future (fails closed: spec.egress[0].to[0]: unknown field "x")', { policy: 'p', rule: 'future', peer: 'fails closed: spec.egress[0].to[0]: unknown field "x"' })))
-      .toBe('[CNP:Admin] Deny (future (fails closed: spec.egress[0].to[0]: unknown field "x"))');
+      .toBe('[CNP:Admin] Deny (p, future (fails closed: spec.egress[0].to[0]: unknown field "x"))');
   });
 
   it('leaves a reason it cannot place the attribution in as the module wrote it', () => {

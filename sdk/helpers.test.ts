@@ -4,6 +4,8 @@
 import { describe, it, expect, beforeAll } from 'vitest';
 import { readFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { encodePodInfo } from '../host/abi/podinfo-codec.js';
+import type { PodInfo } from '../host/contract.js';
 
 const wasmPath = fileURLToPath(new URL('../dist/wasm/fixtures/sdk-helpers.wasm', import.meta.url));
 
@@ -28,6 +30,10 @@ interface Helpers {
   setPodPorts(p: number, n: number): void;
   portMatches(protocol: number, port: number): number;
   portLoop(count: number, protocol: number, port: number): number;
+  decodePod(p: number, n: number): number;
+  describePod(): void;
+  podLabelsId(which: number): number;
+  podPortsAt(): number;
 }
 
 let h: Helpers;
@@ -322,5 +328,60 @@ describe('PortMatcher', () => {
     before = allocations;
     expect(h.portLoop(10_000, TCP, 85)).toBe(10_000);
     expect(allocations - before).toBe(0);
+  });
+});
+
+/** Copies `bytes` into module memory and calls `fn(ptr, len)`. */
+function withBytes<T>(bytes: Uint8Array, fn: (p: number, n: number) => T): T {
+  const p = h.alloc(bytes.length);
+  new Uint8Array(h.memory.buffer, p, bytes.length).set(bytes);
+  try { return fn(p, bytes.length); } finally { h.free(p); }
+}
+
+describe('decodePodInfo', () => {
+  const podOf = (id: number, over: Partial<PodInfo> = {}): PodInfo => ({
+    id, name: `pod-${id}`, namespace: 'shop', podLabels: { app: 'cart', tier: 'api' }, namespaceLabels: { team: 'red', 'kubernetes.io/metadata.name': 'shop' },
+    nodeName: 'node-1', nodeLabels: { zone: 'a' }, clusterId: '', containerPorts: [{ name: 'http', port: 8080, protocol: 6 }, { name: 'dns', port: 53, protocol: 17 }],
+    hostNetwork: false, ips: [`10.0.0.${id}`], ...over,
+  });
+  const decode = (pod: PodInfo) => withBytes(encodePodInfo(pod).slice(), (p, n) => h.decodePod(p, n));
+  const described = () => { h.describePod(); return lastError(); };
+  const ids = () => [h.podLabelsId(0), h.podLabelsId(1), h.podLabelsId(2), h.podPortsAt()];
+
+  it('decodes every field of a record', () => {
+    expect(decode(podOf(1))).toBe(1);
+    expect(described()).toBe('pod-1|shop|node-1||app=cart,tier=api|team=red,kubernetes.io/metadata.name=shop|zone=a|http:8080/6,dns:53/17');
+  });
+
+  it('gives a pod whose label sets and ports another pod sent in the same bytes that pod\'s copies, without decoding them again', () => {
+    decode(podOf(2));
+    const first = ids();
+    const before = allocations;
+    decode(podOf(3));
+    // The pod's own parts only: its PodInfo and reader, its name, its address list (with the defaults PodInfo starts with).
+    // Decoding the sections again was 64 allocations (their strings, the keys built to share them).
+    expect(allocations - before).toBeLessThanOrEqual(12);
+    expect(ids()).toEqual(first);
+    expect(described()).toBe('pod-3|shop|node-1||app=cart,tier=api|team=red,kubernetes.io/metadata.name=shop|zone=a|http:8080/6,dns:53/17');
+  });
+
+  it('shares equal namespace labels between namespaces, and decodes a section whose bytes differ anew', () => {
+    decode(podOf(4));
+    const [labels, nsLabels, nodeLabels, ports] = ids();
+    decode(podOf(5, { namespace: 'shop2' }));
+    expect(ids()).toEqual([labels, nsLabels, nodeLabels, ports]);
+    decode(podOf(6, { namespaceLabels: { team: 'blue' }, podLabels: { app: 'cart', tier: 'db' }, containerPorts: [{ name: 'http', port: 8081, protocol: 6 }] }));
+    const changed = ids();
+    expect(changed[0]).not.toBe(labels);
+    expect(changed[1]).not.toBe(nsLabels);
+    expect(changed[2]).toBe(nodeLabels);
+    expect(changed[3]).not.toBe(ports);
+    expect(described()).toBe('pod-6|shop|node-1||app=cart,tier=db|team=blue|zone=a|http:8081/6');
+  });
+
+  it('refuses a truncated record, also when the sections it has were seen before', () => {
+    const record = encodePodInfo(podOf(7)).slice();
+    for (const cut of [3, 20, record.length - 17, record.length - 1]) expect(withBytes(record.subarray(0, cut), (p, n) => h.decodePod(p, n)), `cut at ${cut}`).toBe(0);
+    expect(withBytes(record, (p, n) => h.decodePod(p, n))).toBe(1);
   });
 });

@@ -4,7 +4,7 @@
 // upsert or delete of that id (PodCache does the invalidation).
 
 import { Labels, NO_LABELS } from "./labels";
-import { SharedTable, internIn } from "./intern";
+import { internIn } from "./intern";
 
 export const PROTO_ICMP: u8 = 1;
 export const PROTO_TCP: u8 = 6;
@@ -85,6 +85,83 @@ class RecordReader {
     }
     return new Labels(p);
   }
+  /** Moves past `n` strings without decoding them. */
+  skipStrings(n: i32): void {
+    for (let i = 0; i < n && this.ok; i++) {
+      const len = <usize>this.u16();
+      if (this.pos + len > this.end) { this.ok = false; return; }
+      this.pos += len;
+    }
+  }
+  /** A string shared through `table` by its bytes, decoded only the first time (internIn's result for it). */
+  internedStr(table: RawShared<string>): string {
+    const start = this.pos;
+    this.skipStrings(1);
+    if (!this.ok) return "";
+    const found = table.find(start, this.pos - start);
+    if (found != null) return found;
+    this.pos = start;
+    const s = internIn(names, this.str());
+    table.add(start, this.pos - start, s);
+    return s;
+  }
+  /** A label section shared through `table` by its bytes, decoded only the first time. */
+  sharedLabels(table: RawShared<Labels>): Labels {
+    const start = this.pos;
+    const n = <i32>this.u16();
+    if (n == 0) return NO_LABELS;
+    this.skipStrings(n << 1);
+    if (!this.ok) return NO_LABELS;
+    const found = table.find(start, this.pos - start);
+    if (found != null) return found;
+    this.pos = start;
+    const labels = this.labels();
+    if (this.ok) table.add(start, this.pos - start, labels);
+    return labels;
+  }
+}
+
+/** FNV-1a over `len` bytes at `ptr`. */
+function hashBytes(ptr: usize, len: usize): u32 {
+  let h: u32 = 2166136261;
+  for (let i: usize = 0; i < len; i++) h = (h ^ <u32>load<u8>(ptr + i)) * 16777619;
+  return h;
+}
+
+class RawEntry<T> {
+  constructor(public bytes: StaticArray<u8>, public value: T) {}
+}
+
+/**
+ * Values decoded from a record, shared by the record's bytes: a section
+ * whose bytes were seen before gets the value decoded then, without decoding
+ * (and allocating) it again. Pods of one workload, namespace or node send the
+ * same bytes, so most of a pod's record is looked up, not decoded: the
+ * allocations it saved were most of a pod upsert's time (the allocator and
+ * the collector). One entry per hash (a collision replaces it) and a bound
+ * after which the table starts over, as SharedTable: sharing is an
+ * optimisation, and equal bytes decode to equal values.
+ */
+class RawShared<T> {
+  private readonly table: Map<u32, RawEntry<T>> = new Map<u32, RawEntry<T>>();
+  constructor(private readonly bound: i32) {}
+
+  find(ptr: usize, len: usize): T | null {
+    const h = hashBytes(ptr, len);
+    if (!this.table.has(h)) return null;
+    const e = this.table.get(h);
+    const bytes = e.bytes;
+    if (<usize>bytes.length != len || memory.compare(changetype<usize>(bytes), ptr, len) != 0) return null;
+    return e.value;
+  }
+
+  add(ptr: usize, len: usize, value: T): void {
+    const table = this.table;
+    if (table.size >= this.bound) table.clear();
+    const bytes = new StaticArray<u8>(<i32>len);
+    memory.copy(changetype<usize>(bytes), ptr, len);
+    table.set(hashBytes(ptr, len), new RawEntry<T>(bytes, value));
+  }
 }
 
 // Every stage holds every pod, so per-pod copies of what many pods share
@@ -103,39 +180,43 @@ const labelKeys = new Map<string, string>();
  */
 export function internKey(s: string): string { return internIn(labelKeys, s); }
 const names = new Map<string, string>();
-const namespaceLabels = new Map<string, Labels>();
-const nodeLabels = new Map<string, Labels>();
 
-// Pods of one workload carry equal label sets and equal port lists. Those are
-// shared through content-keyed tables; a table that reaches its bound starts
-// over (sharing is an optimisation: a pod decoded after the reset simply gets
+// Pods of one workload carry equal label sets and equal port lists, pods of
+// one namespace equal namespace labels and pods of one node equal node
+// labels. Those are shared by the bytes the host sends for them (RawShared),
+// so a pod whose sections were seen before costs no decoding; a table that
+// reaches its bound starts over (a pod decoded after the reset simply gets
 // its own copy), so a cluster whose pods all differ costs no unbounded memory.
-const labelSets = new SharedTable<Labels>(4096);
-const portLists = new SharedTable<ContainerPort[]>(1024);
+const labelSets = new RawShared<Labels>(4096);
+const scopeLabels = new RawShared<Labels>(16384);
+const portLists = new RawShared<ContainerPort[]>(1024);
+const rawNames = new RawShared<string>(16384);
 
-function sharedLabelSet(labels: Labels): Labels {
-  if (labels.size == 0) return labels;
-  let key = "";
-  for (let i = 0, n = labels.size; i < n; i++) key += labels.keyAt(i) + "\u0000" + labels.valueAt(i) + "\u0000";
-  return labelSets.share(key, labels);
+function decodePorts(r: RecordReader): ContainerPort[] {
+  const nPorts = <i32>r.u16();
+  const ports = new Array<ContainerPort>(0);
+  for (let i = 0; i < nPorts && r.ok; i++) {
+    const name = internIn(labelKeys, r.str());
+    const port = r.u16();
+    const proto = r.u8();
+    r.u8();
+    ports.push(new ContainerPort(name, port, proto));
+  }
+  return ports;
 }
 
-function sharedPortList(ports: ContainerPort[]): ContainerPort[] {
-  let key = "";
-  for (let i = 0, n = ports.length; i < n; i++) {
-    const p = unchecked(ports[i]);
-    key += p.name + "\u0000" + p.port.toString() + "/" + p.protocol.toString() + "\u0000";
-  }
-  return portLists.share(key, ports);
-}
-
-function shared(table: Map<string, Labels>, owner: string, labels: Labels): Labels {
-  if (table.has(owner)) {
-    const known = table.get(owner);
-    if (known.equals(labels)) return known;
-  }
-  table.set(owner, labels);
-  return labels;
+/** The port list section (u16 count, then name, u16 port, u8 protocol, u8 pad each), shared by its bytes. */
+function sharedPortList(r: RecordReader): ContainerPort[] {
+  const start = r.pos;
+  const n = <i32>r.u16();
+  for (let i = 0; i < n && r.ok; i++) { r.skipStrings(1); r.u32(); }
+  if (!r.ok) return [];
+  const found = portLists.find(start, r.pos - start);
+  if (found != null) return found;
+  r.pos = start;
+  const ports = decodePorts(r);
+  if (r.ok) portLists.add(start, r.pos - start, ports);
+  return ports;
 }
 
 /** Decodes a PodInfo record; null when the record is truncated. */
@@ -147,22 +228,13 @@ export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
   r.u8(); r.u8(); r.u8();
   pod.hostNetwork = (flags & 1) != 0;
   pod.name = r.str();
-  pod.namespace = internIn(names, r.str());
-  pod.nodeName = internIn(names, r.str());
-  pod.clusterId = internIn(names, r.str());
-  pod.labels = sharedLabelSet(r.labels());
-  pod.namespaceLabels = shared(namespaceLabels, pod.clusterId + "/" + pod.namespace, r.labels());
-  pod.nodeLabels = shared(nodeLabels, pod.clusterId + "/" + pod.nodeName, r.labels());
-  const nPorts = <i32>r.u16();
-  const ports = new Array<ContainerPort>(0);
-  for (let i = 0; i < nPorts && r.ok; i++) {
-    const name = internIn(labelKeys, r.str());
-    const port = r.u16();
-    const proto = r.u8();
-    r.u8();
-    ports.push(new ContainerPort(name, port, proto));
-  }
-  pod.ports = sharedPortList(ports);
+  pod.namespace = r.internedStr(rawNames);
+  pod.nodeName = r.internedStr(rawNames);
+  pod.clusterId = r.internedStr(rawNames);
+  pod.labels = r.sharedLabels(labelSets);
+  pod.namespaceLabels = r.sharedLabels(scopeLabels);
+  pod.nodeLabels = r.sharedLabels(scopeLabels);
+  pod.ports = sharedPortList(r);
   const nIPs = <i32>r.u8();
   const addrs = new Array<PodAddress>(0);
   for (let i = 0; i < nIPs && r.ok; i++) {

@@ -45,7 +45,7 @@ class PodPolicies {
 const SHARED_LISTS = 4096;
 
 /** A list's identity: each policy by the id of its first rule of the direction (ids are never reused). */
-function listKey(list: StaticArray<Policy>, egress: bool): string {
+function listKey<L>(list: L, egress: bool): string {
   let key = "";
   for (let i = 0; i < list.length; i++) key += (egress ? list[i].egress[0].id : list[i].ingress[0].id).toString() + ",";
   return key;
@@ -334,15 +334,31 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     }
   }
 
+  /** policiesFor's lists while it walks the policies: reused, since a rebuild walks every pod and most pods share a known list. */
+  private egScratch: Policy[] = [];
+  private ingScratch: Policy[] = [];
+
   private policiesFor(pod: PodInfo, warnTies: bool): PodPolicies {
-    const eg = new Array<Policy>(0);
-    const ing = new Array<Policy>(0);
+    const eg = this.egScratch;
+    const ing = this.ingScratch;
+    eg.length = 0;
+    ing.length = 0;
     const active = this.active;
     for (let i = 0; i < active.length; i++) {
       const p = active[i];
       if (!p.selects(pod)) continue;
       if (p.egress.length > 0) eg.push(p);
       if (p.ingress.length > 0) ing.push(p);
+    }
+    if (eg.length == 0 && ing.length == 0) return NO_POLICIES;
+    // A known list is shared as it is (podPolicies): the lists are copied only for a new one.
+    const known = this.shared.get(listKey<Policy[]>(eg, true) + "|" + listKey<Policy[]>(ing, false));
+    if (known != null) {
+      if (warnTies) {
+        this.warnTies<Policy[]>(pod, eg, "egress");
+        this.warnTies<Policy[]>(pod, ing, "ingress");
+      }
+      return known;
     }
     return this.podPolicies(pod, StaticArray.fromArray<Policy>(eg), StaticArray.fromArray<Policy>(ing), warnTies);
   }
@@ -351,10 +367,10 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     // Most pods are selected by no cluster-wide policy: they share one empty entry.
     if (egress.length == 0 && ingress.length == 0) return NO_POLICIES;
     if (warnTies) {
-      this.warnTies(pod, egress, "egress");
-      this.warnTies(pod, ingress, "ingress");
+      this.warnTies<StaticArray<Policy>>(pod, egress, "egress");
+      this.warnTies<StaticArray<Policy>>(pod, ingress, "ingress");
     }
-    const key = listKey(egress, true) + "|" + listKey(ingress, false);
+    const key = listKey<StaticArray<Policy>>(egress, true) + "|" + listKey<StaticArray<Policy>>(ingress, false);
     const known = this.shared.get(key);
     if (known != null) return known;
     const pp = new PodPolicies();
@@ -370,7 +386,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     return pp;
   }
 
-  private warnTies(pod: PodInfo, list: StaticArray<Policy>, dir: string): void {
+  private warnTies<L>(pod: PodInfo, list: L, dir: string): void {
     for (let i = 1; i < list.length; i++) {
       const a = list[i - 1];
       const b = list[i];

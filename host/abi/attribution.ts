@@ -63,20 +63,23 @@ export function matchedClauses(a: Attribution, skip = ''): string {
  *   ingress rule 0: namespaceSelector team=frontend + podSelector app=web, port http`.
  * - A reason that starts with the rule (a tiered rule's name, `pass-81`, or
  *   `policy, ingress rule 0` for an unnamed one) and may go on with a note
- *   (`; note: ...`, ` (fails closed: ...)`): `pass-81: namespaces all, port TCP/81; note: ...`.
+ *   (`; note: ...`, ` (fails closed: ...)`): the policy goes first, as a
+ *   NetworkPolicy step names it: `admin-guardrails, pass-81: namespaces all,
+ *   port TCP/81; note: ...`.
  * Otherwise, or for a rule nothing matched in (a default deny, whose reason
  * already lists the isolating policies), the reason text as it is: the full
  * attribution is in the trace's `attribution` and in flow records either way.
  */
 export function attributedReason(a: Attribution, reasonText: string): string {
   if (!a.rule) return reasonText;
-  for (const head of [`${a.policy}, ${a.rule}`, a.rule, a.policy]) {
+  const both = `${a.policy}, ${a.rule}`;
+  for (const head of [both, a.rule, a.policy]) {
     if (!startsAsWord(reasonText, head)) continue;
     const rest = reasonText.slice(head.length);
     const clauses = matchedClauses(a, rest);
-    if (!clauses && !(a.peer || a.port)) return reasonText;
-    const named = head === a.policy ? `${head}, ${a.rule}` : head;
-    return named + (clauses ? `: ${clauses}` : '') + rest;
+    // A reason that names only the policy and an attribution with no clauses: nothing to add.
+    if (head === a.policy && !clauses && !(a.peer || a.port)) return reasonText;
+    return both + (clauses ? `: ${clauses}` : '') + rest;
   }
   return reasonText;
 }

@@ -15,6 +15,7 @@ import { dialledArgs, parseConntrackListing } from './conntrack.js';
 import type { MarkClearer } from './conntrack-netlink.js';
 import { parseDnsResponse } from './dns.js';
 import { FastPath, type FastPathOptions } from './fast-path.js';
+import { IpsetSession } from './ipset-session.js';
 import { chooseMarkClearer, StrictCut, type SweepResult } from './strict-cut.js';
 import type { PacketJudge } from './judge.js';
 import { BusyPoll } from './busy-poll.js';
@@ -141,6 +142,8 @@ export class Dataplane {
       { tableName: options.tableName, queueId: options.queueId, dnsQueueId: options.dnsQueueId, failOpen: options.failOpen, marks: this.marks, fastPath },
       this.run,
       options.logger,
+      // A test's runner records `ipset restore` scripts; a real agent keeps one ipset process.
+      fastPath && !options.runner ? new IpsetSession() : undefined,
     );
     this.fastPath = options.fastPath ? new FastPath(this.rules, options.tableName, options.fastPath, options.logger) : undefined;
     this.clearQueueBits = ~(this.marks.queue | this.marks.dns | this.marks.reply) >>> 0;

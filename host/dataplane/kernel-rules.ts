@@ -21,6 +21,7 @@ import {
 } from './rules.js';
 import type { HostLogger } from '../logger.js';
 import { ipsetAllNames, ipsetCreateScript, kernelDecidedCounts } from './fast-path-rules.js';
+import type { IpsetSession } from './ipset-session.js';
 
 export type ModeChoice = 'auto' | QueueMode;
 
@@ -33,10 +34,16 @@ export class KernelRules {
   /** Whether the installed rules include the fast path (options ask for it and, in xtables mode, ipset worked). */
   private fastPathInstalled = false;
 
+  /**
+   * @param ipset the long-lived ipset process for the fast path's scripts in
+   *   xtables mode (ipset-session.ts); without it each script is one
+   *   `ipset restore -exist` through `run` (tests record those).
+   */
   constructor(
     private readonly options: RuleOptions,
     private readonly run: CommandRunner,
     private readonly logger: HostLogger,
+    private readonly ipset?: IpsetSession,
   ) {
     const problems = ruleOptionProblems(options);
     if (problems.length > 0) throw new KwpError('KWP_ERR_USAGE', `dataplane options: ${problems.join('; ')}`);
@@ -176,6 +183,7 @@ export class KernelRules {
         for (const args of xtablesCommands(this.options, tool === 'iptables' ? 4 : 6).remove) await this.run(tool, args);
       }
       this.installedXtables = [];
+      this.ipset?.close();
       await this.run('nft', ['-f', '-'], nftTableRemoval(this.options));
       // After the rules that matched them: ipset refuses to destroy a set in use.
       if (this.mode === 'xtables' && this.fastPathInstalled) for (const name of ipsetAllNames(this.options.tableName)) await this.run('ipset', ['destroy', name]);
@@ -187,10 +195,21 @@ export class KernelRules {
 
   /**
    * Runs a fast-path script (fast-path-rules.ts: a fill or an invalidation)
-   * with `ipset restore -exist` or `nft -f`. Call it inside exclusive().
+   * through the ipset session, or with `ipset restore -exist` or `nft -f`.
+   * Call it inside exclusive().
    */
   async runFastPathScript(script: string): Promise<void> {
     const mode = this.requireMode();
+    if (mode === 'xtables' && this.ipset?.available) {
+      try {
+        await this.ipset.run(script);
+        return;
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        if (this.ipset.available) throw new KwpError('KWP_ERR_DATAPLANE', `kernel fast path: ${message}`);
+        this.logger.warn({ error: message }, 'kernel fast path: no long-lived ipset process (sh and stdbuf are needed); each fill runs one ipset restore instead');
+      }
+    }
     const [command, args] = mode === 'nft' ? ['nft', ['-f', '-']] : ['ipset', ['restore', '-exist']];
     const result = await this.run(command, args, script);
     if (result.code !== 0) throw new KwpError('KWP_ERR_DATAPLANE', `kernel fast path: ${describeFailure(command, args, result)}`);

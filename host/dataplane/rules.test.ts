@@ -89,9 +89,19 @@ describe('nftRuleset', () => {
   it('skips loopback and neighbour discovery', () => {
     const post = chain(nftRuleset(base, 'nft', someIps), 'classify_postrouting');
     const input = chain(nftRuleset(base, 'nft', someIps), 'classify_input');
-    expect(post[1]).toBe('oifname "lo" return');
-    expect(input[1]).toBe('iifname "lo" return');
-    expect(input[2]).toMatch(/^icmpv6 type \{ nd-router-solicit.*nd-neighbor-advert.* \} return$/);
+    expect(post[2]).toBe('oifname "lo" return');
+    expect(input[2]).toBe('iifname "lo" return');
+    expect(input[3]).toMatch(/^icmpv6 type \{ nd-router-solicit.*nd-neighbor-advert.* \} return$/);
+  });
+
+  it('returns the packets of accepted connections at the first rule, all but DNS answers, which still reach the DNS queue', () => {
+    for (const mode of ['nft', 'xtables'] as const) {
+      const rules = chain(nftRuleset(base, mode, someIps), 'classify_postrouting');
+      expect(rules[1]).toBe('ct mark & 0x00100000 == 0x00100000 th sport != 53 return');
+      const dns = rules.findIndex((r) => r.startsWith('udp sport 53 '));
+      expect(dns).toBeGreaterThan(1);
+      expect(dns).toBeLessThan(rules.indexOf('ct mark & 0x00100000 == 0x00100000 return'));
+    }
   });
 
   it('replaces a leftover table atomically by declaring then deleting it first', () => {
@@ -122,6 +132,14 @@ describe('xtablesCommands', () => {
     expect(install).toContainEqual(['-t', 'mangle', '-I', 'POSTROUTING', '1', '-j', 'KWP-POST']);
     expect(install).toContainEqual(['-t', 'mangle', '-I', 'INPUT', '1', '-j', 'KWP-IN']);
     expect(install).toContainEqual(['-t', 'mangle', '-A', 'KWP-POST', '-m', 'mark', '--mark', '0x00200000/0x00200000', '-j', 'NFQUEUE', '--queue-num', '100', '--queue-bypass']);
+  });
+
+  it('returns from its chain at the first rule every packet that has neither the DNS nor the QUEUE bit', () => {
+    const { install } = xtablesCommands({ ...base, fastPath: { timeoutSeconds: 60, maxEntries: 100 } });
+    const post = install.filter((a) => a[2] === '-A' && a[3] === 'KWP-POST');
+    expect(post[0]).toEqual(['-t', 'mangle', '-A', 'KWP-POST', '-m', 'mark', '--mark', '0/0x00600000', '-j', 'RETURN']);
+    // Every later rule needs one of the two bits, so the return skips nothing that could match.
+    for (const rule of post.slice(1)) expect(rule.join(' ')).toMatch(/--mark 0x00(2|4)00000\/0x00(2|4|a)00000/);
   });
 
   it('fails closed by leaving out --queue-bypass on the policy queue only', () => {

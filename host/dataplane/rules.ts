@@ -93,14 +93,19 @@ function classifyChain(options: RuleOptions, mode: QueueMode, hook: Hook, intere
   // DNS answers are always accepted, so their queue always bypasses.
   const toDns = mode === 'nft' ? `queue num ${options.dnsQueueId} bypass` : `meta mark set meta mark | ${hex(marks.dns)}`;
   const loopback = hook === 'postrouting' ? 'oifname "lo" return' : 'iifname "lo" return';
+  const accepted = `ct mark & ${hex(marks.accepted)} == ${hex(marks.accepted)}`;
   const lines = [
     `type filter hook ${hook} priority mangle - 10; policy accept;`,
+    // Most packets belong to accepted connections: they leave at the first
+    // rule. Every packet this returns, the rules below would return too; only
+    // a DNS answer (sport 53), which must still reach the DNS queue, is left to them.
+    `${accepted} th sport != 53 return`,
     loopback,
     `icmpv6 type { ${ND_TYPES} } return`,
     `udp sport 53 ${toDns}`,
     // In xtables mode a DNS answer must not also pick up the policy bit.
     ...(mode === 'xtables' ? [`meta mark & ${hex(marks.dns)} == ${hex(marks.dns)} return`] : []),
-    `ct mark & ${hex(marks.accepted)} == ${hex(marks.accepted)} return`,
+    `${accepted} return`,
     // In nft mode the classify chain queues, so the decided tuples are consulted here (xtables: in the mangle chains).
     ...(mode === 'nft' && options.fastPath ? nftFastPathRules(hex(marks.accepted)) : []),
     // A connection not (or no longer) accepted may speak first from its responder's side:
@@ -210,6 +215,8 @@ export function xtablesCommands(options: RuleOptions, family: 4 | 6 = 4): Xtable
     const bypass = options.failOpen ? ['--queue-bypass'] : [];
     install.push(
       ['-t', 'mangle', '-N', chain],
+      // Every rule below needs the DNS or the QUEUE bit: the packets of accepted connections, which have neither, leave at once.
+      ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `0/${hex(marks.dns | marks.queue)}`, '-j', 'RETURN'],
       ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `${hex(marks.dns)}/${hex(marks.dns)}`, '-j', 'NFQUEUE', '--queue-num', String(options.dnsQueueId), '--queue-bypass'],
       ...(options.fastPath ? xtablesFastPathRules(chain, options.tableName, family, {
         accepted: hex(marks.accepted), queue: hex(marks.queue), queueOrReply: hex(marks.queue | marks.reply), acceptedOrQueue: hex(marks.accepted | marks.queue),

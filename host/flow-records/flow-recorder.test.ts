@@ -219,6 +219,20 @@ describe('flow records from the packet path', () => {
     expect(byPort).toEqual({ 2000: 5, 2001: 1, 2002: 1, 2003: 1, 2004: 1, 2005: 1, 2006: 1, 2007: 1, 2008: 1 });
   });
 
+  it('drains a burst of new keys in slices of a few milliseconds, with the event loop\'s turn between them, and loses none', async () => {
+    const { engine, recorder } = setUp({ drainMs: 100 });
+    // 3,000 keys new in the interval: each costs the drain microseconds (names, workloads, a record), so the burst is many slices' work.
+    for (let port = 3000; port < 6000; port++) engine.allows(packet(IP.xa, IP.yb, port));
+    expect(recorder.stats().pending).toBe(3000);
+    // This loop's turns are queued before the timer's first slice ends, so the first one after it sees what that slice left.
+    while (recorder.stats().pending === 3000) await new Promise((resolve) => setImmediate(resolve));
+    const left = recorder.stats().pending;
+    expect(left).toBeGreaterThan(0);
+    while (recorder.stats().pending > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(recorder.stats().connections).toBe(3000);
+    expect(recorder.flush()).toHaveLength(3000);
+  });
+
   it('keeps at most ringSize records, the newest', () => {
     const { engine, recorder } = setUp({ ringSize: 3 });
     for (let port = 1000; port < 1005; port++) { engine.allows(packet(IP.xa, IP.yb, port)); recorder.flush(); }

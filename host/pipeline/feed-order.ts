@@ -57,9 +57,12 @@ export class RecordPacker {
     this.ends[this.count++] = this.used;
   }
 
-  /** The records so far, trimmed to their size (copies: the packer's buffers are bigger). */
-  done(): PackedRecords {
-    return { bytes: this.bytes.slice(0, this.used), ends: this.ends.slice(0, this.count) };
+  /** The records so far, trimmed to their size (copies: the packer's buffers are bigger); the packer is then empty, for a stream's next chunk. */
+  take(): PackedRecords {
+    const taken = { bytes: this.bytes.slice(0, this.used), ends: this.ends.slice(0, this.count) };
+    this.count = 0;
+    this.used = 0;
+    return taken;
   }
 }
 

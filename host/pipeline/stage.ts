@@ -19,9 +19,9 @@ import { memoryCapForState, PAGE_BYTES } from '../runtime/limits.js';
 import type { ClusterState, StateListener } from '../state/cluster-state.js';
 import type { StateEvent } from '../state/state-events.js';
 import type { StageSpec } from './spec.js';
-import { HeldState, deliveredBytes } from './held-state.js';
-import { feedCalls, RecordPacker, type PackedRecords } from './feed-order.js';
-import { feedInWorker, ModuleFeedFailure, type FedImage, type FedMemory, type WorkerFeed } from './worker-feed.js';
+import { HeldState } from './held-state.js';
+import { feedCalls, RecordPacker } from './feed-order.js';
+import { startFeedThread, ModuleFeedFailure, type FedImage, type FedMemory, type FeedThread } from './worker-feed.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { loggerOf, type HostLogger } from '../logger.js';
 import { TimeSlices } from '../time-slices.js';
@@ -84,10 +84,10 @@ interface QueuedDelivery {
   hold: (held: HeldState) => void;
 }
 
-/** A state in the packed form a feed thread is sent: PodInfo records, and per kind index the objects' JSON. */
+/** A state streamed to a feed thread (currentStateAsync): that thread, and the memory cap it was sent. */
 interface PackedState {
-  pods: PackedRecords;
-  objects: PackedRecords[];
+  cap: number;
+  thread: FeedThread;
 }
 
 /** The longest the feeding of an instance in this thread runs between two turns of the event loop. */
@@ -155,8 +155,8 @@ export class Stage implements StateListener {
    * image (feedsInWorker); the engine's option, off by default.
    */
   feedThread = false;
-  /** The feed under way in a feed thread, cancelled when the stage is disposed. */
-  private workerFeed: WorkerFeed | undefined;
+  /** The feed thread started for the state being packed or fed, cancelled when the stage is disposed. */
+  private workerFeed: FeedThread | undefined;
   /** Called once, when the stage is disposed (the engine returns its memory reservation). */
   onDisposed: (() => void) | undefined;
   /**
@@ -320,43 +320,58 @@ export class Stage implements StateListener {
    * one consistent state), but the sizes of objects it has not seen before
    * (their JSON: a second at 100,000 policies) are worked out between turns
    * of the event loop. With `packIfLarge`, a state of at least
-   * FEED_THREAD_MIN_DELIVERIES pods and objects is also encoded into the
-   * packed form a feed thread is sent (feedsInWorker).
+   * FEED_THREAD_MIN_DELIVERIES pods and objects is also streamed to a feed
+   * thread (feedsInWorker), started right after the read: once the state is
+   * sized, the thread is sent the cap `capOf` gives for its bytes (reserved
+   * from the memory budget here), then every record and object as it is
+   * encoded, one chunk a slice, so the thread feeds while this thread packs.
    */
-  private async currentStateAsync(packIfLarge = false): Promise<{ held: HeldState; packed?: PackedState }> {
+  private async currentStateAsync(packIfLarge = false, capOf?: (bytes: number) => number): Promise<{ held: HeldState; packed?: PackedState }> {
     const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
-    const pack = packIfLarge && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
-    // The maps are filled in the same slices: at 10,000 pods and objects one go takes milliseconds.
+    const pack = packIfLarge && capOf !== undefined && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
+    // Started now, the thread loads while the state is sized here.
+    const thread = pack ? this.startFeedThread() : undefined;
+    // The maps are filled in slices: at 10,000 pods and objects one go takes milliseconds.
     const held = new HeldState(objects.length);
     const slices = new TimeSlices(FEED_SLICE_MS);
-    const podPacker = pack ? new RecordPacker() : undefined;
     for (let i = 0; i < pods.length; i++) {
-      const pod = pods[i];
-      if (podPacker) {
-        const record = encodePodInfo(pod);
-        deliveredBytes(pod, record);
-        podPacker.append(record);
-      }
-      held.upsertPod(pod);
+      held.upsertPod(pods[i]);
       await slices.pause(i, 63);
     }
-    const objectPackers: RecordPacker[] = [];
     for (let kind = 0; kind < objects.length; kind++) {
       const list = objects[kind];
-      const packer = pack ? new RecordPacker() : undefined;
-      if (packer) objectPackers.push(packer);
       for (let i = 0; i < list.length; i++) {
-        if (packer) {
-          const json = encodeObject(list[i]);
-          deliveredBytes(list[i], json);
-          packer.append(json);
-        }
         held.addObject(kind, list[i]);
         await slices.pause(i, 63);
       }
     }
-    return pack ? { held, packed: { pods: podPacker!.done(), objects: objectPackers.map((p) => p.done()) } } : { held };
+    if (!thread) return { held };
+    let cap: number;
+    try {
+      cap = capOf!(held.bytes);
+      this.reserveCap(cap);
+    } catch (err) {
+      thread.cancel();
+      throw err;
+    }
+    thread.send({ begin: { memoryPages: cap, config: this.spec.config ?? {} } });
+    const packer = new RecordPacker();
+    // One list (the pods, a kind's objects) after the other, a chunk sent whenever the slice is up.
+    const stream = async <T>(list: readonly T[], encode: (item: T) => Uint8Array) => {
+      for (let i = 0; i < list.length; i++) {
+        packer.append(encode(list[i]));
+        if ((i & 63) === 63 && slices.due()) {
+          thread.send({ records: packer.take() });
+          await slices.yield();
+        }
+      }
+      thread.send({ records: packer.take() });
+      thread.send({ end: true });
+    };
+    await stream(pods, encodePodInfo);
+    for (const list of objects) await stream(list, encodeObject);
+    return { held, packed: { cap, thread } };
   }
 
   /**
@@ -369,24 +384,30 @@ export class Stage implements StateListener {
     return this.feedThread && this.isolation === 'thread' && this.compiled.imageGlobals !== undefined;
   }
 
+  /** A feed thread for this stage's module, cancelled if the stage is disposed before its feed settles. */
+  private startFeedThread(): FeedThread {
+    this.workerFeed?.cancel();
+    const thread = startFeedThread(this.compiled, this.instanceLogger);
+    this.workerFeed = thread;
+    return thread;
+  }
+
   /**
-   * The image of a fresh instance capped at `cap` pages fed `packed` in a
-   * feed thread; undefined when that feed failed, so the caller feeds in this
-   * thread instead (which reproduces a module failure with the stage's own
+   * The image of the instance `packed`'s feed thread was streamed the state
+   * to; undefined when that feed failed, so the caller feeds in this thread
+   * instead (which reproduces a module failure with the stage's own
    * handling: a bigger cap, the state rejected).
    */
-  private async fedInWorker(cap: number, packed: PackedState): Promise<FedImage | undefined> {
-    this.reserveCap(cap);
-    const feed = feedInWorker(this.compiled, { memoryPages: cap, config: this.spec.config ?? {}, pods: packed.pods, objects: packed.objects }, this.instanceLogger);
-    this.workerFeed = feed;
+  private async fedInWorker(packed: PackedState): Promise<FedImage | undefined> {
     try {
-      return await feed.result;
+      return await packed.thread.result;
     } catch (err) {
       // A module failure is handled as one in this thread; a failure of the thread itself makes the caller feed here.
       if (err instanceof ModuleFeedFailure) throw err;
       return undefined;
     } finally {
-      this.workerFeed = undefined;
+      packed.thread.cancel();
+      if (this.workerFeed === packed.thread) this.workerFeed = undefined;
     }
   }
 
@@ -481,18 +502,22 @@ export class Stage implements StateListener {
   private async buildAsync(queued: QueuedDelivery[] | null, from?: HeldState, floor = 0, sized?: (bytes: number) => number): Promise<{ inst: ModuleInstance; held: HeldState; subjects?: 'all' | number[] }> {
     this.feedStale = false;
     const pack = from === undefined && this.feedsInWorker;
-    let snapshot: { held: HeldState; packed?: PackedState } = from ? { held: from } : await this.currentStateAsync(pack);
+    // The first snapshot's cap: what the state's bytes need (`sized` says once whether that is a growth).
+    const firstCap = (bytes: number) => {
+      if (sized) floor = Math.max(floor, sized(bytes));
+      return this.capFor(bytes, floor);
+    };
+    let snapshot: { held: HeldState; packed?: PackedState } = from ? { held: from } : await this.currentStateAsync(pack, firstCap);
     let source = snapshot.held;
-    if (sized) floor = Math.max(floor, sized(source.bytes));
-    let cap = this.capFor(source.bytes, floor);
+    let cap = snapshot.packed?.cap ?? firstCap(source.bytes);
     const disposedWhileBuilt = () => new KwpError('KWP_ERR_PIPELINE_INVALID', `stage ${this.name} was disposed while it was being built`);
     for (;;) {
       let inst: ModuleInstance | undefined;
       try {
-        // Its buffers go to the feed thread: a packed state is fed once (a retry feeds in this thread).
+        // A streamed state is fed once (a retry feeds in this thread, or streams a new snapshot).
         const packed = snapshot.packed;
         snapshot.packed = undefined;
-        const image = packed && await this.fedInWorker(cap, packed);
+        const image = packed && await this.fedInWorker(packed);
         if (this.disposed) throw disposedWhileBuilt();
         if (!image) {
           inst = await this.newInstanceAsync(cap);
@@ -522,9 +547,9 @@ export class Stage implements StateListener {
           this.feedStale = false;
           inst?.close();
           queued.length = 0;
-          snapshot = await this.currentStateAsync(pack);
+          snapshot = await this.currentStateAsync(pack, (bytes) => Math.max(cap, this.capFor(bytes, floor)));
           source = snapshot.held;
-          cap = Math.max(cap, this.capFor(source.bytes, floor));
+          cap = snapshot.packed?.cap ?? Math.max(cap, this.capFor(source.bytes, floor));
           continue;
         }
         // One copy of the fed memory in this thread, instead of the feed's module calls.
@@ -549,9 +574,9 @@ export class Stage implements StateListener {
             this.feedStale = false;
             inst!.close();
             queued.length = 0;
-            snapshot = await this.currentStateAsync(pack);
+            snapshot = await this.currentStateAsync(pack, (bytes) => Math.max(cap, this.capFor(bytes, floor)));
             source = snapshot.held;
-            cap = Math.max(cap, this.capFor(source.bytes, floor));
+            cap = snapshot.packed?.cap ?? Math.max(cap, this.capFor(source.bytes, floor));
             continue;
           }
           queued.length = 0;
@@ -567,7 +592,7 @@ export class Stage implements StateListener {
         cap = next;
         if (queued) {
           queued.length = 0;
-          snapshot = await this.currentStateAsync(pack);
+          snapshot = await this.currentStateAsync(pack, () => cap);
           source = snapshot.held;
         }
       }

@@ -11,6 +11,7 @@ import { BuiltinModules } from './modules.js';
 import { defaultPipeline } from './spec.js';
 import type { Pipeline } from './pipeline.js';
 import { feedThreadCounters } from './worker-feed.js';
+import { RecordPacker } from './feed-order.js';
 
 const SHAPE = { name: 'feed-thread', namespaces: 8, pods: 600, networkPolicies: 80, clusterNetworkPolicies: 6 };
 const cluster = generateCluster(SHAPE, 3);
@@ -64,6 +65,60 @@ describe('a pipeline whose stages are fed in feed threads', () => {
       expect(s.counters.rebuilds, s.name).toBe(0);
       expect(s.decisionCacheStats(), s.name).toEqual(replayed.stages[i].decisionCacheStats());
     }
+    replayed.dispose();
+    imaged.dispose();
+  });
+
+  it('starts each stage\'s feed thread before it packs the state, so that the thread loads meanwhile', async () => {
+    const state = stateOf();
+    const before = feedThreadCounters.started;
+    const startedAtFirstRecord: number[] = [];
+    let packing = false;
+    const append = RecordPacker.prototype.append;
+    const spy = vi.spyOn(RecordPacker.prototype, 'append').mockImplementation(function (this: RecordPacker, record: Uint8Array) {
+      if (!packing) {
+        packing = true;
+        startedAtFirstRecord.push(feedThreadCounters.started - before);
+      }
+      append.call(this, record);
+    });
+    const p = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline(), 'pipeline', undefined, { onStage: () => { packing = false; } });
+    spy.mockRestore();
+    // Stage i's first record is packed once its own thread (the i+1-th) was started.
+    expect(startedAtFirstRecord).toEqual(p.stages.map((_, i) => i + 1));
+    expect(p.stages.every((s) => s.healthy)).toBe(true);
+    p.dispose();
+  });
+
+  it('streams the state to the feed thread a chunk a slice while it packs the rest, and decides as a stage fed in this thread', async () => {
+    const state = stateOf();
+    const spec = { stages: [defaultPipeline().stages.find((s) => s.name === 'np')!] };
+    const replayed = await new PolicyEngine({ state, modules, feedThreads: false }).buildAsync(spec);
+    // Chunk sizes as taken (their buffers are then transferred to the thread).
+    const chunks: number[] = [];
+    const takeChunk = RecordPacker.prototype.take;
+    const take = vi.spyOn(RecordPacker.prototype, 'take').mockImplementation(function (this: RecordPacker) {
+      const chunk = takeChunk.call(this);
+      chunks.push(chunk.ends.length);
+      return chunk;
+    });
+    // Every slice is due at its first check (every 64 records): a clock that moves a slice (2 ms) a reading.
+    let now = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockImplementation(() => (now += 2));
+    let imaged: Pipeline;
+    try {
+      imaged = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(spec);
+    } finally {
+      clock.mockRestore();
+    }
+    take.mockRestore();
+    // 600 pods and 80 policies in chunks of at most 64 records: ten for the pods, two for the policies.
+    expect(chunks.length).toBe(12);
+    expect(chunks.reduce((a, b) => a + b, 0)).toBe(600 + cluster.networkPolicies.length);
+    expect(Math.max(...chunks)).toBeLessThanOrEqual(64);
+    expect(imaged.stages[0].counters.rebuilds).toBe(0);
+    expect(verdicts(imaged)).toEqual(verdicts(replayed));
+    expect(stageViews(imaged)).toEqual(stageViews(replayed));
     replayed.dispose();
     imaged.dispose();
   });

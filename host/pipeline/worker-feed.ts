@@ -5,8 +5,12 @@
 // and sends back a memory image of the fed instance. The stage then makes
 // its instance from the image in its own thread (instance.ts, `image`): one
 // copy of the module's memory instead of every module call of the feed.
-// The thread is terminated when the feed is done or abandoned.
-import type { Worker } from 'node:worker_threads';
+// The thread is started as soon as the stage knows it will feed one, so that
+// its start (a thread and the host's instance code, tens of milliseconds)
+// overlaps the stage's reading of the state, and the state is streamed to it
+// in chunks as the stage packs them, so that the feed overlaps the packing;
+// it is terminated when the feed is done or abandoned.
+import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { KwpError, type ErrorCode } from '../errors.js';
 import { startPackageWorker } from '../package-worker.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
@@ -14,16 +18,32 @@ import type { MemoryImage } from '../runtime/instance.js';
 import type { HostLogger, LogLevel } from '../logger.js';
 import type { PackedRecords } from './feed-order.js';
 
-/** What the feed thread is started with (its workerData). */
-export interface FeedRequest {
+/**
+ * What the feed thread is started with (its workerData): the module, so the
+ * thread loads while the state is read, and the port and signal the state
+ * then streams through.
+ */
+export interface FeedThreadData {
   module: WebAssembly.Module;
   compiled: Omit<CompiledEvaluator, 'module'>;
-  memoryPages: number;
-  config: unknown;
-  pods: PackedRecords;
-  /** Per kind index (the module's meta.kinds order). */
-  objects: PackedRecords[];
+  /** Where the stage sends FeedChunks; the thread takes them synchronously (receiveMessageOnPort). */
+  port: MessagePort;
+  /** [0] counts chunks sent (the thread waits on it), [1] is set when the feed is abandoned. */
+  signal: Int32Array;
 }
+
+/**
+ * What the stage streams to its feed thread, in this order: `begin` (the
+ * instance's memory cap and the stage's config), then the pods' records in
+ * chunks ending with `end`, then per kind index (the module's meta.kinds
+ * order) that kind's objects' JSON in chunks ending with `end`. The thread
+ * feeds them in feedCalls' order (feed-order.ts) as they come, while the
+ * stage is still packing the rest.
+ */
+export type FeedChunk =
+  | { begin: { memoryPages: number; config: unknown } }
+  | { records: PackedRecords }
+  | { end: true };
 
 /** What the feed thread posts: its instance's log lines, then one result. */
 export type FeedMessage =
@@ -57,47 +77,74 @@ const FEED_THREAD_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeM
 /** Threads started for feeds, process-wide: evidence for tests. */
 export const feedThreadCounters = { started: 0 };
 
-export interface WorkerFeed {
-  /** Resolves with the image; rejects with a ModuleFeedFailure (a trap, a refused config, fuel) or the thread's own failure (a KwpError). */
+/**
+ * A feed thread, started before the state it feeds is read: its start (a
+ * thread, the host's instance code) overlaps the stage's reading, and its
+ * feed the stage's packing, chunk by chunk. It feeds once and is terminated
+ * when that feed settles.
+ */
+export interface FeedThread {
+  /** Sends the next chunk (its buffers are transferred: the caller must not use them again). */
+  send(chunk: FeedChunk): void;
+  /**
+   * The image once the last chunk is fed; rejects with a ModuleFeedFailure
+   * (a trap, a refused config, fuel) or the thread's own failure or
+   * abandonment (a KwpError).
+   */
   readonly result: Promise<FedImage>;
   /** Stops the thread; the result then rejects. Idempotent. */
   cancel(): void;
 }
 
-/** Starts feeding a fresh instance of `compiled` in a thread of its own; its log lines go to `logger`. */
-export function feedInWorker(compiled: CompiledEvaluator, request: Omit<FeedRequest, 'module' | 'compiled'>, logger?: HostLogger): WorkerFeed {
+/** Starts a feed thread for a fresh instance of `compiled`; its log lines go to `logger`. */
+export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger): FeedThread {
   const { module, ...rest } = compiled;
-  const data: FeedRequest = { ...request, module, compiled: rest };
-  const transferList = [request.pods.bytes.buffer, request.pods.ends.buffer, ...request.objects.flatMap((o) => [o.bytes.buffer, o.ends.buffer])] as ArrayBuffer[];
+  const { port1, port2 } = new MessageChannel();
+  const signal = new Int32Array(new SharedArrayBuffer(8));
+  const data: FeedThreadData = { module, compiled: rest, port: port2, signal };
   let worker: Worker | undefined;
   let settled = false;
-  let cancel = () => {};
+  let settle: (image: FedImage | undefined, err?: unknown) => void = () => {};
   const result = new Promise<FedImage>((resolve, reject) => {
-    const settle = (fn: () => void) => {
+    settle = (image, err) => {
       if (settled) return;
       settled = true;
-      fn();
+      Atomics.store(signal, 1, 1);
+      Atomics.notify(signal, 0);
+      port1.close();
       void worker?.terminate();
+      if (image) resolve(image);
+      else reject(err);
     };
-    cancel = () => settle(() => reject(new KwpError('KWP_ERR_PIPELINE_INVALID', `the feed of module ${compiled.meta.name} was abandoned`)));
-    try {
-      worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { workerData: data, transferList, resourceLimits: FEED_THREAD_LIMITS });
-    } catch (err) {
-      settle(() => reject(err));
-      return;
-    }
+  });
+  // A stage disposed before it awaits the result must not leave an unhandled rejection.
+  result.catch(() => {});
+  try {
+    worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { workerData: data, transferList: [port2], resourceLimits: FEED_THREAD_LIMITS });
     feedThreadCounters.started++;
     worker.unref();
     worker.on('message', (m: FeedMessage) => {
       if ('log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
-      else if ('done' in m) settle(() => resolve(m.done));
+      else if ('done' in m) settle(m.done);
       else {
         const error = new KwpError(m.error.code as ErrorCode, m.error.message);
-        settle(() => reject(m.error.memory ? new ModuleFeedFailure(error, m.error.memory) : error));
+        settle(undefined, m.error.memory ? new ModuleFeedFailure(error, m.error.memory) : error);
       }
     });
-    worker.on('error', (err) => settle(() => reject(new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} failed: ${err.message}`))));
-    worker.on('exit', (code) => settle(() => reject(new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} stopped (exit code ${code}) before the feed was done`))));
-  });
-  return { result, cancel: () => cancel() };
+    worker.on('error', (err) => settle(undefined, new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} failed: ${err.message}`)));
+    worker.on('exit', (code) => settle(undefined, new KwpError('KWP_ERR_TRAP', `the thread feeding module ${compiled.meta.name} stopped (exit code ${code}) before the feed was done`)));
+  } catch (err) {
+    settle(undefined, err);
+  }
+  return {
+    send(chunk) {
+      if (settled) return;
+      const transfer = 'records' in chunk ? [chunk.records.bytes.buffer, chunk.records.ends.buffer] as ArrayBuffer[] : [];
+      port1.postMessage(chunk, transfer);
+      Atomics.add(signal, 0, 1);
+      Atomics.notify(signal, 0);
+    },
+    result,
+    cancel: () => settle(undefined, new KwpError('KWP_ERR_PIPELINE_INVALID', `the feed of module ${compiled.meta.name} was abandoned`)),
+  };
 }

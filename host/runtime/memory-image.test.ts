@@ -1,7 +1,7 @@
 // Memory images (instance.ts `image`, image-globals.ts): an instance made
 // from another's memory and mutable globals must be that instance, for every
 // decision and for every delivery after it.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateCluster, generateFlows, clusterObjects, policyChange } from '../../bench/generator.js';
@@ -90,6 +90,29 @@ describe('an instance made from a memory image', () => {
     expect(decisions(sliced, state)).toEqual(decisions(original, state));
     expect(sliced.decisionCacheStats()).toEqual(original.decisionCacheStats());
     expect(sliced.batchPtr).toBe(original.batchPtr);
+  });
+
+  it('restored in slices, grows the memory a few MiB between two slices, not by the whole image at once', async () => {
+    const original = fed(compiled, stateOf());
+    const image = original.image();
+    // The image of a bigger memory than one grow step: the same state, the memory grown past it.
+    const padded: MemoryImage = { ...image, pages: image.pages + 100 };
+    const grows: number[] = [];
+    const grow = WebAssembly.Memory.prototype.grow;
+    const spy = vi.spyOn(WebAssembly.Memory.prototype, 'grow').mockImplementation(function (this: WebAssembly.Memory, delta: number) {
+      grows.push(delta);
+      return grow.call(this, delta);
+    });
+    let sliced: EvaluatorInstance;
+    try {
+      sliced = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: padded }, 0);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(grows.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(100);
+    expect(Math.max(...grows)).toBeLessThanOrEqual(32);
+    expect(sliced.memoryBytes).toBe(padded.pages * 65536);
+    expect(decisions(sliced, stateOf())).toEqual(decisions(original, stateOf()));
   });
 
   it('keeps only the blocks that are not zero, and clears what the start function wrote where the image is zero', () => {

@@ -35,18 +35,18 @@ describe('AdminNetworkPolicy egress over TCP', () => {
   it('the first matching rule decides, so allow-to-ravenclaw wins over the deny and pass after it', () => {
     live = new LiveCluster([egressTcp]);
     live.check(
-      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[ANP] Accept (allow-to-ravenclaw-everything: '] },
-      { src: harry1, dst: luna0, port: 8080, expect: 'allow', shows: ['[ANP] Accept (allow-to-ravenclaw-everything: '] },
-      { src: harry1, dst: luna0, protocol: 'UDP', port: 53, expect: 'allow', shows: ['[ANP] Accept (allow-to-ravenclaw-everything: '] },
+      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[ANP] Accept (egress-tcp, allow-to-ravenclaw-everything: '] },
+      { src: harry1, dst: luna0, port: 8080, expect: 'allow', shows: ['[ANP] Accept (egress-tcp, allow-to-ravenclaw-everything: '] },
+      { src: harry1, dst: luna0, protocol: 'UDP', port: 53, expect: 'allow', shows: ['[ANP] Accept (egress-tcp, allow-to-ravenclaw-everything: '] },
     );
   });
 
   it('a port-scoped allow decides its port and the deny after it decides every other port', () => {
     live = new LiveCluster([egressTcp]);
     live.check(
-      { src: harry0, dst: cedric1, port: 8080, expect: 'allow', shows: ['[ANP] Accept (allow-to-hufflepuff-at-port-8080: '] },
-      { src: harry1, dst: cedric1, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-to-hufflepuff-everything-else: '] },
-      { src: harry1, dst: cedric1, protocol: 'UDP', port: 8080, expect: 'deny', shows: ['[ANP] Deny (deny-to-hufflepuff-everything-else: '] },
+      { src: harry0, dst: cedric1, port: 8080, expect: 'allow', shows: ['[ANP] Accept (egress-tcp, allow-to-hufflepuff-at-port-8080: '] },
+      { src: harry1, dst: cedric1, port: 80, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-hufflepuff-everything-else: '] },
+      { src: harry1, dst: cedric1, protocol: 'UDP', port: 8080, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-hufflepuff-everything-else: '] },
     );
   });
 
@@ -54,15 +54,15 @@ describe('AdminNetworkPolicy egress over TCP', () => {
     live = new LiveCluster([egressTcp]);
     live.apply(swapRules(egressTcp, 'egress', 0, 1));
     live.check(
-      { src: harry0, dst: luna1, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-to-ravenclaw-everything: '] },
-      { src: harry1, dst: luna1, port: 8080, expect: 'deny', shows: ['[ANP] Deny (deny-to-ravenclaw-everything: '] },
+      { src: harry0, dst: luna1, port: 80, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-ravenclaw-everything: '] },
+      { src: harry1, dst: luna1, port: 8080, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-ravenclaw-everything: '] },
     );
   });
 
   it('a deny scoped to TCP port 80 leaves other ports to the next tiers, which allow', () => {
     live = new LiveCluster([egressTcp]);
     live.check(
-      { src: harry0, dst: draco0, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-to-slytherin-at-port-80: '] },
+      { src: harry0, dst: draco0, port: 80, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-slytherin-at-port-80: '] },
       { src: harry1, dst: draco0, port: 8080, expect: 'allow', hides: ['[ANP]'] },
       { src: harry1, dst: draco0, protocol: 'UDP', port: 80, expect: 'allow', hides: ['[ANP]'] },
     );
@@ -72,8 +72,8 @@ describe('AdminNetworkPolicy egress over TCP', () => {
     live = new LiveCluster([egressTcp]);
     live.apply(swapRules(egressTcp, 'egress', 0, 2));
     live.check(
-      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[ANP] Pass (pass-to-ravenclaw-everything: '] },
-      { src: harry1, dst: luna0, port: 8080, expect: 'allow', shows: ['[ANP] Pass (pass-to-ravenclaw-everything: '] },
+      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[ANP] Pass (egress-tcp, pass-to-ravenclaw-everything: '] },
+      { src: harry1, dst: luna0, port: 8080, expect: 'allow', shows: ['[ANP] Pass (egress-tcp, pass-to-ravenclaw-everything: '] },
     );
   });
 
@@ -81,7 +81,7 @@ describe('AdminNetworkPolicy egress over TCP', () => {
     live = new LiveCluster([egressTcp]);
     live.apply(swapRules(egressTcp, 'egress', 3, 4));
     live.check(
-      { src: harry0, dst: draco0, port: 80, expect: 'allow', shows: ['[ANP] Pass (pass-to-slytherin-at-port-80: '] },
+      { src: harry0, dst: draco0, port: 80, expect: 'allow', shows: ['[ANP] Pass (egress-tcp, pass-to-slytherin-at-port-80: '] },
       { src: harry1, dst: draco0, port: 8080, expect: 'allow', hides: ['[ANP]'] },
     );
   });
@@ -111,13 +111,13 @@ describe('AdminNetworkPolicy ingress over UDP', () => {
       name: 'ingress-udp',
       objects: [ingressUdp],
       probes: [
-        { src: luna0, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', ingress: ['[ANP] Accept (allow-from-ravenclaw-everything: '] },
-        { src: draco0, dst: cedric1, protocol: 'UDP', port: 5353, expect: 'deny', ingress: ['[ANP] Deny (deny-from-slytherin-at-port-5353: '] },
+        { src: luna0, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', ingress: ['[ANP] Accept (ingress-udp, allow-from-ravenclaw-everything: '] },
+        { src: draco0, dst: cedric1, protocol: 'UDP', port: 5353, expect: 'deny', ingress: ['[ANP] Deny (ingress-udp, deny-from-slytherin-at-port-5353: '] },
         { src: draco0, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', hides: ['[ANP]'] },
         { src: draco0, dst: cedric1, protocol: 'TCP', port: 5353, expect: 'allow', hides: ['[ANP]'] },
-        { src: harry0, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', shows: ['[ANP] Accept (allow-from-gryffindor-at-port-53: '] },
-        { src: harry0, dst: cedric1, protocol: 'TCP', port: 53, expect: 'deny', shows: ['[ANP] Deny (deny-from-gryffindor-everything-else: '] },
-        { src: harry0, dst: cedric1, protocol: 'UDP', port: 5353, expect: 'deny', shows: ['[ANP] Deny (deny-from-gryffindor-everything-else: '] },
+        { src: harry0, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', shows: ['[ANP] Accept (ingress-udp, allow-from-gryffindor-at-port-53: '] },
+        { src: harry0, dst: cedric1, protocol: 'TCP', port: 53, expect: 'deny', shows: ['[ANP] Deny (ingress-udp, deny-from-gryffindor-everything-else: '] },
+        { src: harry0, dst: cedric1, protocol: 'UDP', port: 5353, expect: 'deny', shows: ['[ANP] Deny (ingress-udp, deny-from-gryffindor-everything-else: '] },
       ],
     });
   });
@@ -125,7 +125,7 @@ describe('AdminNetworkPolicy ingress over UDP', () => {
   it('swapping the slytherin deny and pass passes UDP/5353 on', () => {
     live = new LiveCluster([ingressUdp]);
     live.apply(swapRules(ingressUdp, 'ingress', 2, 3));
-    live.check({ src: draco0, dst: cedric1, protocol: 'UDP', port: 5353, expect: 'allow', ingress: ['[ANP] Pass (pass-from-slytherin-at-port-5353: '] });
+    live.check({ src: draco0, dst: cedric1, protocol: 'UDP', port: 5353, expect: 'allow', ingress: ['[ANP] Pass (ingress-udp, pass-from-slytherin-at-port-5353: '] });
   });
 });
 
@@ -141,11 +141,11 @@ describe('AdminNetworkPolicy over SCTP', () => {
         ],
       })],
       probes: [
-        { src: harry0, dst: draco0, protocol: 'SCTP', port: 9003, expect: 'deny', shows: ['[ANP] Deny (deny-to-slytherin-at-port-9003: '] },
+        { src: harry0, dst: draco0, protocol: 'SCTP', port: 9003, expect: 'deny', shows: ['[ANP] Deny (egress-sctp, deny-to-slytherin-at-port-9003: '] },
         { src: harry0, dst: draco0, protocol: 'SCTP', port: 9005, expect: 'allow', hides: ['[ANP]'] },
         { src: harry0, dst: draco0, protocol: 'TCP', port: 9003, expect: 'allow', hides: ['[ANP]'] },
-        { src: harry1, dst: cedric1, protocol: 'SCTP', port: 9003, expect: 'allow', shows: ['[ANP] Accept (allow-to-hufflepuff-at-port-9003: '] },
-        { src: harry1, dst: cedric1, protocol: 'SCTP', port: 9005, expect: 'deny', shows: ['[ANP] Deny (deny-to-hufflepuff-everything-else: '] },
+        { src: harry1, dst: cedric1, protocol: 'SCTP', port: 9003, expect: 'allow', shows: ['[ANP] Accept (egress-sctp, allow-to-hufflepuff-at-port-9003: '] },
+        { src: harry1, dst: cedric1, protocol: 'SCTP', port: 9005, expect: 'deny', shows: ['[ANP] Deny (egress-sctp, deny-to-hufflepuff-everything-else: '] },
       ],
     });
   });
@@ -161,9 +161,9 @@ describe('AdminNetworkPolicy priority', () => {
 
   it('the lower priority number is evaluated first, and changing priorities reorders live', () => {
     live = new LiveCluster([denyAt50, allowAt60]);
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-to-ravenclaw: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-ravenclaw, deny-to-ravenclaw: '] });
     live.apply(withPriority(allowAt60, 40));
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'allow', shows: ['[ANP] Accept (allow-to-ravenclaw: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'allow', shows: ['[ANP] Accept (allow-ravenclaw, allow-to-ravenclaw: '] });
   });
 
   it('equal priorities are broken by name, and the reason text says a tie decided', async () => {
@@ -173,7 +173,7 @@ describe('AdminNetworkPolicy priority', () => {
       probes: [{
         src: harry0, dst: luna0, port: 80, expect: 'allow',
         // "allow-ravenclaw" sorts before "deny-ravenclaw".
-        shows: ['[ANP] Accept (allow-to-ravenclaw: namespaces kubernetes.io/metadata.name=network-policy-conformance-ravenclaw, any port; note: policy "allow-ravenclaw" shares priority 30'],
+        shows: ['[ANP] Accept (allow-ravenclaw, allow-to-ravenclaw: namespaces kubernetes.io/metadata.name=network-policy-conformance-ravenclaw, any port; note: policy "allow-ravenclaw" shares priority 30'],
       }],
     });
   });
@@ -188,8 +188,8 @@ describe('AdminNetworkPolicy with ingress and egress rules together', () => {
         egress: [{ name: 'allow-to-slytherin', action: 'Allow', to: [toNamespace('slytherin')] }],
       })],
       probes: [
-        { src: harry0, dst: draco0, port: 80, expect: 'allow', egress: ['[ANP] Accept (allow-to-slytherin: '] },
-        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[ANP] Deny (deny-from-slytherin: '] },
+        { src: harry0, dst: draco0, port: 80, expect: 'allow', egress: ['[ANP] Accept (gress-rules, allow-to-slytherin: '] },
+        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[ANP] Deny (gress-rules, deny-from-slytherin: '] },
       ],
     });
   });
@@ -214,8 +214,8 @@ describe('AdminNetworkPolicy, NetworkPolicy and BaselineAdminNetworkPolicy toget
   it('an ANP Pass goes to the NetworkPolicy, whose verdict is final, so the BANP is not consulted', () => {
     live = new LiveCluster([passSlytherin, allowSlytherinNP, denySlytherinBANP]);
     live.check(
-      { src: harry0, dst: draco0, port: 80, expect: 'allow', egress: ['[ANP] Pass (pass-all-egress-to-slytherin: ', '[NP] Accept'], hides: ['[BANP]'] },
-      { src: draco0, dst: harry0, port: 80, expect: 'allow', ingress: ['[ANP] Pass (pass-all-ingress-from-slytherin: ', '[NP] Accept'], hides: ['[BANP]'] },
+      { src: harry0, dst: draco0, port: 80, expect: 'allow', egress: ['[ANP] Pass (pass-example, pass-all-egress-to-slytherin: ', '[NP] Accept'], hides: ['[BANP]'] },
+      { src: draco0, dst: harry0, port: 80, expect: 'allow', ingress: ['[ANP] Pass (pass-example, pass-all-ingress-from-slytherin: ', '[NP] Accept'], hides: ['[BANP]'] },
     );
   });
 
@@ -223,8 +223,8 @@ describe('AdminNetworkPolicy, NetworkPolicy and BaselineAdminNetworkPolicy toget
     live = new LiveCluster([passSlytherin, allowSlytherinNP, denySlytherinBANP]);
     live.remove(allowSlytherinNP);
     live.check(
-      { src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[ANP] Pass (pass-all-egress-to-slytherin: ', '[BANP] Deny (deny-all-egress-to-slytherin: '], hides: ['[NP] Accept'] },
-      { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[ANP] Pass (pass-all-ingress-from-slytherin: ', '[BANP] Deny (deny-all-ingress-from-slytherin: '], hides: ['[NP] Accept'] },
+      { src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[ANP] Pass (pass-example, pass-all-egress-to-slytherin: ', '[BANP] Deny (default, deny-all-egress-to-slytherin: '], hides: ['[NP] Accept'] },
+      { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[ANP] Pass (pass-example, pass-all-ingress-from-slytherin: ', '[BANP] Deny (default, deny-all-ingress-from-slytherin: '], hides: ['[NP] Accept'] },
     );
   });
 
@@ -232,7 +232,7 @@ describe('AdminNetworkPolicy, NetworkPolicy and BaselineAdminNetworkPolicy toget
     const denyInstead = structuredClone(passSlytherin);
     denyInstead.spec.egress[0].action = 'Deny';
     live = new LiveCluster([denyInstead, allowSlytherinNP, denySlytherinBANP]);
-    live.check({ src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[ANP] Deny (pass-all-egress-to-slytherin: '], hides: ['[NP] Accept', '[BANP]'] });
+    live.check({ src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[ANP] Deny (pass-example, pass-all-egress-to-slytherin: '], hides: ['[NP] Accept', '[BANP]'] });
   });
 });
 
@@ -243,11 +243,11 @@ describe('AdminNetworkPolicy named ports, node peers and network peers (extended
     named.spec.egress.splice(6, 0, { name: 'allow-to-hufflepuff-dns', action: 'Allow', to: [toNamespace('hufflepuff')], ports: [namedPort('dns')] });
     live = new LiveCluster([named]);
     live.check(
-      { src: harry0, dst: cedric1, port: 80, expect: 'allow', shows: ['[ANP] Accept (allow-to-hufflepuff-at-port-8080: '] },
-      { src: harry1, dst: cedric1, port: 8080, expect: 'deny', shows: ['[ANP] Deny (deny-to-hufflepuff-everything-else: '] },
+      { src: harry0, dst: cedric1, port: 80, expect: 'allow', shows: ['[ANP] Accept (egress-tcp, allow-to-hufflepuff-at-port-8080: '] },
+      { src: harry1, dst: cedric1, port: 8080, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-hufflepuff-everything-else: '] },
       // "dns" is UDP/53 in the pod spec: TCP/53 does not match it.
-      { src: harry1, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', shows: ['[ANP] Accept (allow-to-hufflepuff-dns: '] },
-      { src: harry1, dst: cedric1, protocol: 'TCP', port: 53, expect: 'deny', shows: ['[ANP] Deny (deny-to-hufflepuff-everything-else: '] },
+      { src: harry1, dst: cedric1, protocol: 'UDP', port: 53, expect: 'allow', shows: ['[ANP] Accept (egress-tcp, allow-to-hufflepuff-dns: '] },
+      { src: harry1, dst: cedric1, protocol: 'TCP', port: 53, expect: 'deny', shows: ['[ANP] Deny (egress-tcp, deny-to-hufflepuff-everything-else: '] },
     );
   });
 
@@ -266,16 +266,16 @@ describe('AdminNetworkPolicy named ports, node peers and network peers (extended
       name: 'node-peers',
       objects: [nodePeers],
       probes: [
-        { src: harry0, dst: centaur1, port: 36363, expect: 'allow', shows: ['[ANP] Accept (allow-egress-to-36363-on-nodes: '] },
-        { src: harry1, dst: centaur1, protocol: 'UDP', port: 5353, expect: 'allow', shows: ['[ANP] Pass (pass-egress-to-5353-on-nodes: '] },
-        { src: harry1, dst: centaur1, port: 36364, expect: 'deny', shows: ['[ANP] Deny (deny-egress-to-slytherin-and-nodes: '] },
+        { src: harry0, dst: centaur1, port: 36363, expect: 'allow', shows: ['[ANP] Accept (node-selector-as-peer-example, allow-egress-to-36363-on-nodes: '] },
+        { src: harry1, dst: centaur1, protocol: 'UDP', port: 5353, expect: 'allow', shows: ['[ANP] Pass (node-selector-as-peer-example, pass-egress-to-5353-on-nodes: '] },
+        { src: harry1, dst: centaur1, port: 36364, expect: 'deny', shows: ['[ANP] Deny (node-selector-as-peer-example, deny-egress-to-slytherin-and-nodes: '] },
         { src: harry1, dst: centaur1, protocol: 'UDP', port: 53, expect: 'deny' },
         { src: harry1, dst: centaur1, protocol: 'SCTP', port: 9003, expect: 'deny' },
         // The control-plane node runs no pod of ours: its address alone matches.
-        { src: harry0, dst: NODES[0].ip, port: 36363, expect: 'allow', shows: ['[ANP] Accept (allow-egress-to-36363-on-nodes: '] },
+        { src: harry0, dst: NODES[0].ip, port: 36363, expect: 'allow', shows: ['[ANP] Accept (node-selector-as-peer-example, allow-egress-to-36363-on-nodes: '] },
         { src: harryV4, dst: NODES[0].ip, port: 22, expect: 'deny' },
-        { src: harryV6, dst: NODES[2].ip6, port: 22, expect: 'deny', shows: ['[ANP] Deny (deny-egress-to-slytherin-and-nodes: '] },
-        { src: harry0, dst: draco0, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-egress-to-slytherin-and-nodes: '] },
+        { src: harryV6, dst: NODES[2].ip6, port: 22, expect: 'deny', shows: ['[ANP] Deny (node-selector-as-peer-example, deny-egress-to-slytherin-and-nodes: '] },
+        { src: harry0, dst: draco0, port: 80, expect: 'deny', shows: ['[ANP] Deny (node-selector-as-peer-example, deny-egress-to-slytherin-and-nodes: '] },
         { src: harry0, dst: luna0, port: 80, expect: 'allow', hides: ['[ANP]'] },
       ],
     });
@@ -304,12 +304,12 @@ describe('AdminNetworkPolicy named ports, node peers and network peers (extended
         ],
       })],
       probes: [
-        { src: harry0, dst: luna0, port: 80, expect: 'allow', shows: ['[ANP] Accept (allow-egress-to-luna-0: '] },
-        { src: harry0, dst: luna1, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-egress-to-pod-networks: '] },
+        { src: harry0, dst: luna0, port: 80, expect: 'allow', shows: ['[ANP] Accept (inline-cidr-as-peers-example, allow-egress-to-luna-0: '] },
+        { src: harry0, dst: luna1, port: 80, expect: 'deny', shows: ['[ANP] Deny (inline-cidr-as-peers-example, deny-egress-to-pod-networks: '] },
         { src: harry0, dst: luna1, port: 9000, expect: 'deny' },
         { src: harry0, dst: luna1, port: 9001, expect: 'allow', hides: ['[ANP]'] },
         { src: harryV4, dst: '192.0.2.10', port: 443, expect: 'allow', hides: ['[ANP]'] },
-        { src: harryV6, dst: dracoV6, port: 80, expect: 'deny', shows: ['[ANP] Deny (deny-egress-to-pod-networks: '] },
+        { src: harryV6, dst: dracoV6, port: 80, expect: 'deny', shows: ['[ANP] Deny (inline-cidr-as-peers-example, deny-egress-to-pod-networks: '] },
       ],
     });
   });
@@ -329,14 +329,14 @@ describe('BaselineAdminNetworkPolicy', () => {
   it('rules apply in order in the baseline tier', () => {
     live = new LiveCluster([baseline]);
     live.check(
-      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[BANP] Accept (allow-to-ravenclaw-everything: '] },
-      { src: harry0, dst: draco0, port: 80, expect: 'deny', shows: ['[BANP] Deny (deny-to-slytherin-at-port-80: '] },
+      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[BANP] Accept (default, allow-to-ravenclaw-everything: '] },
+      { src: harry0, dst: draco0, port: 80, expect: 'deny', shows: ['[BANP] Deny (default, deny-to-slytherin-at-port-80: '] },
       { src: harry0, dst: draco0, port: 8080, expect: 'allow', hides: ['[BANP]'] },
-      { src: harry1, dst: cedric1, port: 8080, expect: 'allow', shows: ['[BANP] Accept (allow-to-hufflepuff-at-port-8080: '] },
-      { src: harry1, dst: cedric1, port: 80, expect: 'deny', shows: ['[BANP] Deny (deny-to-hufflepuff-everything-else: '] },
+      { src: harry1, dst: cedric1, port: 8080, expect: 'allow', shows: ['[BANP] Accept (default, allow-to-hufflepuff-at-port-8080: '] },
+      { src: harry1, dst: cedric1, port: 80, expect: 'deny', shows: ['[BANP] Deny (default, deny-to-hufflepuff-everything-else: '] },
     );
     live.apply(swapRules(baseline, 'egress', 0, 1));
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', shows: ['[BANP] Deny (deny-to-ravenclaw-everything: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', shows: ['[BANP] Deny (default, deny-to-ravenclaw-everything: '] });
   });
 
   it('a NetworkPolicy selecting the pod overrides the baseline', () => {
@@ -361,8 +361,8 @@ describe('BaselineAdminNetworkPolicy', () => {
       name: 'banp-pass',
       objects: [withPass],
       probes: [
-        { src: harry0, dst: draco0, port: 8080, expect: 'deny', shows: ['[BANP] Deny (pass-to-slytherin (fails closed: spec.egress[0].action'] },
-        { src: harry0, dst: luna0, port: 80, expect: 'deny', shows: ['[BANP] Deny (pass-to-slytherin'] },
+        { src: harry0, dst: draco0, port: 8080, expect: 'deny', shows: ['[BANP] Deny (default, pass-to-slytherin (fails closed: spec.egress[0].action'] },
+        { src: harry0, dst: luna0, port: 80, expect: 'deny', shows: ['[BANP] Deny (default, pass-to-slytherin'] },
         { src: draco0, dst: luna0, port: 80, expect: 'allow', hides: ['[BANP]'] },
       ],
     });

@@ -39,10 +39,10 @@ describe('ClusterNetworkPolicy in the Admin tier', () => {
   it('rules decide in list order and protocols scope them to a port', () => {
     live = new LiveCluster([adminEgress]);
     live.check(
-      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-to-ravenclaw-everything: '] },
-      { src: harry0, dst: cedric1, port: 8080, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-to-hufflepuff-at-port-8080: '] },
-      { src: harry1, dst: cedric1, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-hufflepuff-everything-else: '] },
-      { src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-slytherin-at-port-80: '] },
+      { src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (egress-tcp, accept-to-ravenclaw-everything: '] },
+      { src: harry0, dst: cedric1, port: 8080, expect: 'allow', egress: ['[CNP:Admin] Accept (egress-tcp, accept-to-hufflepuff-at-port-8080: '] },
+      { src: harry1, dst: cedric1, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (egress-tcp, deny-to-hufflepuff-everything-else: '] },
+      { src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (egress-tcp, deny-to-slytherin-at-port-80: '] },
       { src: harry0, dst: draco0, port: 8080, expect: 'allow', hides: ['[CNP:Admin]'] },
     );
   });
@@ -50,11 +50,11 @@ describe('ClusterNetworkPolicy in the Admin tier', () => {
   it('rule-order swaps take effect on the running pipeline', () => {
     live = new LiveCluster([adminEgress]);
     live.apply(swapRules(adminEgress, 'egress', 0, 1));
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-ravenclaw-everything: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (egress-tcp, deny-to-ravenclaw-everything: '] });
     live.apply(swapRules(adminEgress, 'egress', 0, 2));
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Pass (pass-to-ravenclaw-everything: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Pass (egress-tcp, pass-to-ravenclaw-everything: '] });
     live.apply(swapRules(adminEgress, 'egress', 3, 4));
-    live.check({ src: harry1, dst: draco1, port: 80, expect: 'allow', egress: ['[CNP:Admin] Pass (pass-to-slytherin-at-port-80: '] });
+    live.check({ src: harry1, dst: draco1, port: 80, expect: 'allow', egress: ['[CNP:Admin] Pass (egress-tcp, pass-to-slytherin-at-port-80: '] });
   });
 
   it('the lower priority number wins, and moving a policy between tiers moves its verdict', () => {
@@ -65,16 +65,16 @@ describe('ClusterNetworkPolicy in the Admin tier', () => {
       egress: [{ name: 'accept-to-ravenclaw', action: 'Accept', to: [toNamespace('ravenclaw')] }],
     });
     live = new LiveCluster([deny, accept]);
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-ravenclaw: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-ravenclaw, deny-to-ravenclaw: '] });
     const earlier = structuredClone(accept);
     earlier.spec.priority = 10;
     live.apply(earlier);
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-to-ravenclaw: '] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-ravenclaw, accept-to-ravenclaw: '] });
     const baselineDeny = structuredClone(deny);
     baselineDeny.spec.tier = 'Baseline';
     live.remove(earlier);
     live.apply(baselineDeny);
-    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Baseline] Deny (deny-to-ravenclaw: '], hides: ['[CNP:Admin]'] });
+    live.check({ src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Baseline] Deny (deny-ravenclaw, deny-to-ravenclaw: '], hides: ['[CNP:Admin]'] });
   });
 
   it('the older ports form of early v1alpha2 objects is read like the v1alpha1 one', async () => {
@@ -84,7 +84,7 @@ describe('ClusterNetworkPolicy in the Admin tier', () => {
         egress: [{ name: 'deny-80', action: 'Deny', to: [toNamespace('slytherin')], ports: [portNumber(80)] }],
       } as never)],
       probes: [
-        { src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-80: '] },
+        { src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (legacy, deny-80: '] },
         { src: harry0, dst: draco0, port: 81, expect: 'allow', hides: ['[CNP:Admin]'] },
       ],
     });
@@ -104,13 +104,13 @@ describe('ClusterNetworkPolicy protocols', () => {
         ],
       })],
       probes: [
-        { src: harry0, dst: cedric0, protocol: 'UDP', port: 5353, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-udp-5353: '] },
-        { src: harry0, dst: cedric0, protocol: 'SCTP', port: 9003, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-sctp-9003: '] },
-        { src: harry0, dst: cedric0, protocol: 'TCP', port: 8080, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-ranges: '] },
-        { src: harry0, dst: cedric0, protocol: 'TCP', port: 8090, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-ranges: '] },
-        { src: harry0, dst: cedric0, protocol: 'TCP', port: 8091, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-rest: '] },
+        { src: harry0, dst: cedric0, protocol: 'UDP', port: 5353, expect: 'deny', ingress: ['[CNP:Admin] Deny (ranges, deny-udp-5353: '] },
+        { src: harry0, dst: cedric0, protocol: 'SCTP', port: 9003, expect: 'deny', ingress: ['[CNP:Admin] Deny (ranges, deny-sctp-9003: '] },
+        { src: harry0, dst: cedric0, protocol: 'TCP', port: 8080, expect: 'allow', ingress: ['[CNP:Admin] Accept (ranges, accept-ranges: '] },
+        { src: harry0, dst: cedric0, protocol: 'TCP', port: 8090, expect: 'allow', ingress: ['[CNP:Admin] Accept (ranges, accept-ranges: '] },
+        { src: harry0, dst: cedric0, protocol: 'TCP', port: 8091, expect: 'deny', ingress: ['[CNP:Admin] Deny (ranges, deny-rest: '] },
         { src: harry0, dst: cedric0, protocol: 'TCP', port: 8079, expect: 'deny' },
-        { src: harry0, dst: cedric0, protocol: 'UDP', port: 53, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-ranges: '] },
+        { src: harry0, dst: cedric0, protocol: 'UDP', port: 53, expect: 'allow', ingress: ['[CNP:Admin] Accept (ranges, accept-ranges: '] },
         { src: harry0, dst: cedric0, protocol: 'TCP', port: 53, expect: 'deny' },
         { src: harry0, dst: cedric0, protocol: 'SCTP', port: 9005, expect: 'allow' },
         { src: harry0, dst: cedric0, protocol: 'UDP', port: 9005, expect: 'deny' },
@@ -134,15 +134,15 @@ describe('ClusterNetworkPolicy protocols', () => {
         ],
       })],
       probes: [
-        { src: harry0, dst: cedric0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-web: '] },
-        { src: harry0, dst: cedric0, protocol: 'UDP', port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-rest: '] },
-        { src: harry0, dst: cedric0, protocol: 'UDP', port: 53, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-dns: '] },
+        { src: harry0, dst: cedric0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (named, accept-web: '] },
+        { src: harry0, dst: cedric0, protocol: 'UDP', port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (named, deny-rest: '] },
+        { src: harry0, dst: cedric0, protocol: 'UDP', port: 53, expect: 'allow', egress: ['[CNP:Admin] Accept (named, accept-dns: '] },
         { src: harry0, dst: cedric0, protocol: 'TCP', port: 53, expect: 'deny' },
         // An address that is no pod has no named ports.
-        { src: studentIPs('gryffindor', 0)[0], dst: '192.0.2.7', port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-rest: '] },
+        { src: studentIPs('gryffindor', 0)[0], dst: '192.0.2.7', port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (named, deny-rest: '] },
         // Ingress: the subject is the destination, so its own port names apply.
-        { src: draco0, dst: harry1, port: 8080, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-web-from-slytherin: '] },
-        { src: draco0, dst: harry1, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-slytherin: '] },
+        { src: draco0, dst: harry1, port: 8080, expect: 'allow', ingress: ['[CNP:Admin] Accept (named, accept-web-from-slytherin: '] },
+        { src: draco0, dst: harry1, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (named, deny-slytherin: '] },
       ],
     });
   });
@@ -167,8 +167,8 @@ describe('ClusterNetworkPolicy tiers around NetworkPolicy', () => {
   it('the NetworkPolicy stage makes an NP-selected pod\'s verdict final, so Baseline is not consulted even after an Admin Pass', () => {
     live = new LiveCluster([adminPass, allowSlytherinNP, baselineDeny]);
     live.check(
-      { src: draco0, dst: harry0, port: 81, expect: 'allow', ingress: ['[CNP:Admin] Pass (pass-81: ', '[NP] Accept'], hides: ['[CNP:Baseline]'] },
-      { src: harry0, dst: draco0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Pass (pass-all-egress-to-slytherin: ', '[NP] Accept'], hides: ['[CNP:Baseline]'] },
+      { src: draco0, dst: harry0, port: 81, expect: 'allow', ingress: ['[CNP:Admin] Pass (pass-example, pass-81: ', '[NP] Accept'], hides: ['[CNP:Baseline]'] },
+      { src: harry0, dst: draco0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Pass (pass-example, pass-all-egress-to-slytherin: ', '[NP] Accept'], hides: ['[CNP:Baseline]'] },
     );
   });
 
@@ -176,9 +176,9 @@ describe('ClusterNetworkPolicy tiers around NetworkPolicy', () => {
     live = new LiveCluster([adminPass, allowSlytherinNP, baselineDeny]);
     live.remove(allowSlytherinNP);
     live.check(
-      { src: draco0, dst: harry0, port: 81, expect: 'deny', ingress: ['[CNP:Admin] Pass (pass-81: ', '[CNP:Baseline] Deny (deny-all-ingress-from-slytherin: '] },
+      { src: draco0, dst: harry0, port: 81, expect: 'deny', ingress: ['[CNP:Admin] Pass (pass-example, pass-81: ', '[CNP:Baseline] Deny (default, deny-all-ingress-from-slytherin: '] },
       // Port 82 does not match the Pass rule: no Admin verdict at all, Baseline still denies.
-      { src: draco0, dst: harry0, port: 82, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-all-ingress-from-slytherin: '], hides: ['[CNP:Admin]'] },
+      { src: draco0, dst: harry0, port: 82, expect: 'deny', ingress: ['[CNP:Baseline] Deny (default, deny-all-ingress-from-slytherin: '], hides: ['[CNP:Admin]'] },
     );
   });
 
@@ -186,7 +186,7 @@ describe('ClusterNetworkPolicy tiers around NetworkPolicy', () => {
     const adminDeny = structuredClone(adminPass);
     adminDeny.spec.egress[0].action = 'Deny';
     live = new LiveCluster([adminDeny, allowSlytherinNP]);
-    live.check({ src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (pass-all-egress-to-slytherin: '], hides: ['[NP] Accept', '[CNP:Baseline]'] });
+    live.check({ src: harry0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (pass-example, pass-all-egress-to-slytherin: '], hides: ['[NP] Accept', '[CNP:Baseline]'] });
   });
 });
 
@@ -209,10 +209,10 @@ describe('ClusterNetworkPolicy priority ties', () => {
       name: 'same-priority-disjoint',
       objects: [acceptRavenclaw, acceptSlytherin],
       probes: [
-        { src: luna0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-from-ravenclaw: '], hides: ['shares priority'] },
-        { src: draco0, dst: cedric0, port: 80, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-from-slytherin: '] },
-        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-all-else: '], hides: ['shares priority'] },
-        { src: luna0, dst: cedric0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-all-else: '] },
+        { src: luna0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Admin] Accept (same-priority-1, accept-from-ravenclaw: '], hides: ['shares priority'] },
+        { src: draco0, dst: cedric0, port: 80, expect: 'allow', ingress: ['[CNP:Admin] Accept (same-priority-2, accept-from-slytherin: '] },
+        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (same-priority-1, deny-all-else: '], hides: ['shares priority'] },
+        { src: luna0, dst: cedric0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (same-priority-2, deny-all-else: '] },
       ],
     });
   });
@@ -225,8 +225,8 @@ describe('ClusterNetworkPolicy priority ties', () => {
       objects: [acceptRavenclaw, overlapping],
       probes: [
         // same-priority-1 sorts first: its deny-all-else beats same-priority-2's accept.
-        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-all-else: namespaces all, any port; note: policy "same-priority-1" shares priority 15'] },
-        { src: draco0, dst: cedric0, port: 80, expect: 'allow', ingress: ['[CNP:Admin] Accept (accept-from-slytherin: '], hides: ['shares priority'] },
+        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (same-priority-1, deny-all-else: namespaces all, any port; note: policy "same-priority-1" shares priority 15'] },
+        { src: draco0, dst: cedric0, port: 80, expect: 'allow', ingress: ['[CNP:Admin] Accept (same-priority-2, accept-from-slytherin: '], hides: ['shares priority'] },
       ],
     });
   });
@@ -248,15 +248,15 @@ describe('ClusterNetworkPolicy node and network peers (experimental egress selec
       name: 'node-and-cidr',
       objects: [nodeAndCidr],
       probes: [
-        { src: harry0, dst: centaur1, port: 36363, expect: 'allow', egress: ['[CNP:Admin] Accept (allow-egress-to-36363-on-nodes: '] },
-        { src: harry1, dst: centaur0, protocol: 'UDP', port: 5353, expect: 'allow', egress: ['[CNP:Admin] Pass (pass-egress-to-5353-on-nodes: '] },
-        { src: harry1, dst: centaur1, port: 36364, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-egress-to-slytherin-and-nodes-and-internet: '] },
+        { src: harry0, dst: centaur1, port: 36363, expect: 'allow', egress: ['[CNP:Admin] Accept (node-and-cidr-as-peers-example, allow-egress-to-36363-on-nodes: '] },
+        { src: harry1, dst: centaur0, protocol: 'UDP', port: 5353, expect: 'allow', egress: ['[CNP:Admin] Pass (node-and-cidr-as-peers-example, pass-egress-to-5353-on-nodes: '] },
+        { src: harry1, dst: centaur1, port: 36364, expect: 'deny', egress: ['[CNP:Admin] Deny (node-and-cidr-as-peers-example, deny-egress-to-slytherin-and-nodes-and-internet: '] },
         { src: harry1, dst: centaur1, protocol: 'SCTP', port: 9003, expect: 'deny' },
-        { src: harryV4, dst: '198.51.100.1', port: 443, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-egress-to-slytherin-and-nodes-and-internet: '] },
+        { src: harryV4, dst: '198.51.100.1', port: 443, expect: 'deny', egress: ['[CNP:Admin] Deny (node-and-cidr-as-peers-example, deny-egress-to-slytherin-and-nodes-and-internet: '] },
         { src: harryV6, dst: '2001:db8::1', port: 443, expect: 'deny' },
-        { src: harryV6, dst: NODES[1].ip6, port: 36363, expect: 'allow', egress: ['[CNP:Admin] Accept (allow-egress-to-36363-on-nodes: '] },
+        { src: harryV6, dst: NODES[1].ip6, port: 36363, expect: 'allow', egress: ['[CNP:Admin] Accept (node-and-cidr-as-peers-example, allow-egress-to-36363-on-nodes: '] },
         // networks match pod addresses too: 0.0.0.0/0 denies traffic to every pod.
-        { src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-egress-to-slytherin-and-nodes-and-internet: '] },
+        { src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (node-and-cidr-as-peers-example, deny-egress-to-slytherin-and-nodes-and-internet: '] },
         // Other houses are not subjects.
         { src: draco0, dst: '198.51.100.1', port: 443, expect: 'allow', hides: ['[CNP:Admin]'] },
       ],
@@ -280,8 +280,8 @@ describe('ClusterNetworkPolicy subjects and peers exclude host-networked pods', 
       probes: [
         { src: centaur0, dst: harry0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
         { src: harry0, dst: centaur1, port: 36363, expect: 'allow', hides: ['[CNP:Admin]'] },
-        { src: luna0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-from-pods: '] },
-        { src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-pods: '] },
+        { src: luna0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (gryffindor-isolation, deny-from-pods: '] },
+        { src: harry0, dst: luna0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (gryffindor-isolation, deny-to-pods: '] },
       ],
     });
   });
@@ -297,7 +297,7 @@ describe('ClusterNetworkPolicy and a pod\'s traffic to itself', () => {
       })],
       probes: [
         { src: harry0, dst: harry0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
-        { src: harry0, dst: harry1, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-gryffindor-egress: '] },
+        { src: harry0, dst: harry1, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (hairpin-ingress-deny, deny-gryffindor-egress: '] },
       ],
     });
   });
@@ -326,11 +326,11 @@ describe('ClusterNetworkPolicy domainNames', () => {
       objects: [allowlist],
       dns,
       probes: [
-        { src: harryV4, dst: '192.0.2.10', port: 443, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-example-subdomains: '] },
-        { src: harryV4, dst: '192.0.2.10', port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-internet: '] },
-        { src: harryV4, dst: '192.0.2.20', port: 443, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-internet: '] },
-        { src: harryV6, dst: '2001:db8::5', port: 443, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-example-subdomains: '] },
-        { src: harryV4, dst: '192.0.2.30', port: 8443, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-partner-api: '] },
+        { src: harryV4, dst: '192.0.2.10', port: 443, expect: 'allow', egress: ['[CNP:Admin] Accept (egress-allowlist, accept-example-subdomains: '] },
+        { src: harryV4, dst: '192.0.2.10', port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (egress-allowlist, deny-internet: '] },
+        { src: harryV4, dst: '192.0.2.20', port: 443, expect: 'deny', egress: ['[CNP:Admin] Deny (egress-allowlist, deny-internet: '] },
+        { src: harryV6, dst: '2001:db8::5', port: 443, expect: 'allow', egress: ['[CNP:Admin] Accept (egress-allowlist, accept-example-subdomains: '] },
+        { src: harryV4, dst: '192.0.2.30', port: 8443, expect: 'allow', egress: ['[CNP:Admin] Accept (egress-allowlist, accept-partner-api: '] },
         { src: harryV4, dst: '192.0.2.40', port: 443, expect: 'deny' },
       ],
     });
@@ -341,7 +341,7 @@ describe('ClusterNetworkPolicy domainNames', () => {
     live = new LiveCluster([allowlist], { dns });
     live.check({ src: harryV4, dst: '203.0.113.9', port: 443, expect: 'deny' });
     live.ev.state.recordResolvedName('cdn.example.com', '203.0.113.9', 300);
-    live.check({ src: harryV4, dst: '203.0.113.9', port: 443, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-example-subdomains: '] });
+    live.check({ src: harryV4, dst: '203.0.113.9', port: 443, expect: 'allow', egress: ['[CNP:Admin] Accept (egress-allowlist, accept-example-subdomains: '] });
   });
 });
 
@@ -366,11 +366,11 @@ describe('ClusterNetworkPolicy rules that cannot be understood fail closed', () 
       probes: [
         // The Accept rule is dropped whole, even its good ravenclaw peer.
         { src: harry0, dst: luna0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
-        { src: cedric0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (accept-ravenclaw: '] },
+        { src: cedric0, dst: luna0, port: 80, expect: 'allow', egress: ['[CNP:Admin] Accept (pass-unknown-peer, accept-ravenclaw: '] },
         // Everything after it is denied, whatever port the rule named.
-        { src: cedric0, dst: harry0, port: 8080, expect: 'deny', egress: ['[CNP:Admin] Deny (pass-future (fails closed: spec.egress[1].to[0]: unknown field "serviceAccounts"'] },
+        { src: cedric0, dst: harry0, port: 8080, expect: 'deny', egress: ['[CNP:Admin] Deny (pass-unknown-peer, pass-future (fails closed: spec.egress[1].to[0]: unknown field "serviceAccounts"'] },
         { src: cedric0, dst: '192.0.2.1', port: 53, protocol: 'UDP', expect: 'deny' },
-        { src: draco0, dst: cedric0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-icmp (fails closed: spec.egress[0].protocols[0]: unknown field "icmp"'] },
+        { src: draco0, dst: cedric0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-bad-protocol, deny-icmp (fails closed: spec.egress[0].protocols[0]: unknown field "icmp"'] },
       ],
     });
   });
@@ -399,10 +399,10 @@ describe('ClusterNetworkPolicy directions and selectors (standard isolation case
         }),
       ],
       probes: [
-        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-from-slytherin: '] },
+        { src: draco0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (admin-ingress-isolation, deny-from-slytherin: '] },
         { src: harry0, dst: luna0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
         { src: harry0, dst: draco0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
-        { src: cedric0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-slytherin: '] },
+        { src: cedric0, dst: draco0, port: 80, expect: 'deny', egress: ['[CNP:Admin] Deny (admin-egress-isolation, deny-to-slytherin: '] },
         { src: draco0, dst: cedric0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
       ],
     });
@@ -418,7 +418,7 @@ describe('ClusterNetworkPolicy directions and selectors (standard isolation case
         }],
       })],
       probes: [
-        { src: harry1, dst: luna0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (deny-from-all-conformance-pods: '] },
+        { src: harry1, dst: luna0, port: 80, expect: 'deny', ingress: ['[CNP:Admin] Deny (gress-omitted-namespaceselector, deny-from-all-conformance-pods: '] },
         { src: cedric1, dst: luna0, protocol: 'UDP', port: 53, expect: 'deny' },
         { src: draco1, dst: luna0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
       ],
@@ -440,14 +440,14 @@ describe('ClusterNetworkPolicy in the Baseline tier', () => {
   it('decides ingress in rule order after the NetworkPolicy tier, and swaps apply live', () => {
     live = new LiveCluster([baselineIngress]);
     live.check(
-      { src: luna0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Baseline] Accept (accept-from-ravenclaw-everything: '], hides: ['[CNP:Admin]'] },
-      { src: draco0, dst: harry1, port: 80, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-from-slytherin-at-port-80: '] },
+      { src: luna0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Baseline] Accept (baseline-ingress-tcp, accept-from-ravenclaw-everything: '], hides: ['[CNP:Admin]'] },
+      { src: draco0, dst: harry1, port: 80, expect: 'deny', ingress: ['[CNP:Baseline] Deny (baseline-ingress-tcp, deny-from-slytherin-at-port-80: '] },
       { src: draco0, dst: harry1, port: 8080, expect: 'allow', hides: ['[CNP:Baseline]'] },
-      { src: cedric0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Baseline] Accept (accept-from-hufflepuff-at-port-80: '] },
-      { src: cedric0, dst: harry0, port: 8080, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-from-hufflepuff-everything-else: '] },
+      { src: cedric0, dst: harry0, port: 80, expect: 'allow', ingress: ['[CNP:Baseline] Accept (baseline-ingress-tcp, accept-from-hufflepuff-at-port-80: '] },
+      { src: cedric0, dst: harry0, port: 8080, expect: 'deny', ingress: ['[CNP:Baseline] Deny (baseline-ingress-tcp, deny-from-hufflepuff-everything-else: '] },
     );
     live.apply(swapRules(baselineIngress, 'ingress', 0, 1));
-    live.check({ src: luna0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Baseline] Deny (deny-from-ravenclaw-everything: '] });
+    live.check({ src: luna0, dst: harry0, port: 80, expect: 'deny', ingress: ['[CNP:Baseline] Deny (baseline-ingress-tcp, deny-from-ravenclaw-everything: '] });
   });
 
   it('a NetworkPolicy that selects the pod decides before the baseline gets a say', () => {

@@ -20,9 +20,9 @@ async function run(example: string) {
 }
 
 describe.each([
-  ['cluster-network-policy', 'CNP:Admin', 'CNP:Baseline'],
-  ['admin-network-policy', 'ANP', 'BANP'],
-])('examples/tiered/%s', (example, admin, baseline) => {
+  ['cluster-network-policy', 'CNP:Admin', 'CNP:Baseline', 'default-deny'],
+  ['admin-network-policy', 'ANP', 'BANP', 'default'],
+])('examples/tiered/%s', (example, admin, baseline, baselinePolicy) => {
   it('decides every flow as its "expect" says', async () => {
     const results = await run(example);
     expect(results.length).toBe(5);
@@ -31,10 +31,10 @@ describe.each([
 
   it('shows the Pass handing TCP 81 to the NetworkPolicy, and the baseline deciding only for pods no NetworkPolicy selects', async () => {
     const [passToNP, passToBaseline, npDeny, adminDeny] = (await run(example)).map((r) => splitWalkthrough(r.walkthrough)[1]);
-    expect(passToNP).toMatch(new RegExp(`^\\[${admin}\\] Pass \\(pass-81: namespaces all, port TCP/81\\) -> \\[NP\\] Accept`));
+    expect(passToNP).toMatch(new RegExp(`^\\[${admin}\\] Pass \\(admin-guardrails, pass-81: namespaces all, port TCP/81\\) -> \\[NP\\] Accept`));
     expect(passToNP).not.toContain(`[${baseline}]`);
-    expect(passToBaseline).toBe(`[${admin}] Pass (pass-81: namespaces all, port TCP/81) -> [${baseline}] Deny (default-deny-ingress: namespaces all, any port)`);
+    expect(passToBaseline).toBe(`[${admin}] Pass (admin-guardrails, pass-81: namespaces all, port TCP/81) -> [${baseline}] Deny (${baselinePolicy}, default-deny-ingress: namespaces all, any port)`);
     expect(npDeny).toMatch(/^\[NP\] Deny/);
-    expect(adminDeny).toBe(`[${admin}] Deny (deny-from-z: namespaces kubernetes.io/metadata.name=z, any port)`);
+    expect(adminDeny).toBe(`[${admin}] Deny (admin-guardrails, deny-from-z: namespaces kubernetes.io/metadata.name=z, any port)`);
   });
 });

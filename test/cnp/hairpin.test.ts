@@ -36,11 +36,11 @@ describe('an Admin-tier ClusterNetworkPolicy denying the namespace', () => {
       name: 'cnp-admin-hairpin',
       objects: [harryService, cnp('deny-gryffindor', 'Admin', 10, subjectNamespace('gryffindor'), denyGryffindor)],
       probes: [
-        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-gryffindor: '], ingress: ['[CNP:Admin] Deny (deny-from-gryffindor: '] },
-        { src: harry0, dst: '10.96.0.20', port: 8000, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-gryffindor: '] },
+        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-gryffindor, deny-to-gryffindor: '], ingress: ['[CNP:Admin] Deny (deny-gryffindor, deny-from-gryffindor: '] },
+        { src: harry0, dst: '10.96.0.20', port: 8000, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-gryffindor, deny-to-gryffindor: '] },
         { src: harry0, dst: harry0, port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
         { src: harry0, dst: studentIPs('gryffindor', 0)[0], port: 80, expect: 'allow', hides: ['[CNP:Admin]'] },
-        { src: harry1, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-to-gryffindor: '] },
+        { src: harry1, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[CNP:Admin] Deny (deny-gryffindor, deny-to-gryffindor: '] },
       ],
     });
   });
@@ -52,7 +52,7 @@ describe('a Baseline-tier ClusterNetworkPolicy denying the namespace', () => {
       name: 'cnp-baseline-hairpin',
       objects: [harryService, cnp('baseline-deny-gryffindor', 'Baseline', 10, subjectNamespace('gryffindor'), denyGryffindor)],
       probes: [
-        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[CNP:Baseline] Deny (deny-to-gryffindor: '] },
+        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[CNP:Baseline] Deny (baseline-deny-gryffindor, deny-to-gryffindor: '] },
         { src: harry0, dst: harry0, port: 80, expect: 'allow', hides: ['[CNP:Baseline]'] },
       ],
     });
@@ -65,7 +65,7 @@ describe('AdminNetworkPolicy and BaselineAdminNetworkPolicy follow the same rule
       name: 'anp-hairpin',
       objects: [harryService, anp('deny-gryffindor', 10, subjectNamespace('gryffindor'), denyGryffindor)],
       probes: [
-        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[ANP] Deny (deny-to-gryffindor: '] },
+        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[ANP] Deny (deny-gryffindor, deny-to-gryffindor: '] },
         { src: harry0, dst: harry0, port: 80, expect: 'allow', hides: ['[ANP]'] },
       ],
     });
@@ -76,7 +76,7 @@ describe('AdminNetworkPolicy and BaselineAdminNetworkPolicy follow the same rule
       name: 'banp-hairpin',
       objects: [harryService, banp(subjectNamespace('gryffindor'), denyGryffindor)],
       probes: [
-        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[BANP] Deny (deny-to-gryffindor: '] },
+        { src: harry0, dst: harrySvc, port: 8000, expect: 'deny', egress: ['[BANP] Deny (default, deny-to-gryffindor: '] },
         { src: harry0, dst: harry0, port: 80, expect: 'allow', hides: ['[BANP]'] },
       ],
     });

@@ -61,17 +61,17 @@ async function walk(objects: KubeObject[], rows: Row[]): Promise<void> {
 
 describe('walkthroughs of the Policy Assistant demo', () => {
   it.each([
-    ['v1alpha1 AdminNetworkPolicy / BaselineAdminNetworkPolicy', v1alpha1, 'ANP', 'BANP'],
-    ['v1alpha2 ClusterNetworkPolicy', v1alpha2, 'CNP:Admin', 'CNP:Baseline'],
-  ])('%s: an admin allow, a baseline deny and a Pass ending in a NetworkPolicy drop', async (_, objects, admin, baseline) => {
+    ['v1alpha1 AdminNetworkPolicy / BaselineAdminNetworkPolicy', v1alpha1, 'ANP', 'BANP', 'anp'],
+    ['v1alpha2 ClusterNetworkPolicy', v1alpha2, 'CNP:Admin', 'CNP:Baseline', 'cnp'],
+  ])('%s: an admin allow, a baseline deny and a Pass ending in a NetworkPolicy drop', async (_, objects, admin, baseline, g) => {
     const a = admin.replace(':', '\\:');
     await walk(objects as KubeObject[], [
-      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(allow-80: namespaces all, port TCP/80\\)$`) },
-      { src: 'demo/a', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${baseline.replace(':', '\\:')}\\] Deny \\(baseline-deny: namespaces all, any port\\)$`) },
-      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(development-ns: namespaces development=true, any port\\) -> \\[NP\\] Deny`) },
+      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(${g}1, allow-80: namespaces all, port TCP/80\\)$`) },
+      { src: 'demo/a', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${baseline.replace(':', '\\:')}\\] Deny \\(default, baseline-deny: namespaces all, any port\\)$`) },
+      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(${g}2, development-ns: namespaces development=true, any port\\) -> \\[NP\\] Deny`) },
       // The admin allow outranks the NetworkPolicy that isolates pod a.
-      { src: 'demo2/nginx', dst: 'demo/a', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(allow-80: namespaces all, port TCP/80\\)$`) },
-      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(development-ns: namespaces development=true, any port\\) -> \\[${baseline.replace(':', '\\:')}\\] Deny \\(baseline-deny: namespaces all, any port\\)$`) },
+      { src: 'demo2/nginx', dst: 'demo/a', port: 80, verdict: 'allow', ingress: new RegExp(`^\\[${a}\\] Accept \\(${g}1, allow-80: namespaces all, port TCP/80\\)$`) },
+      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: new RegExp(`^\\[${a}\\] Pass \\(${g}2, development-ns: namespaces development=true, any port\\) -> \\[${baseline.replace(':', '\\:')}\\] Deny \\(default, baseline-deny: namespaces all, any port\\)$`) },
     ]);
   });
 
@@ -83,10 +83,10 @@ describe('walkthroughs of the Policy Assistant demo', () => {
       denyEverythingToA,
       cnp('default', 'Baseline', 1000, everyNamespace, { ingress: [{ name: 'baseline-deny', action: 'Deny', from: [everyNamespace] }] }),
     ], [
-      { src: 'demo2/nginx', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns: namespaces development=true, any port\) -> \[ANP\] Deny \(deny-development: namespaces development=true, any port\)$/ },
-      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns: namespaces development=true, any port\) -> \[ANP\] Pass \(pass-81: namespaces all, port TCP\/81\) -> \[NP\] Deny/ },
-      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(development-ns: namespaces development=true, any port\) -> \[ANP\] Pass \(pass-81: namespaces all, port TCP\/81\) -> \[CNP:Baseline\] Deny \(baseline-deny: namespaces all, any port\)$/ },
-      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Baseline\] Deny \(baseline-deny: namespaces all, any port\)$/ },
+      { src: 'demo2/nginx', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(dev-pass, development-ns: namespaces development=true, any port\) -> \[ANP\] Deny \(anp-deny-dev, deny-development: namespaces development=true, any port\)$/ },
+      { src: 'demo2/nginx', dst: 'demo/a', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(dev-pass, development-ns: namespaces development=true, any port\) -> \[ANP\] Pass \(anp-pass-81, pass-81: namespaces all, port TCP\/81\) -> \[NP\] Deny/ },
+      { src: 'demo2/nginx', dst: 'demo/b', port: 81, verdict: 'deny', ingress: /^\[CNP:Admin\] Pass \(dev-pass, development-ns: namespaces development=true, any port\) -> \[ANP\] Pass \(anp-pass-81, pass-81: namespaces all, port TCP\/81\) -> \[CNP:Baseline\] Deny \(default, baseline-deny: namespaces all, any port\)$/ },
+      { src: 'demo/a', dst: 'demo/b', port: 80, verdict: 'deny', ingress: /^\[CNP:Baseline\] Deny \(default, baseline-deny: namespaces all, any port\)$/ },
     ]);
   });
 });
