@@ -26,14 +26,15 @@ import { AGENT_MALLOC_ENV } from '../host/agent-node-flags.js';
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
 /**
- * Resident bytes of the WebAssembly memories. V8 reserves each memory as
- * several GiB of address space (bounds checks by guard pages): the part in
- * use is a read-write mapping directly followed by the inaccessible rest of
- * the reservation. Only the pages a module touched are resident, so a
- * memory's size (`wasmMemoryMiB`) can be more than it costs. Linux only
- * (/proc/self/smaps); undefined elsewhere.
+ * The WebAssembly memories as mapped: V8 reserves each memory as several GiB
+ * of address space (bounds checks by guard pages): the part in use is a
+ * read-write mapping directly followed by the inaccessible rest of the
+ * reservation. Only the pages a module touched are resident, so a memory's
+ * size (`wasmMemoryMiB`) can be more than it costs. In address order, each
+ * with its size (a stage's memory size, which tells np's from the others) and
+ * its resident bytes. Linux only (/proc/self/smaps); undefined elsewhere.
  */
-function wasmResidentBytes(): number | undefined {
+function wasmMappings(): Array<{ bytes: number; resident: number }> | undefined {
   let smaps: string;
   try { smaps = readFileSync('/proc/self/smaps', 'utf8'); } catch { return undefined; }
   const maps: Array<{ start: number; end: number; perms: string; rss: number }> = [];
@@ -42,12 +43,17 @@ function wasmResidentBytes(): number | undefined {
     if (range) maps.push({ start: Number.parseInt(range[1], 16), end: Number.parseInt(range[2], 16), perms: range[3], rss: 0 });
     else if (line.startsWith('Rss:') && maps.length) maps[maps.length - 1].rss = Number.parseInt(line.slice(4), 10) * 1024;
   }
-  let total = 0;
+  const memories: Array<{ bytes: number; resident: number }> = [];
   for (let i = 0; i + 1 < maps.length; i++) {
     const [used, rest] = [maps[i], maps[i + 1]];
-    if (used.perms.startsWith('rw') && rest.perms.startsWith('---') && rest.start === used.end && rest.end - used.start >= 4 * 2 ** 30) total += used.rss;
+    if (used.perms.startsWith('rw') && rest.perms.startsWith('---') && rest.start === used.end && rest.end - used.start >= 4 * 2 ** 30) memories.push({ bytes: used.end - used.start, resident: used.rss });
   }
-  return total;
+  return memories;
+}
+
+/** Resident bytes of all the WebAssembly memories. */
+function wasmResidentBytes(): number | undefined {
+  return wasmMappings()?.reduce((sum, m) => sum + m.resident, 0);
 }
 
 /**
@@ -164,6 +170,7 @@ try {
     wasmMemoryMiB: mib(wasm),
     wasmResidentMiB: (() => { const r = wasmResidentBytes(); return r === undefined ? undefined : mib(r); })(),
     wasmMemoryMiBByStage: Object.fromEntries(stages.map((s) => [s.name, mib(s.memoryBytes)])),
+    wasmResidentMiBByMemory: wasmMappings()?.map((m) => ({ sizeMiB: mib(m.bytes), residentMiB: mib(m.resident) })),
     scale: scale.name,
     pods: [...agent.state.pods()].length,
     ready: agent.ready(),

@@ -30,6 +30,12 @@
 // in its low nibble, and an entry keeps its verdict in the high nibble.
 // The rule code (ABI 1.3) of each entry lives in a side array of u32, one per
 // way, so the entries keep their size and the tags their density.
+// A pair question (ABI 1.4, kwp_decide_pair: direction byte 2) is one entry
+// holding both answers: its key is the record with direction 2, the ingress
+// verdict sits in the high nibble of head byte 0, and the ingress reason and
+// rule codes in a second side array (u32 pairs, one per way). One lookup then
+// answers both directions, and the tables hold half as many entries for the
+// same traffic.
 
 import { OFF_REASON, OFF_RULE, OFF_VERDICT, OFF_SRC_POD, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_ICMP_TYPE } from "./decision";
 
@@ -41,8 +47,10 @@ const V6_ENTRY: usize = 64;
 const POD_SLOTS: u32 = 16384;
 const HEAD_MASK: u64 = 0xFFFF_0000_0FFF_FFFF;
 const VERDICT_SHIFT: u64 = 28;
-// An entry's head is the key's head plus the verdict in byte 3's high nibble.
-const ENTRY_HEAD_MASK: u64 = ~(<u64>0xF << VERDICT_SHIFT);
+const INGRESS_VERDICT_SHIFT: u64 = 4;
+// An entry's head is the key's head plus the verdict in byte 3's high nibble
+// (and, for a pair, the ingress verdict in byte 0's high nibble).
+const ENTRY_HEAD_MASK: u64 = ~((<u64>0xF << VERDICT_SHIFT) | (<u64>0xF << INGRESS_VERDICT_SHIFT));
 
 let v4Table: usize = 0;
 let v6Table: usize = 0;
@@ -50,6 +58,8 @@ let v4Tags: usize = 0;
 let v6Tags: usize = 0;
 let v4Rules: usize = 0;
 let v6Rules: usize = 0;
+let v4Pairs: usize = 0;
+let v6Pairs: usize = 0;
 const podStamps = new StaticArray<u32>(<i32>POD_SLOTS);
 let clock: u32 = 1;
 let objectsStamp: u32 = 1;
@@ -66,7 +76,10 @@ let a3: u64 = 0;
 let slot: usize = 0;
 let slotTag: usize = 0;
 let slotRule: usize = 0;
+let slotPair: usize = 0;
 let tag: u16 = 0;
+// After a hit on a pair entry: its head and its ingress codes' address (pairIngress).
+let hitHead: u64 = 0;
 
 // Hits and misses since the module started (u64 each), read by the host
 // through the optional kwp_decision_cache_stats export.
@@ -92,6 +105,19 @@ export function setDecisionCacheEnabled(on: bool): void {
   enabled = on;
 }
 export function decisionCacheEnabled(): bool { return enabled; }
+
+/**
+ * The pair entries' ingress codes (288 KiB), allocated at the first
+ * kwp_decide_pair call rather than at configure: an instance the host never
+ * asks for pairs (a pipeline with a stage that does not offer them, a stage
+ * near its memory cap being rebuilt) does not carry them. The only
+ * allocation on the decision path, once per instance.
+ */
+export function preparePairs(): void {
+  if (v4Pairs != 0) return;
+  v4Pairs = heap.alloc(<usize>V4_SETS * WAYS * 8);
+  v6Pairs = heap.alloc(<usize>V6_SETS * WAYS * 8);
+}
 
 function tick(): u32 {
   if (clock == u32.MAX_VALUE) {
@@ -164,6 +190,7 @@ export function lookup(rec: usize): bool {
   const set = (v6 ? v6Table : v4Table) + index * WAYS * size;
   const tags = (v6 ? v6Tags : v4Tags) + index * WAYS * 2;
   const rules = (v6 ? v6Rules : v4Rules) + index * WAYS * 4;
+  const pairs = (v6 ? v6Pairs : v4Pairs) + index * WAYS * 8;
   tag = <u16>(h >> 48) | 1;
   let empty: usize = WAYS;
   for (let w: usize = 0; w < <usize>WAYS; w++) {
@@ -171,7 +198,11 @@ export function lookup(rec: usize): bool {
     if (t == tag) {
       const e = set + w * size;
       if (sameKey(e, v6)) {
-        if (fresh(load<u32>(e + stampAt))) return hit(rec, load<u64>(e), load<u32>(e + stampAt, 4), load<u32>(rules + w * 4));
+        slotPair = pairs + w * 8;
+        if (fresh(load<u32>(e + stampAt))) {
+          hitHead = load<u64>(e);
+          return hit(rec, hitHead, load<u32>(e + stampAt, 4), load<u32>(rules + w * 4));
+        }
         // Stale: recompute into the same place.
         slot = e;
         slotTag = tags + w * 2;
@@ -185,8 +216,20 @@ export function lookup(rec: usize): bool {
   slot = set + way * size;
   slotTag = tags + way * 2;
   slotRule = rules + way * 4;
+  slotPair = pairs + way * 8;
   store<u64>(stats + 8, load<u64>(stats + 8) + 1);
   return false;
+}
+
+/**
+ * After `lookup` hit a pair question (direction byte 2): the ingress answer
+ * of that entry, written to `out` as kwp_decide_pair's pair area entry
+ * (verdict at 0, reason at 4, rule at 8).
+ */
+export function pairIngress(out: usize): void {
+  store<u8>(out, <u8>((hitHead >> INGRESS_VERDICT_SHIFT) & 0xF));
+  store<u32>(out, load<u32>(slotPair), 4);
+  store<u32>(out, load<u32>(slotPair, 4), 8);
 }
 
 /** Stores the verdict `decide` just wrote into the record `lookup` missed. */
@@ -194,10 +237,27 @@ export function remember(rec: usize): void {
   const verdict = load<u8>(rec + OFF_VERDICT);
   // A verdict outside 0..3 is the stage's failure, not an answer; it would not fit the nibble either.
   if (verdict > 3) return;
+  writeEntry(rec, head | (<u64>verdict << VERDICT_SHIFT));
+}
+
+/**
+ * Stores a pair question's answers into the entry `lookup` missed: egress in
+ * the record's result fields, ingress in `out` (a pair area entry).
+ */
+export function rememberPair(rec: usize, out: usize): void {
+  const verdict = load<u8>(rec + OFF_VERDICT);
+  const ingress = load<u8>(out);
+  if (verdict > 3 || ingress > 3) return;
+  store<u32>(slotPair, load<u32>(out, 4));
+  store<u32>(slotPair, load<u32>(out, 8), 4);
+  writeEntry(rec, head | (<u64>verdict << VERDICT_SHIFT) | (<u64>ingress << INGRESS_VERDICT_SHIFT));
+}
+
+@inline function writeEntry(rec: usize, entryHead: u64): void {
   const e = slot;
   const v6 = load<u8>(rec, 1) == 6;
   const stampAt = (v6 ? V6_ENTRY : V4_ENTRY) - 8;
-  store<u64>(e, head | (<u64>verdict << VERDICT_SHIFT));
+  store<u64>(e, entryHead);
   store<u64>(e, podIds, 8);
   store<u64>(e, a0, 16);
   if (v6) {

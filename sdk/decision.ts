@@ -21,6 +21,13 @@ export const OFF_DST_ADDR: usize = 36;
 export const OFF_VERDICT: usize = 52;
 export const OFF_REASON: usize = 56;
 export const OFF_RULE: usize = 60;
+/** kwp_decide_pair (ABI 1.4): the direction byte asking for both directions. */
+export const DIRECTION_BOTH: u8 = 2;
+/** kwp_decide_pair's pair area: one entry per batch record holding the ingress verdict, reason and rule code. */
+export const PAIR_RESULT_SIZE: usize = 16;
+export const PAIR_OFF_VERDICT: usize = 0;
+export const PAIR_OFF_REASON: usize = 4;
+export const PAIR_OFF_RULE: usize = 8;
 /** Flags bit 0 (ABI 1.2): the source reached itself through a Service address. */
 export const FLAG_SERVICE_HAIRPIN: u8 = 1;
 

@@ -48,6 +48,15 @@ export abstract class Evaluator {
    */
   cachesDecisions(): bool { return false; }
 
+  /**
+   * True lets the host ask for both directions of a record in one module call
+   * (ABI 1.4, kwp_decide_pair): then a stage may be asked a direction the
+   * one-direction walk would not have reached (a later stage denies the other
+   * one), so this holds only when decide has no side effects. By default,
+   * what cachesDecisions() says.
+   */
+  decidesPairs(): bool { return this.cachesDecisions(); }
+
   /** True when the module must see all traffic (cluster-wide policies); false to name subjects with isSubject. */
   needsAllTraffic(): bool { return true; }
   /** With needsAllTraffic() false: whether traffic to or from this pod must be shown to the module. */
@@ -55,9 +64,17 @@ export abstract class Evaluator {
 }
 
 let current: Evaluator | null = null;
+let pairs: bool = false;
 
 /** Installs the module's evaluator; call once at the top level of the entry file. */
-export function register(e: Evaluator): void { current = e; }
+export function register(e: Evaluator): void {
+  current = e;
+  // Asked once, here: kwp_pair_results then reads a global, not the heap (the host asks it of every new instance).
+  pairs = e.decidesPairs();
+}
+
+/** What the registered evaluator's decidesPairs() said (false before register). */
+export function registeredDecidesPairs(): bool { return pairs; }
 
 export function registered(): Evaluator {
   if (current == null) abort("no evaluator registered: call register(new MyEvaluator()) in the entry file");

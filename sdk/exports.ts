@@ -6,16 +6,18 @@ import { parseJSON, jsonError, JValue, JKind } from "./json";
 import { decodePodInfo } from "./podinfo";
 import { pods } from "./registry";
 import { invalidatePodCaches } from "./podcache";
-import { Decision, RECORD_SIZE, OFF_VERDICT, OFF_REASON, OFF_RULE } from "./decision";
-import { registered } from "./evaluator";
+import { Decision, RECORD_SIZE, OFF_DIRECTION, OFF_VERDICT, OFF_REASON, OFF_RULE, Verdict, DIRECTION_BOTH, PAIR_RESULT_SIZE, PAIR_OFF_VERDICT, PAIR_OFF_REASON, PAIR_OFF_RULE } from "./decision";
+import { registered, registeredDecidesPairs, Evaluator } from "./evaluator";
 import * as decisionCache from "./decision-cache";
 import { setRuleIndexEnabled } from "./rule-index-switch";
 
-/** ABI 1.3. The host reads this initializer from the binary. */
-export const kwp_abi_version: i32 = 0x00010003;
+/** ABI 1.4. The host reads this initializer from the binary. */
+export const kwp_abi_version: i32 = 0x00010004;
 
 const BATCH_CAPACITY: i32 = 64;
 const batchArea = memory.data(<i32>(BATCH_CAPACITY * <i32>RECORD_SIZE), 16);
+// kwp_decide_pair's ingress answers, one entry per record of the batch area (ABI 1.4).
+const pairArea = memory.data(<i32>(BATCH_CAPACITY * <i32>PAIR_RESULT_SIZE), 16);
 const decision = new Decision();
 
 let result: ArrayBuffer = new ArrayBuffer(256);
@@ -133,29 +135,94 @@ export function kwp_batch_capacity(): i32 {
   return BATCH_CAPACITY;
 }
 
+/** One record in the direction its direction byte says: the decision cache first when it is on. */
+@inline function decideRecord(e: Evaluator, rec: usize, cached: bool): void {
+  if (cached && decisionCache.lookup(rec)) return;
+  store<u32>(rec + OFF_REASON, 0);
+  store<u32>(rec + OFF_RULE, 0);
+  decision.ptr = rec;
+  store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
+  if (cached) decisionCache.remember(rec);
+}
+
 export function kwp_decide(count: i32): i32 {
   const e = registered();
   const n = count < BATCH_CAPACITY ? count : BATCH_CAPACITY;
+  // Two loops, so the one without the cache does not test for it per record.
   if (decisionCache.decisionCacheEnabled()) {
-    for (let i = 0; i < n; i++) {
-      const rec = batchArea + <usize>i * RECORD_SIZE;
-      if (decisionCache.lookup(rec)) continue;
-      store<u32>(rec + OFF_REASON, 0);
-      store<u32>(rec + OFF_RULE, 0);
-      decision.ptr = rec;
-      store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
-      decisionCache.remember(rec);
-    }
+    for (let i = 0; i < n; i++) decideRecord(e, batchArea + <usize>i * RECORD_SIZE, true);
     return 0;
   }
+  for (let i = 0; i < n; i++) decideRecord(e, batchArea + <usize>i * RECORD_SIZE, false);
+  return 0;
+}
+
+/**
+ * Optional (1.4): where kwp_decide_pair puts ingress answers, or 0 when the
+ * host must not ask for both directions at once. The host may then ask a
+ * stage for a direction the one-direction walk would not have reached (a
+ * later stage denies the other direction), so only evaluators whose answers
+ * have no side effects offer it (Evaluator.decidesPairs, by default what
+ * cachesDecisions says).
+ */
+export function kwp_pair_results(): usize {
+  return registeredDecidesPairs() ? pairArea : 0;
+}
+
+/**
+ * Optional (1.4): decides `count` records, each in the direction its
+ * direction byte asks for: 0 and 1 as kwp_decide, DIRECTION_BOTH egress into
+ * the record and then, unless egress denied, ingress into the record's entry
+ * of the pair area. The second direction reads the two pods' state the first
+ * just brought into the CPU's caches.
+ */
+export function kwp_decide_pair(count: i32): i32 {
+  const e = registered();
+  const n = count < BATCH_CAPACITY ? count : BATCH_CAPACITY;
+  const cached = decisionCache.decisionCacheEnabled();
+  if (cached) decisionCache.preparePairs();
   for (let i = 0; i < n; i++) {
     const rec = batchArea + <usize>i * RECORD_SIZE;
-    store<u32>(rec + OFF_REASON, 0);
-    store<u32>(rec + OFF_RULE, 0);
-    decision.ptr = rec;
-    store<u8>(rec + OFF_VERDICT, <u8>e.decide(decision));
+    if (load<u8>(rec + OFF_DIRECTION) != DIRECTION_BOTH) {
+      decideRecord(e, rec, cached);
+      continue;
+    }
+    const out = pairArea + <usize>i * PAIR_RESULT_SIZE;
+    // One cache entry answers both directions (its key is the record with direction byte 2).
+    if (cached && decisionCache.lookup(rec)) {
+      decisionCache.pairIngress(out);
+      continue;
+    }
+    decideBoth(e, rec, out);
+    if (cached) decisionCache.rememberPair(rec, out);
   }
   return 0;
+}
+
+/** Egress into the record, then (unless egress denied) ingress into `out`; the decision cache is not consulted. */
+function decideBoth(e: Evaluator, rec: usize, out: usize): void {
+  store<u8>(rec + OFF_DIRECTION, 0);
+  decideRecord(e, rec, false);
+  const verdict = load<u8>(rec + OFF_VERDICT);
+  store<u8>(rec + OFF_DIRECTION, DIRECTION_BOTH);
+  // A denied egress denies the packet: the host does not read the ingress answer.
+  if (verdict == <u8>Verdict.Deny) {
+    store<u8>(out + PAIR_OFF_VERDICT, <u8>Verdict.Next);
+    store<u32>(out + PAIR_OFF_REASON, 0);
+    store<u32>(out + PAIR_OFF_RULE, 0);
+    return;
+  }
+  const reason = load<u32>(rec + OFF_REASON);
+  const rule = load<u32>(rec + OFF_RULE);
+  store<u8>(rec + OFF_DIRECTION, 1);
+  decideRecord(e, rec, false);
+  store<u8>(out + PAIR_OFF_VERDICT, load<u8>(rec + OFF_VERDICT));
+  store<u32>(out + PAIR_OFF_REASON, load<u32>(rec + OFF_REASON));
+  store<u32>(out + PAIR_OFF_RULE, load<u32>(rec + OFF_RULE));
+  store<u8>(rec + OFF_DIRECTION, DIRECTION_BOTH);
+  store<u8>(rec + OFF_VERDICT, verdict);
+  store<u32>(rec + OFF_REASON, reason);
+  store<u32>(rec + OFF_RULE, rule);
 }
 
 export function kwp_explain(reason: u32): i32 {

@@ -27,7 +27,9 @@ binaryen.setDebugInfo(true);
 for (const name of names) {
   const target = join(out, `${name}.wasm`);
   let stderr = '';
-  const args = [join(root, 'evaluators', name, 'index.ts'), '--config', join(root, 'asconfig.json'), '--transform', join(root, 'sdk', 'transform.mjs'), '-o', target, '--debug', '-O3'];
+  // The memory flags are scripts/build-wasm.mjs's EVALUATOR_FLAGS: a module that defines its own memory
+  // keeps a fixed cap and the call fuel of that cap, too little to feed the default scale.
+  const args = [join(root, 'evaluators', name, 'index.ts'), '--config', join(root, 'asconfig.json'), '--transform', join(root, 'sdk', 'transform.mjs'), '-o', target, '--debug', '-O3', '--importMemory', '--maximumMemory', '65536'];
   const { error } = await asc.main(args, { stderr: { write: (s) => { stderr += s; } } });
   if (error) { console.error(`${name}: ${stderr}`); process.exit(1); }
   const bytes = readFileSync(target);

@@ -11,6 +11,8 @@ export const REQUIRED_FUNCTIONS = [
 export const OPTIONAL_FUNCTIONS = [
   { name: 'kwp_decision_cache_stats', since: { major: 1, minor: 1 } },
   { name: 'kwp_attribution', since: { major: 1, minor: 3 } },
+  { name: 'kwp_pair_results', since: { major: 1, minor: 4 } },
+  { name: 'kwp_decide_pair', since: { major: 1, minor: 4 } },
 ] as const;
 
 /** A module's exports as the host calls them (pointers are offsets into its memory). */
@@ -31,6 +33,10 @@ export interface AbiExports {
   kwp_decision_cache_stats?: () => number;
   /** Optional (1.3): the length of a JSON attribution for (reason, rule) in the result buffer; 0 for none. */
   kwp_attribution?: (reason: number, rule: number) => number;
+  /** Optional (1.4): the address of the pair area (kwp_batch_capacity entries of PAIR_RESULT_SIZE bytes), 0 when the module does not decide both directions in one call. */
+  kwp_pair_results?: () => number;
+  /** Optional (1.4): decide `count` records of the batch area, each in the direction or directions its direction byte asks for. */
+  kwp_decide_pair?: (count: number) => number;
 }
 
 /** Byte size of the counters `kwp_decision_cache_stats` points at: hits, then misses, u64 each. */

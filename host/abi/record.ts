@@ -52,6 +52,22 @@ export const RecordFlag = {
 /** The values of the direction byte. */
 export const RecordDirection = { Egress: 0, Ingress: 1 } as const;
 
+/**
+ * ABI 1.4, `kwp_decide_pair` only: the direction byte's value asking for both
+ * directions of the record (the egress answer in the record, the ingress
+ * answer in the record's entry of the pair area). 0 and 1 mean what they mean
+ * in `kwp_decide`.
+ */
+export const DIRECTION_BOTH = 2;
+/** Bytes per entry of the pair area (`kwp_pair_results`): one per batch record. */
+export const PAIR_RESULT_SIZE = 16;
+/** In a pair area entry, u8: the ingress verdict. */
+export const PAIR_OFF_VERDICT = 0;
+/** In a pair area entry, u32: the ingress reason code. */
+export const PAIR_OFF_REASON = 4;
+/** In a pair area entry, u32: the ingress rule code. */
+export const PAIR_OFF_RULE = 8;
+
 /** The reason code of the record at `offset`, little-endian. */
 export function readReason(bytes: Uint8Array, offset: number): number {
   const p = offset + OFF_REASON;

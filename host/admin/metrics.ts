@@ -190,6 +190,16 @@ export class AdminMetrics {
           hist.observe((performance.now() - t) / 1000 / count);
         };
       }
+      // The pair walk (ABI 1.4) decides through decidePairs: one batch in `sampleEvery`, per record.
+      const decidePairs = stage.decidePairs.bind(stage);
+      let q = 0;
+      stage.decidePairs = (records, count, egress, ingress) => {
+        if (++q < every || count === 0) return decidePairs(records, count, egress, ingress);
+        q = 0;
+        const t = performance.now();
+        decidePairs(records, count, egress, ingress);
+        hist.observe((performance.now() - t) / 1000 / count);
+      };
     }
   }
 

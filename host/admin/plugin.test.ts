@@ -41,7 +41,7 @@ describe('module routes', () => {
     const h = await harness();
     const first = await upload(h, scripted(), 'scripted');
     expect(first.statusCode).toBe(201);
-    expect(first.json()).toMatchObject({ created: true, module: { name: 'scripted', version: '1.0.0', abi: '1.3', size: scripted().length } });
+    expect(first.json()).toMatchObject({ created: true, module: { name: 'scripted', version: '1.0.0', abi: '1.4', size: scripted().length } });
     const again = await upload(h, scripted(), 'scripted');
     expect(again.statusCode).toBe(200);
     expect(again.json().created).toBe(false);

@@ -61,9 +61,9 @@ describe('the admin API over a real socket', () => {
   it('the CLI pushes a module, reorders the pipeline, explains a flow and rolls back', async () => {
     const { url, dir, tokenFile } = await listening({ validation: 'worker' });
     const common = ['--server', url, '--token-file', tokenFile];
-    expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.3\)\n$/);
+    expect(await cli(runModule, ['push', scriptedFile, ...common])).toMatch(/^stored scripted@1\.0\.0 sha256:[0-9a-f]{64} \(\d+ bytes, ABI 1\.4\)\n$/);
     const ls = await cli(runModule, ['ls', ...common]);
-    expect(ls, JSON.stringify(ls)).toMatch(/^NAME +VERSION +SHA256 +SIZE +ABI +USED BY\nscripted +1\.0\.0 +[0-9a-f]{12} +\d+ +1\.3 +allow,deny\n$/);
+    expect(ls, JSON.stringify(ls)).toMatch(/^NAME +VERSION +SHA256 +SIZE +ABI +USED BY\nscripted +1\.0\.0 +[0-9a-f]{12} +\d+ +1\.4 +allow,deny\n$/);
     const file = join(dir, 'pipeline.yaml');
     writeFileSync(file, 'stages:\n  - name: deny\n    module: scripted@1.0.0\n    config: {egress: Deny, ingress: Deny, reason: "deny says Deny"}\n  - name: allow\n    module: scripted\n    config: {egress: Accept, ingress: Accept}\n');
     expect(await cli(runPipeline, ['set', file, ...common])).toMatch(/^# revision 2 \(rollback goes to revision 1\)\n.*- name: deny\n/s);

@@ -56,7 +56,7 @@ describe('a project from kwp sdk new', () => {
     await npm(['install', '--no-audit', '--no-fund', '--prefer-offline'], project);
     expect(await npm(['test'], project)).toMatch(/Tests\s+3 passed \(3\)/);
     const starter = loadModule(readFileSync(wasm));
-    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 3 } });
+    expect(starter.meta).toMatchObject({ name: 'deny-ports', version: '0.1.0', kinds: [], failurePolicy: 'fail-open', abi: { major: 1, minor: 4 } });
     const allowAll = {
       apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'open', namespace: 'prod' },
       spec: { podSelector: {}, ingress: [{}], policyTypes: ['Ingress'] },
@@ -95,7 +95,7 @@ describe('a project from kwp sdk new', () => {
       expect(withoutConfig.json().code).toBe('KWP_ERR_CONFIG_REJECTED');
       const stored = await push(h, wasm, 'deny-ports', '1.0.0', { ports: [23] });
       expect(stored.statusCode, stored.body).toBe(201);
-      expect(stored.json()).toMatchObject({ created: true, module: { name: 'deny-ports', version: '1.0.0', abi: '1.3' } });
+      expect(stored.json()).toMatchObject({ created: true, module: { name: 'deny-ports', version: '1.0.0', abi: '1.4' } });
       const put = await h.server.app.inject({
         method: 'PUT', url: '/v1/pipeline', headers: auth,
         payload: { stages: [{ name: 'deny-ports', module: 'deny-ports@1.0.0', config: { ports: [23, 3389], protocols: ['TCP'] } }] },

@@ -37,7 +37,7 @@ describe('uploads are validated in order and stored content-addressed', () => {
     const bytes = scriptedBytes();
     const { module, created } = await store.add(bytes, { name: 'scripted', version: '1.0.0' });
     expect(created).toBe(true);
-    expect(module).toMatchObject({ name: 'scripted', version: '1.0.0', sha256: sha256Hex(bytes), size: bytes.length, abi: '1.3', usedBy: [] });
+    expect(module).toMatchObject({ name: 'scripted', version: '1.0.0', sha256: sha256Hex(bytes), size: bytes.length, abi: '1.4', usedBy: [] });
     expect(existsSync(join(stateDir, 'modules', `${module.sha256}.wasm`))).toBe(true);
     expect(store.resolve('scripted')?.sha256).toBe(module.sha256);
     expect(store.resolve('scripted@1.0.0')?.sha256).toBe(module.sha256);

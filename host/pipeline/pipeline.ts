@@ -14,6 +14,12 @@ export const INGRESS = RecordDirection.Ingress;
 /** Packets per module call on the batched path (a module with a smaller kwp_batch_capacity gets fewer). */
 export const BATCH_RECORDS = MAX_RECORDS_PER_CALL;
 
+/** The pair walk's `need` values: which directions of a packet are still undecided, or denied. */
+const NEED_EGRESS = 1;
+const NEED_INGRESS = 2;
+const NEED_BOTH = 3;
+const NEED_DENIED = 4;
+
 function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
 }
@@ -57,6 +63,15 @@ export class Pipeline {
   private readonly selectedReasons = new Uint32Array(BATCH_RECORDS);
   private readonly selectedRules = new Uint32Array(BATCH_RECORDS);
   private flows: FlowBuffer | undefined;
+  /** The pair walk's state per record of a chunk: bit 0 egress still undecided, bit 1 ingress; NEED_DENIED once a stage denied. */
+  private readonly need = new Uint8Array(BATCH_RECORDS);
+  private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
+  /**
+   * Whether allowsBatch may walk both directions at once when every
+   * enforcing stage decides pairs (ABI 1.4); false keeps the one-direction
+   * walk, which tests and the bench compare it with.
+   */
+  pairWalk = true;
   /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
   private readonly threaded: boolean;
   /** The asynchronous walks, one after another (they share the batch scratch); walksInFlight counts those asked for and not done. */
@@ -173,7 +188,12 @@ export class Pipeline {
       return;
     }
     for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
-      const steps = this.chunkSteps(packets, start, Math.min(BATCH_RECORDS, packets.length - start), out, flows);
+      const count = Math.min(BATCH_RECORDS, packets.length - start);
+      if (flows === undefined && this.pairWalkReady()) {
+        this.decideChunkInPairs(packets, start, count, out);
+        continue;
+      }
+      const steps = this.chunkSteps(packets, start, count, out, flows);
       for (let r = steps.next(); !r.done; r = steps.next()) {
         const q = r.value;
         q.stage.decideVerdicts(q.batch, q.n, q.out, q.reasons, q.rules);
@@ -225,7 +245,8 @@ export class Pipeline {
     return q;
   }
 
-  private *chunkSteps(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): Generator<BatchStep, void> {
+  /** Looks the chunk's pods up by address and encodes its records into `encoded` (ids in srcIds/dstIds, multicluster's remote ends in remoteSrc/remoteDst). */
+  private encodeChunk(packets: readonly Packet[], start: number, count: number): void {
     const enc = this.encoded;
     const state = this.state;
     const multicluster = state.multiclusterMode;
@@ -251,6 +272,11 @@ export class Pipeline {
       this.dstIds[i] = dstId;
       encodeRecordWords(this.encoded32, enc, i * (RECORD_SIZE >> 2), packet, srcId, dstId);
     }
+  }
+
+  private *chunkSteps(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): Generator<BatchStep, void> {
+    const enc = this.encoded;
+    this.encodeChunk(packets, start, count);
     const slots = this.slots;
     if (flows !== undefined) {
       const audited = this.auditing.length > 0;
@@ -284,6 +310,98 @@ export class Pipeline {
     const allowed = yield* this.walkBatch(INGRESS, egressAllowed, count, flows);
     for (let k = 0; k < allowed; k++) out[start + pending[k]] = 1;
     if (flows !== undefined) for (let i = 0; i < count; i++) if (slots[i] >= 0) flows.setAllowed(slots[i], out[start + i] === 1);
+  }
+
+  /** Whether the chunk can take the pair walk: it is on and every enforcing stage's module decides both directions in one call. */
+  private pairWalkReady(): boolean {
+    if (!this.pairWalk) return false;
+    const stages = this.enforcing;
+    for (let s = 0; s < stages.length; s++) if (!stages[s].decidesPairs) return false;
+    return true;
+  }
+
+  /**
+   * The pair walk (ABI 1.4, kwp_decide_pair): one module call per stage for
+   * both directions of the chunk's packets instead of one per direction, so
+   * the host packs, filters and copies each record once per stage and the
+   * module decides the second direction while the two pods' state is in the
+   * CPU's caches. Each direction still ends at the first stage that accepts
+   * or denies it, so every verdict is the one-direction walk's; what
+   * differs is that a stage may decide the ingress of a packet that a later
+   * stage denies on egress (only modules without side effects decide pairs,
+   * sdk/ABI.md). Not used while flows are recorded.
+   */
+  private decideChunkInPairs(packets: readonly Packet[], start: number, count: number, out: Uint8Array): void {
+    this.encodeChunk(packets, start, count);
+    const enc = this.encoded;
+    if (this.auditing.length) {
+      for (const dir of [EGRESS, INGRESS]) {
+        setDirection(enc, count, dir);
+        for (const s of this.auditing) s.decideVerdicts(enc, count, this.verdicts);
+      }
+    }
+    const need = this.need;
+    const pending = this.pending;
+    let n = 0;
+    for (let i = 0; i < count; i++) {
+      const w = this.anyRemote ? (this.remoteSrc[i] === 1 ? 0 : NEED_EGRESS) | (this.remoteDst[i] === 1 ? 0 : NEED_INGRESS) : NEED_BOTH;
+      need[i] = w;
+      if (w !== 0) pending[n++] = i;
+    }
+    const stages = this.enforcing;
+    const selected = this.selectedIdx;
+    const egress = this.verdicts;
+    const ingress = this.ingressVerdicts;
+    for (let s = 0; s < stages.length && n > 0; s++) {
+      const stage = stages[s];
+      const subjects = stage.subjectFilter();
+      let m = 0;
+      // Skipped records are counted per direction, as the one-direction walk counts them.
+      let skipped = 0;
+      if (subjects === null) {
+        for (let k = 0; k < n; k++) selected[m++] = pending[k];
+      } else {
+        const none = subjects.length === 0;
+        for (let k = 0; k < n; k++) {
+          const r = pending[k];
+          if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+          else skipped += need[r] === NEED_BOTH ? 2 : 1;
+        }
+      }
+      if (skipped > 0) stage.countSkipped(skipped);
+      if (m === 0) continue;
+      // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
+      for (let j = 0; j < m; j++) enc[selected[j] * RECORD_SIZE + OFF_DIRECTION] = need[selected[j]] - 1;
+      // `selected` ascends, so all of the chunk selected is the encoded records as they are.
+      let batch = enc;
+      if (m !== count) {
+        this.pack(selected, m);
+        batch = this.work;
+      }
+      stage.decidePairs(batch, m, egress, ingress);
+      for (let j = 0; j < m; j++) {
+        const r = selected[j];
+        let w = need[r];
+        if ((w & NEED_EGRESS) !== 0) {
+          const v = egress[j];
+          if (v === Verdict.Deny) { need[r] = NEED_DENIED; continue; }
+          if (v === Verdict.Accept) w &= ~NEED_EGRESS;
+        }
+        if ((w & NEED_INGRESS) !== 0) {
+          const v = ingress[j];
+          if (v === Verdict.Deny) { need[r] = NEED_DENIED; continue; }
+          if (v === Verdict.Accept) w &= ~NEED_INGRESS;
+        }
+        need[r] = w;
+      }
+      let kept = 0;
+      for (let k = 0; k < n; k++) {
+        const w = need[pending[k]];
+        if (w !== 0 && w !== NEED_DENIED) pending[kept++] = pending[k];
+      }
+      n = kept;
+    }
+    for (let i = 0; i < count; i++) out[start + i] = need[i] === NEED_DENIED ? 0 : 1;
   }
 
   /**

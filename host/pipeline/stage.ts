@@ -787,12 +787,28 @@ export class Stage implements StateListener {
    */
   decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     this.counters.decisions += count;
+    const first = this.decideChunks(records, count, false, verdicts, undefined, reasons, rules);
+    this.settleVerdicts(records, count, verdicts, first);
+  }
+
+  /**
+   * Calls the instance on `count` records in calls of at most its capacity:
+   * decidePairsInto into `a` (egress) and `b` (ingress) with `pairs`, else
+   * decideInto into `a`. Returns how many records were decided before a
+   * failure (which it counts and reports); none without an instance, or
+   * for pairs without one that decides them.
+   */
+  private decideChunks(records: Uint8Array, count: number, pairs: boolean, a: Uint8Array, b: Uint8Array | undefined, reasons?: Uint32Array, rules?: Uint32Array): number {
     let first = 0;
     const inst = this.instance;
-    if (inst !== undefined) {
+    if (inst !== undefined && (!pairs || inst.decidesPairs === true)) {
       try {
         const capacity = inst.batchCapacity;
-        for (; first < count; first += capacity) inst.decideInto(records, first, Math.min(capacity, count - first), verdicts, reasons, rules);
+        for (; first < count; first += capacity) {
+          const n = Math.min(capacity, count - first);
+          if (pairs) inst.decidePairsInto!(records, first, n, a, b!);
+          else inst.decideInto(records, first, n, a, reasons, rules);
+        }
         this.lastFailure = undefined;
       } catch (err) {
         this.failed(err);
@@ -801,7 +817,7 @@ export class Stage implements StateListener {
       this.counters.unavailable += count;
       this.lastFailure = 'unavailable';
     }
-    this.settleVerdicts(records, count, verdicts, first);
+    return first;
   }
 
   /**
@@ -838,6 +854,49 @@ export class Stage implements StateListener {
       let v = verdicts[i];
       if (v > Verdict.Pass) v = verdicts[i] = this.badVerdict(v);
       this.verdictsByDirection[((records[i * RECORD_SIZE + OFF_DIRECTION] & 1) << 2) | v]++;
+      if (v === Verdict.Accept) c.accept++;
+      else if (v === Verdict.Deny) c.deny++;
+      else c.next++;
+    }
+  }
+
+  /** Whether decidePairs asks the module for both directions in one call (ABI 1.4): false while it has no healthy instance that does. */
+  get decidesPairs(): boolean {
+    const inst = this.instance;
+    return inst !== undefined && inst.broken === undefined && inst.decidesPairs === true;
+  }
+
+  /**
+   * The pipeline's pair walk: decides the first `count` records of `records`,
+   * each in the direction(s) its direction byte asks for (0, 1,
+   * DIRECTION_BOTH), egress verdicts to `egress` and ingress ones to
+   * `ingress`; a record asking for both whose egress is denied gets no
+   * ingress verdict. Never throws: failure policy and counters as
+   * decideVerdicts, one decision per direction decided.
+   */
+  decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array): void {
+    const first = this.decideChunks(records, count, true, egress, ingress);
+    const c = this.counters;
+    const byDirection = this.verdictsByDirection;
+    for (let i = 0; i < count; i++) {
+      const dir = records[i * RECORD_SIZE + OFF_DIRECTION];
+      let v: number;
+      if (dir !== 1) {
+        if (i >= first) egress[i] = this.failureVerdict;
+        v = egress[i];
+        if (v > Verdict.Pass) v = egress[i] = this.badVerdict(v);
+        c.decisions++;
+        byDirection[v]++;
+        if (v === Verdict.Accept) c.accept++;
+        else if (v === Verdict.Deny) c.deny++;
+        else c.next++;
+        if (dir === 0 || v === Verdict.Deny) continue;
+      }
+      if (i >= first) ingress[i] = this.failureVerdict;
+      v = ingress[i];
+      if (v > Verdict.Pass) v = ingress[i] = this.badVerdict(v);
+      c.decisions++;
+      byDirection[4 | v]++;
       if (v === Verdict.Accept) c.accept++;
       else if (v === Verdict.Deny) c.deny++;
       else c.next++;

@@ -6,14 +6,14 @@ import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
 import { LOG_LEVELS } from '../abi/imports.js';
-import { OFF_REASON, OFF_RULE, OFF_VERDICT, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
+import { DIRECTION_BOTH, OFF_DIRECTION, OFF_REASON, OFF_RULE, OFF_VERDICT, PAIR_OFF_VERDICT, PAIR_RESULT_SIZE, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
 import { endianness } from 'node:os';
 import { Verdict } from '../abi/verdict.js';
-import { ATTRIBUTION_MINOR } from '../abi/version.js';
+import { ATTRIBUTION_MINOR, PAIR_MINOR } from '../abi/version.js';
 import { parseAttribution, type Attribution } from '../abi/attribution.js';
 import type { CompiledEvaluator } from './loader.js';
 import { LineRate } from './line-rate.js';
-import { callFuelForCap } from './limits.js';
+import { callFuelForCap, MAX_FUEL } from './limits.js';
 import type { HostLogger } from '../logger.js';
 import { ObjectOp } from '../abi/objects.js';
 import { TimeSlices } from '../time-slices.js';
@@ -150,6 +150,18 @@ export interface ModuleInstance {
    * blocking the caller; the verdicts are in place when it resolves.
    */
   decideIntoAsync?(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): Promise<void>;
+  /** Whether decidePairsInto may be called: the module offers kwp_decide_pair (ABI 1.4) and this instance calls it. */
+  readonly decidesPairs?: boolean;
+  /**
+   * Optional (decidesPairs): decides records `first .. first+n` of `records`,
+   * each in the direction(s) its direction byte asks for (0 egress, 1
+   * ingress, DIRECTION_BOTH). Writes the
+   * egress verdict to `egress[first + i]` and the ingress one to
+   * `ingress[first + i]` for each direction asked; a record asking for both
+   * whose egress is Deny gets Next for ingress (the module need not decide
+   * it: the packet is denied).
+   */
+  decidePairsInto?(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array): void;
 }
 
 /** Module memory is little-endian; a Uint32Array reads it as such only on a little-endian host. */
@@ -161,6 +173,10 @@ export class EvaluatorInstance implements ModuleInstance {
   private readonly memory: WebAssembly.Memory;
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
+  /** kwp_decide_pair, when the module offers it (kwp_pair_results gave an area), else undefined. */
+  private decidePair: ((count: number) => number) | undefined;
+  /** The pair area's address (ABI 1.4), 0 when the module decides one direction per call. */
+  pairPtr = 0;
   private u8 = new Uint8Array(0);
   private u32: Uint32Array | undefined;
   /** Where the module takes a batch of records, and how many; read by readBatchArea once its state is in. */
@@ -230,7 +246,34 @@ export class EvaluatorInstance implements ModuleInstance {
     this.batchPtr = this.guarded(() => this.exports.kwp_batch(), this.callFuel, 'kwp_batch');
     this.batchCapacity = this.guarded(() => this.exports.kwp_batch_capacity(), this.callFuel, 'kwp_batch_capacity');
     if (this.batchCapacity < 1) throw new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: kwp_batch_capacity returned ${this.batchCapacity}; it must be at least 1`);
+    this.readPairArea();
   }
+
+  /**
+   * ABI 1.4: whether the module decides both directions of a record in one
+   * call, and where it puts the ingress answers. The area must lie inside
+   * the memory (which never shrinks): the host reads it after every pair
+   * call, and a read past the end would be a Next, not an error.
+   */
+  private readPairArea(): void {
+    this.pairPtr = 0;
+    this.decidePair = undefined;
+    const { major, minor } = this.compiled.meta.abi;
+    const results = this.exports.kwp_pair_results;
+    const decide = this.exports.kwp_decide_pair;
+    if ((major === 1 && minor < PAIR_MINOR) || typeof results !== 'function' || typeof decide !== 'function') return;
+    const ptr = this.guarded(() => results(), this.callFuel, 'kwp_pair_results');
+    if (ptr === 0) return;
+    const bytes = this.memory.buffer.byteLength;
+    const size = this.batchCapacity * PAIR_RESULT_SIZE;
+    if (!Number.isInteger(ptr) || ptr < 0 || ptr + size > bytes) {
+      throw new KwpError('KWP_ERR_INSTANTIATE', `${this.compiled.source}: kwp_pair_results returned ${ptr >>> 0}, but its ${this.batchCapacity} entries of ${PAIR_RESULT_SIZE} bytes (${size} bytes) must lie inside the module's memory (${bytes} bytes); return 0 to decide one direction per call`);
+    }
+    this.pairPtr = ptr;
+    this.decidePair = decide;
+  }
+
+  get decidesPairs(): boolean { return this.decidePair !== undefined; }
 
   get name(): string { return this.compiled.meta.name; }
 
@@ -502,6 +545,47 @@ export class EvaluatorInstance implements ModuleInstance {
       this.decide(n);
     } catch (err) {
       throw this.trapped(err, fuel, 'kwp_decide');
+    }
+  }
+
+  /**
+   * ModuleInstance.decidePairsInto. The tank is fuelPerDecision for each
+   * direction asked, as two kwp_decide calls would get for the same records;
+   * verdicts are read from the batch area and the pair area only, both inside
+   * the memory (readPairArea).
+   */
+  decidePairsInto(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array): void {
+    const decide = this.decidePair;
+    if (decide === undefined) throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: does not decide both directions in one call (no kwp_pair_results area)`);
+    if (this.broken) throw this.broken;
+    const base = this.batchPtr;
+    const from = first * RECORD_SIZE;
+    let directions = n;
+    for (let i = 0, r = from + OFF_DIRECTION; i < n; i++, r += RECORD_SIZE) if (records[r] === DIRECTION_BOTH) directions++;
+    // The limits fit fuelPerDecision for MAX_RECORDS_PER_CALL records into the 31-bit tank, not twice as many: halves then.
+    if (this.decideFuel * directions > MAX_FUEL && n > 1) {
+      const half = n >> 1;
+      this.decidePairsInto(records, first, half, egress, ingress);
+      this.decidePairsInto(records, first + half, n - half, egress, ingress);
+      return;
+    }
+    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
+    const fuel = this.decideFuel * directions;
+    this.fuel.value = fuel;
+    try {
+      decide(n);
+    } catch (err) {
+      throw this.trapped(err, fuel, 'kwp_decide_pair');
+    }
+    const mem = this.bytes();
+    for (let i = 0, p = base, q = this.pairPtr + PAIR_OFF_VERDICT, r = from + OFF_DIRECTION; i < n; i++, p += RECORD_SIZE, q += PAIR_RESULT_SIZE, r += RECORD_SIZE) {
+      const dir = records[r];
+      const v = mem[p + OFF_VERDICT];
+      if (dir === DIRECTION_BOTH) {
+        egress[first + i] = v;
+        ingress[first + i] = v === Verdict.Deny ? Verdict.Next : mem[q];
+      } else if (dir === 0) egress[first + i] = v;
+      else ingress[first + i] = v;
     }
   }
 

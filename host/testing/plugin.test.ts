@@ -20,7 +20,7 @@ describe('the plugin test kit', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('compiles a module with the agent\'s static checks and reads its metadata', () => {
-    expect(scripted.meta).toMatchObject({ name: 'scripted', failurePolicy: 'fail-closed', abi: { major: 1, minor: 3 } });
+    expect(scripted.meta).toMatchObject({ name: 'scripted', failurePolicy: 'fail-closed', abi: { major: 1, minor: 4 } });
   });
 
   it('reports a missing module file with the path and how to build it', () => {

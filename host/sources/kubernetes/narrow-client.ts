@@ -1,8 +1,8 @@
 // Loading @kubernetes/client-node without its generated API: the agent uses
 // KubeConfig (kubeconfig and in-cluster loading, authentication) and Watch,
 // and makes its own requests through KubeConfig (request.ts), yet the
-// package's KubeConfig module imports the generated index, which is 61 MiB
-// of RSS in a bare process. registerNarrowKubernetesClient installs a resolve
+// package's KubeConfig module imports the generated index, most of the
+// package's 61 MiB of RSS in a bare process. registerNarrowKubernetesClient installs a resolve
 // hook (narrow-client-hook.ts) that points that one import at the two modules
 // KubeConfig needs; the code that runs is the installed package's.
 //
