@@ -511,7 +511,9 @@ function machine() {
  * on the same thread, off the packet path.
  */
 function flowsSection(setup: Setup) {
-  const { engine, pipeline, packets } = setup;
+  const { engine, packets } = setup;
+  // The active pipeline, which recordFlows switches: after the hotSwap section it is no longer setup.pipeline.
+  const pipeline = engine.active;
   const ring = 16384;
   const passes = Math.max(1, Math.floor(ring / packets.length));
   const recorder = new FlowRecorder({ state: engine.state, intervalMs: 10_000, bufferCapacity: Math.max(ring, packets.length) });
@@ -570,6 +572,8 @@ function flowsSection(setup: Setup) {
   engine.recordFlows(undefined);
   if (sink < 0) console.log(sink);
   const records = recorder.flush().length;
+  // A recorded turn that recorded nothing measured recording off twice.
+  if (recorder.stats().connections === 0 || records === 0) throw new Error(`flows section: the recorded turns recorded ${recorder.stats().connections} connections and ${records} records`);
   return {
     pairs, decisionsPerTurn: passes * packets.length, loadAverage1m: [loadBefore, loadAfter],
     offDecisionsPerSec: single.off, onDecisionsPerSec: single.on,
