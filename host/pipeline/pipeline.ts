@@ -631,7 +631,10 @@ export class Pipeline {
         verdicts.fill(Verdict.Next, 0, n);
         for (let j = 0; j < m; j++) verdicts[selected[j]] = this.selectedVerdicts[j];
         if (reasons !== undefined && rules !== undefined) {
+          // Only a decided record's codes are read (and only those were written, decideInto).
           for (let j = 0; j < m; j++) {
+            const v = this.selectedVerdicts[j];
+            if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
             reasons[selected[j]] = this.selectedReasons[j];
             rules[selected[j]] = this.selectedRules[j];
           }
