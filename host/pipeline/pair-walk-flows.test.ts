@@ -6,11 +6,10 @@
 // rule codes, and every audit stage's would-be verdict and codes), and the
 // recorder must make the same flow records of them.
 import { describe, it, expect, vi } from 'vitest';
-import { Kinds, type KubeObject } from '../contract.js';
 import { defaultPipeline, type PipelineSpec } from './spec.js';
 import type { Pipeline } from './pipeline.js';
-import { generateCluster, generateFlows, policyChange, type Scale } from '../../bench/generator.js';
-import { engineFor, loadState } from '../../bench/harness.js';
+import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
+import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 import { FlowRecorder } from '../flow-records/flow-recorder.js';
 import { AUDIT_WORDS, Outcome, SLOT_WORDS, W_TIME, type FlowBuffer } from '../flow-records/flow-buffer.js';
@@ -107,13 +106,7 @@ describe('flow recording through the pair walk', () => {
         expect(rest[0].map((r) => ({ ...r, count: r.count / 2 }))).toEqual(base);
         for (const got of rest.slice(1)) expect(got).toEqual(base);
         // A change before the next round: a pod relabelled, a NetworkPolicy added, a ClusterNetworkPolicy deleted.
-        const at = Math.floor(random() * cluster.pods.length);
-        const pod = cluster.pods[at];
-        const relabelled: KubeObject = { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, tier: ['web', 'api', 'db'][round % 3] } } };
-        cluster.pods[at] = relabelled;
-        state.apply(Kinds.Pod, { type: 'upsert', object: relabelled });
-        state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
-        if (cluster.clusterNetworkPolicies.length > 0) state.apply(Kinds.ClusterNetworkPolicy, { type: 'delete', object: cluster.clusterNetworkPolicies.pop()! });
+        changeBetweenRounds(cluster, state, random, round);
       }
       // The pair walk recorded through its own calls, with the codes asked for.
       seen.pairRecordedCalls += pairCalls.reduce((n, spy) => n + spy.mock.calls.filter((c) => c[4] !== undefined).length, 0);
