@@ -22,6 +22,13 @@ export const Outcome = {
   Failure: 4,
   /** The other end is a pod of another cluster: its own agent decides this direction. */
   Remote: 5,
+  /**
+   * Egress only, until the drain: the pair walk denied ingress at the
+   * slot's stage while egress was undecided, and left the rest of the
+   * egress walk to the drain (Pipeline.finishEgress), which writes the
+   * outcome in its place.
+   */
+  Pending: 6,
 } as const;
 
 /** Audit stages whose would-be verdicts a record keeps (per direction); more are not recorded. */
@@ -254,6 +261,32 @@ export class FlowBuffer {
     }
     const p = slot * SLOT_BYTES + (which === 'src' ? 16 : 20);
     return this.bytes.slice(p, p + 4);
+  }
+
+  /**
+   * The slot's connection as a decision record (16 words, direction egress,
+   * no ICMP type or code, no results) in `out`: what the drain decides again
+   * with (Pipeline.finishEgress).
+   */
+  recordOf(slot: number, out: Uint32Array): void {
+    const w = this.words;
+    const o = slot * SLOT_WORDS;
+    out.fill(0);
+    // Byte 0 holds the slot's flags, and in a record the direction (0, egress).
+    out[0] = w[o] & ~0xff;
+    out[1] = w[o + 1];
+    out[SRC_POD_WORD] = w[o + 2];
+    out[DST_POD_WORD] = w[o + 3];
+    if (this.family(slot) === 6) {
+      const v = slot * V6_WORDS;
+      for (let i = 0; i < 4; i++) {
+        out[SRC_ADDR_WORD + i] = this.v6[v + i];
+        out[DST_ADDR_WORD + i] = this.v6[v + 4 + i];
+      }
+    } else {
+      out[SRC_ADDR_WORD] = w[o + 4];
+      out[DST_ADDR_WORD] = w[o + 5];
+    }
   }
 
   direction(slot: number, dir: number): StoredDirection {

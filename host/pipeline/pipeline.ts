@@ -6,7 +6,7 @@ import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
-import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
+import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, OFF_ICMP_TYPE, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 import { type FlowBuffer, Outcome } from '../flow-records/flow-buffer.js';
 import type { PairCodes } from '../runtime/instance.js';
 
@@ -21,12 +21,15 @@ const NEED_INGRESS = 2;
 const NEED_BOTH = 3;
 const NEED_DENIED = 4;
 /**
- * Recording only: ingress was denied while egress is still undecided. The
- * packet is denied, but its egress walks on, so that the record names the
- * stage that ends egress as the one-direction walk does (and ingress is
- * Skipped when that stage denies).
+ * Recording only: ingress was denied while egress is still undecided, and
+ * the record's egress cannot be left to the drain (an ICMP packet, whose
+ * type and code the slot does not keep). The packet is denied, but its
+ * egress walks on, so that the record names the stage that ends egress as
+ * the one-direction walk does (and ingress is Skipped when that stage denies).
  */
 const INGRESS_DENIED = 8;
+/** The word of an encoded record holding the ICMP type and code. */
+const ICMP_WORD = OFF_ICMP_TYPE >> 2;
 
 function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
@@ -522,7 +525,17 @@ export class Pipeline {
           if (v === Verdict.Deny || v === Verdict.Accept) {
             if (slot >= 0) this.recordDecided(flows, slot, INGRESS, v, failed, stageIndex, codes.ingressReasons[j], codes.ingressRules[j]);
             w &= ~NEED_INGRESS;
-            if (v === Verdict.Deny) w = (w & NEED_EGRESS) !== 0 ? w | INGRESS_DENIED : NEED_DENIED;
+            if (v === Verdict.Deny) {
+              if ((w & NEED_EGRESS) === 0 || slot < 0) w = NEED_DENIED;
+              else if (this.encoded32[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
+              else {
+                // The packet is denied; which later stage ends its egress only
+                // the record needs, so the drain finishes that walk once per
+                // key and interval (finishEgress) instead of every packet here.
+                flows.setDirection(slot, EGRESS, Outcome.Pending, stageIndex, 0, 0);
+                w = NEED_DENIED;
+              }
+            }
           }
         }
         need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
@@ -704,9 +717,9 @@ export class Pipeline {
    * when it accepted. A number, so the recorded and the unrecorded walk share
    * the loop and the unrecorded one allocates nothing.
    */
-  private decidingStage(rec: Uint8Array, srcId: number, dstId: number): number {
+  private decidingStage(rec: Uint8Array, srcId: number, dstId: number, from = 0): number {
     const stages = this.enforcing;
-    for (let i = 0; i < stages.length; i++) {
+    for (let i = from; i < stages.length; i++) {
       const stage = stages[i];
       const subjects = stage.subjectFilter();
       if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
@@ -730,8 +743,8 @@ export class Pipeline {
    * `walk`, with the outcome (which stage decided, its reason and rule
    * codes) written to the flow buffer's `slot` as direction `dir`.
    */
-  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number): boolean {
-    const d = this.decidingStage(rec, srcId, dstId);
+  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number, from = 0): boolean {
+    const d = this.decidingStage(rec, srcId, dstId, from);
     if (d < 0) {
       flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
       return true;
@@ -742,6 +755,35 @@ export class Pipeline {
     const outcome = stage.lastFailure ? Outcome.Failure : accepted ? Outcome.Accept : Outcome.Deny;
     flows.setDecided(slot, dir, outcome, this.enforcingIndex[i], stage);
     return accepted;
+  }
+
+  /** The drain's record, apart from the packet path's (finishEgress runs between wakeups, but never inside one). */
+  private readonly drainRecord = new Uint8Array(RECORD_SIZE);
+  private readonly drainRecord32 = new Uint32Array(this.drainRecord.buffer);
+
+  /**
+   * The drain's end of a recorded pair walk (Outcome.Pending): the packet in
+   * the flow buffer's `slot` was denied on ingress by the stage the slot's
+   * egress names while its egress was undecided; this walks its egress on
+   * through the enforcing stages after that one, as the one-direction walk
+   * would have, and writes the outcome to the slot (an egress Deny leaves
+   * ingress Skipped). It decides against the state of now, up to one drain
+   * period after the packet, and its module calls count as decisions.
+   */
+  finishEgress(flows: FlowBuffer, slot: number): void {
+    const pending = flows.direction(slot, EGRESS);
+    if (pending.outcome !== Outcome.Pending) return;
+    // A pipeline replaced and disposed since cannot ask its modules any more: the walk never ran.
+    if (this.disposed) {
+      flows.setDirection(slot, EGRESS, Outcome.Skipped, -1, 0, 0);
+      return;
+    }
+    const after = this.enforcingIndex.indexOf(pending.stage);
+    flows.recordOf(slot, this.drainRecord32);
+    const rec = this.drainRecord;
+    rec[OFF_DIRECTION] = EGRESS;
+    const allowed = this.walkRecorded(rec, flows.srcPod(slot), flows.dstPod(slot), flows, slot, EGRESS, after < 0 ? this.enforcing.length : after + 1);
+    if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
   }
 
   /** Audit stages see every packet in both directions; their verdicts are counted, never used. */
