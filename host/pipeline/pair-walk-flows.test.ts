@@ -12,7 +12,7 @@ import { generateCluster, generateFlows, type Scale } from '../../bench/generato
 import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 import { FlowRecorder } from '../flow-records/flow-recorder.js';
-import { AUDIT_WORDS, FlowBuffer, Outcome, SLOT_WORDS, W_TIME } from '../flow-records/flow-buffer.js';
+import { AUDIT_WORDS, FlowBuffer, Outcome, SLOT_WORDS, W_DIRECTIONS, W_TIME } from '../flow-records/flow-buffer.js';
 import type { FlowRecord } from '../flow-records/flow-record.js';
 
 const SCALE: Scale = { name: 'pair-walk-flows', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
@@ -46,6 +46,11 @@ function slots(buffer: FlowBuffer, pipeline: Pipeline, pending?: { n: number }):
     }
     const words = Array.from(copy.words.subarray(slot * SLOT_WORDS, (slot + 1) * SLOT_WORDS));
     words[W_TIME] = 0;
+    // The directions as readers see them (codes only of an Accept or a Deny; the rest are left unwritten).
+    for (let dir = 0; dir < 2; dir++) {
+      const d = copy.direction(slot, dir);
+      words.splice(W_DIRECTIONS + dir * 3, 3, d.outcome | ((d.stage + 1) << 8), d.reason, d.rule);
+    }
     out.push([...words, ...Array.from(copy.audits.subarray(slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS))]);
   }
   return out;

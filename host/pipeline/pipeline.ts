@@ -172,12 +172,12 @@ export class Pipeline {
     }
     rec[OFF_DIRECTION] = EGRESS;
     let allowed = true;
-    if (this.isRemote(src)) flows.setDirection(slot, EGRESS, Outcome.Remote, -1, 0, 0);
+    if (this.isRemote(src)) flows.setOutcome(slot, EGRESS, Outcome.Remote, -1);
     else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, EGRESS);
-    if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    if (!allowed) flows.setOutcome(slot, INGRESS, Outcome.Skipped, -1);
     else {
       rec[OFF_DIRECTION] = INGRESS;
-      if (this.isRemote(dst)) flows.setDirection(slot, INGRESS, Outcome.Remote, -1, 0, 0);
+      if (this.isRemote(dst)) flows.setOutcome(slot, INGRESS, Outcome.Remote, -1);
       else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, INGRESS);
     }
     flows.setAllowed(slot, allowed);
@@ -490,8 +490,8 @@ export class Pipeline {
     if (this.anyRemote) {
       for (let i = 0; i < count; i++) {
         if (slots[i] < 0) continue;
-        if (this.remoteSrc[i] === 1) flows.setDirection(slots[i], EGRESS, Outcome.Remote, -1, 0, 0);
-        if (this.remoteDst[i] === 1) flows.setDirection(slots[i], INGRESS, Outcome.Remote, -1, 0, 0);
+        if (this.remoteSrc[i] === 1) flows.setOutcome(slots[i], EGRESS, Outcome.Remote, -1);
+        if (this.remoteDst[i] === 1) flows.setOutcome(slots[i], INGRESS, Outcome.Remote, -1);
       }
     }
     const stages = this.enforcing;
@@ -532,7 +532,7 @@ export class Pipeline {
                 // The packet is denied; which later stage ends its egress only
                 // the record needs, so the drain finishes that walk once per
                 // key and interval (finishEgress) instead of every packet here.
-                flows.setDirection(slot, EGRESS, Outcome.Pending, stageIndex, 0, 0);
+                flows.setOutcome(slot, EGRESS, Outcome.Pending, stageIndex);
                 w = NEED_DENIED;
               }
             }
@@ -553,8 +553,8 @@ export class Pipeline {
       out[start + i] = allowed ? 1 : 0;
       const slot = slots[i];
       if (slot < 0) continue;
-      if ((w & NEED_EGRESS) !== 0) flows.setDirection(slot, EGRESS, Outcome.Default, -1, 0, 0);
-      if ((w & NEED_INGRESS) !== 0) flows.setDirection(slot, INGRESS, Outcome.Default, -1, 0, 0);
+      if ((w & NEED_EGRESS) !== 0) flows.setOutcome(slot, EGRESS, Outcome.Default, -1);
+      if ((w & NEED_INGRESS) !== 0) flows.setOutcome(slot, INGRESS, Outcome.Default, -1);
       flows.setAllowed(slot, allowed);
     }
   }
@@ -566,9 +566,9 @@ export class Pipeline {
    * Skipped, as the walk never asks it.
    */
   private recordDecided(flows: FlowBuffer, slot: number, dir: number, v: number, failed: boolean, stageIndex: number, reason: number, rule: number): void {
-    const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-    flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : reason, failed ? 0 : rule);
-    if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    if (failed) flows.setOutcome(slot, dir, Outcome.Failure, stageIndex);
+    else flows.setDirection(slot, dir, v === Verdict.Accept ? Outcome.Accept : Outcome.Deny, stageIndex, reason, rule);
+    if (dir === EGRESS && v === Verdict.Deny) flows.setOutcome(slot, INGRESS, Outcome.Skipped, -1);
   }
 
   /**
@@ -596,7 +596,7 @@ export class Pipeline {
         const r = pending[k];
         if (remote[r] === 1) {
           allowed[nAllowed++] = r;
-          if (flows !== undefined && slots[r] >= 0) flows.setDirection(slots[r], dir, Outcome.Remote, -1, 0, 0);
+          if (flows !== undefined && slots[r] >= 0) flows.setOutcome(slots[r], dir, Outcome.Remote, -1);
         } else pending[kept++] = r;
       }
       n = kept;
@@ -689,7 +689,7 @@ export class Pipeline {
     for (let k = 0; k < n; k++) {
       const r = pending[k];
       allowed[nAllowed++] = r;
-      if (flows !== undefined && slots[r] >= 0) flows.setDirection(slots[r], dir, Outcome.Default, -1, 0, 0);
+      if (flows !== undefined && slots[r] >= 0) flows.setOutcome(slots[r], dir, Outcome.Default, -1);
     }
     pending.set(allowed.subarray(0, nAllowed));
     return nAllowed;
@@ -746,7 +746,7 @@ export class Pipeline {
   private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number, from = 0): boolean {
     const d = this.decidingStage(rec, srcId, dstId, from);
     if (d < 0) {
-      flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
+      flows.setOutcome(slot, dir, Outcome.Default, -1);
       return true;
     }
     const i = d >> 1;
@@ -775,7 +775,7 @@ export class Pipeline {
     if (pending.outcome !== Outcome.Pending) return;
     // A pipeline replaced and disposed since cannot ask its modules any more: the walk never ran.
     if (this.disposed) {
-      flows.setDirection(slot, EGRESS, Outcome.Skipped, -1, 0, 0);
+      flows.setOutcome(slot, EGRESS, Outcome.Skipped, -1);
       return;
     }
     const after = this.enforcingIndex.indexOf(pending.stage);
@@ -783,7 +783,7 @@ export class Pipeline {
     const rec = this.drainRecord;
     rec[OFF_DIRECTION] = EGRESS;
     const allowed = this.walkRecorded(rec, flows.srcPod(slot), flows.dstPod(slot), flows, slot, EGRESS, after < 0 ? this.enforcing.length : after + 1);
-    if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    if (!allowed) flows.setOutcome(slot, INGRESS, Outcome.Skipped, -1);
   }
 
   /** Audit stages see every packet in both directions; their verdicts are counted, never used. */
