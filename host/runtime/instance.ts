@@ -537,15 +537,20 @@ export class EvaluatorInstance implements ModuleInstance {
    * The packet path's call into the module: no closure, one fuel refill.
    * Same failure semantics as `guarded`.
    */
-  private runDecide(n: number): void {
+  private runDecide(n: number, fuel = this.decideFuel * n, decide = this.decide, name = 'kwp_decide'): void {
     if (this.broken) throw this.broken;
-    const fuel = this.decideFuel * n;
     this.fuel.value = fuel;
     try {
-      this.decide(n);
+      decide(n);
     } catch (err) {
-      throw this.trapped(err, fuel, 'kwp_decide');
+      throw this.trapped(err, fuel, name);
     }
+  }
+
+  /** Copies records `first .. first+n` of `records` into the module's batch area. */
+  private writeBatch(records: Uint8Array, first: number, n: number): void {
+    const from = first * RECORD_SIZE;
+    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), this.batchPtr);
   }
 
   /**
@@ -569,14 +574,8 @@ export class EvaluatorInstance implements ModuleInstance {
       this.decidePairsInto(records, first + half, n - half, egress, ingress);
       return;
     }
-    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
-    const fuel = this.decideFuel * directions;
-    this.fuel.value = fuel;
-    try {
-      decide(n);
-    } catch (err) {
-      throw this.trapped(err, fuel, 'kwp_decide_pair');
-    }
+    this.writeBatch(records, first, n);
+    this.runDecide(n, this.decideFuel * directions, decide, 'kwp_decide_pair');
     const mem = this.bytes();
     for (let i = 0, p = base, q = this.pairPtr + PAIR_OFF_VERDICT, r = from + OFF_DIRECTION; i < n; i++, p += RECORD_SIZE, q += PAIR_RESULT_SIZE, r += RECORD_SIZE) {
       const dir = records[r];
@@ -596,8 +595,7 @@ export class EvaluatorInstance implements ModuleInstance {
    */
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     const base = this.batchPtr;
-    const from = first * RECORD_SIZE;
-    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
+    this.writeBatch(records, first, n);
     this.runDecide(n);
     const mem = this.bytes();
     if (reasons === undefined || rules === undefined) {
