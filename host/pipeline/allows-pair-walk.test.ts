@@ -5,12 +5,13 @@
 // verdict, and a stage that does not decide pairs must see exactly the calls
 // the one-direction walk makes of it.
 import { describe, it, expect, vi } from 'vitest';
-import { Kinds, type KubeObject, type Packet } from '../contract.js';
+import type { Packet } from '../contract.js';
 import { defaultPipeline, type PipelineSpec } from './spec.js';
 import type { Pipeline } from './pipeline.js';
 import type { Stage } from './stage.js';
 import { OFF_DIRECTION } from '../abi/record.js';
-import { generateCluster, generateFlows, policyChange, type Scale } from '../../bench/generator.js';
+import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
+import { changeCluster } from './cluster-changes.js';
 import { engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 
@@ -31,22 +32,19 @@ function oneByOne(p: Pipeline, packets: readonly Packet[], pairs: boolean): numb
 }
 
 type Cluster = ReturnType<typeof generateCluster>;
-type State = ReturnType<typeof loadState>;
-
-/** A change between rounds: a pod relabelled, a NetworkPolicy added, a ClusterNetworkPolicy deleted. */
-function change(cluster: Cluster, state: State, random: () => number, round: number): void {
-  const at = Math.floor(random() * cluster.pods.length);
-  const pod = cluster.pods[at];
-  const relabelled: KubeObject = { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, tier: ['web', 'api', 'db'][round % 3] } } };
-  cluster.pods[at] = relabelled;
-  state.apply(Kinds.Pod, { type: 'upsert', object: relabelled });
-  state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
-  if (cluster.clusterNetworkPolicies.length > 0) state.apply(Kinds.ClusterNetworkPolicy, { type: 'delete', object: cluster.clusterNetworkPolicies.pop()! });
-}
 
 function packetsFor(cluster: Cluster, seed: number, round: number): Packet[] {
   // Half the same every round, so answers cached before a change are asked for again after it.
   return [...generateFlows(cluster, 150, seed).packets, ...generateFlows(cluster, 150, seed * 10 + round).packets];
+}
+
+/** A random cluster and three pipelines over it: with decision caches, without, and without caches or the rule index. */
+function pipelinesFor(seed: number) {
+  const cluster = generateCluster(SCALE, seed);
+  const state = loadState(cluster);
+  const engine = engineFor(state);
+  const built = { cached: engine.build(spec({})), uncached: engine.build(spec({ decisionCache: false })), unindexed: engine.build(spec({ decisionCache: false, ruleIndex: false })) };
+  return { cluster, state, ...built, random: seededRandom(seed), dispose: () => Object.values(built).forEach((p) => p.dispose()) };
 }
 
 function enforcing(p: Pipeline): Stage[] {
@@ -58,14 +56,8 @@ describe('allows with the pair walk', () => {
     let compared = 0;
     let allowed = 0;
     for (const seed of [11, 12, 13]) {
-      const cluster = generateCluster(SCALE, seed);
-      const state = loadState(cluster);
-      const engine = engineFor(state);
-      const cached = engine.build(spec({}));
-      const uncached = engine.build(spec({ decisionCache: false }));
-      const unindexed = engine.build(spec({ decisionCache: false, ruleIndex: false }));
+      const { cluster, state, cached, uncached, unindexed, random, dispose } = pipelinesFor(seed);
       for (const p of [cached, uncached]) expect(enforcing(p).every((s) => s.decidesPairs)).toBe(true);
-      const random = seededRandom(seed);
       for (let round = 0; round < 4; round++) {
         const packets = packetsFor(cluster, seed, round);
         const want = oneByOne(unindexed, packets, false);
@@ -82,9 +74,9 @@ describe('allows with the pair walk', () => {
         expect(oneByOne(cached, packets, true)).toEqual(want);
         compared += packets.length;
         allowed += want.reduce((a, b) => a + b, 0);
-        change(cluster, state, random, round);
+        changeCluster(cluster, state, random, round);
       }
-      for (const p of [cached, uncached, unindexed]) p.dispose();
+      dispose();
     }
     // Both verdicts occur often, so the comparison covers them.
     expect(allowed).toBeGreaterThan(compared / 10);
@@ -93,17 +85,12 @@ describe('allows with the pair walk', () => {
 
   it('walks one direction at a time from the first stage that does not decide pairs, so that stage is asked exactly what the one-direction walk asks it', () => {
     const seed = 21;
-    const cluster = generateCluster(SCALE, seed);
-    const state = loadState(cluster);
-    const engine = engineFor(state);
-    const p = engine.build(spec({ decisionCache: false }));
-    const unindexed = engine.build(spec({ decisionCache: false, ruleIndex: false }));
+    const { cluster, state, uncached: p, unindexed, random, dispose } = pipelinesFor(seed);
     const stages = enforcing(p);
     expect(stages.length).toBeGreaterThan(2);
     // A middle stage as if its module had no kwp_decide_pair.
     const plain = stages[Math.floor(stages.length / 2)];
     vi.spyOn(plain, 'decidesPairs', 'get').mockReturnValue(false);
-    const random = seededRandom(seed);
     let askedOfPlain = 0;
     for (let round = 0; round < 3; round++) {
       const packets = packetsFor(cluster, seed, round);
@@ -130,11 +117,10 @@ describe('allows with the pair walk', () => {
       const paired = asked(true);
       expect(paired).toEqual(single);
       askedOfPlain += single.length;
-      change(cluster, state, random, round);
+      changeCluster(cluster, state, random, round);
     }
     // The plain stage was reached, so the comparison says something.
     expect(askedOfPlain).toBeGreaterThan(0);
-    p.dispose();
-    unindexed.dispose();
+    dispose();
   }, 120_000);
 });
