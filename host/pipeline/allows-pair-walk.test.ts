@@ -11,8 +11,7 @@ import type { Pipeline } from './pipeline.js';
 import type { Stage } from './stage.js';
 import { OFF_DIRECTION } from '../abi/record.js';
 import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
-import { changeCluster } from './cluster-changes.js';
-import { engineFor, loadState } from '../../bench/harness.js';
+import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 
 const SCALE: Scale = { name: 'allows-pairs', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
@@ -74,7 +73,7 @@ describe('allows with the pair walk', () => {
         expect(oneByOne(cached, packets, true)).toEqual(want);
         compared += packets.length;
         allowed += want.reduce((a, b) => a + b, 0);
-        changeCluster(cluster, state, random, round);
+        changeBetweenRounds(cluster, state, random, round);
       }
       dispose();
     }
@@ -117,7 +116,7 @@ describe('allows with the pair walk', () => {
       const paired = asked(true);
       expect(paired).toEqual(single);
       askedOfPlain += single.length;
-      changeCluster(cluster, state, random, round);
+      changeBetweenRounds(cluster, state, random, round);
     }
     // The plain stage was reached, so the comparison says something.
     expect(askedOfPlain).toBeGreaterThan(0);

@@ -7,8 +7,7 @@ import { describe, it, expect, vi } from 'vitest';
 import { defaultPipeline, type PipelineSpec } from './spec.js';
 import type { Pipeline } from './pipeline.js';
 import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
-import { changeCluster } from './cluster-changes.js';
-import { engineFor, loadState } from '../../bench/harness.js';
+import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 
 const SCALE: Scale = { name: 'pair-walk', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
@@ -51,7 +50,8 @@ describe('the pair walk', () => {
         }
         compared += packets.length;
         allowed += want.reduce((a, b) => a + b, 0);
-        changeCluster(cluster, state, random, round);
+        // A change before the next round: a pod relabelled, a NetworkPolicy added, a ClusterNetworkPolicy deleted.
+        changeBetweenRounds(cluster, state, random, round);
       }
       expect(pairCalls.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBeGreaterThan(0);
       for (const p of [cached, uncached, unindexed, oneDirection]) p.dispose();
