@@ -73,8 +73,11 @@ describe('flow recording through the pair walk', () => {
       const uncached = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
       const oneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
       oneDirection.pairWalk = false;
+      // allows: the recorded pair walk for a chunk of one, and the one-direction walk.
       const single = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
-      const walks: Pipeline[] = [oneDirection, cached, uncached, single];
+      const singleOneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      singleOneDirection.pairWalk = false;
+      const walks: Pipeline[] = [oneDirection, cached, uncached, single, singleOneDirection];
       for (const p of [cached, uncached]) expect(p.stages.filter((s) => s.mode === 'enforce').every((s) => s.decidesPairs)).toBe(true);
       const pairCalls = [cached, uncached].flatMap((p) => p.stages.map((s) => vi.spyOn(s, 'decidePairs')));
       const random = seededRandom(seed);
@@ -92,7 +95,7 @@ describe('flow recording through the pair walk', () => {
         const packets = [...tcp, ...tcp.slice(0, 40).map((p) => ({ ...p, protocol: 1, srcPort: 0, dstPort: 0, icmpType: 8, icmpCode: 0 }))];
         const verdicts = walks.map((p) => {
           const out = new Uint8Array(packets.length);
-          if (p === single) packets.forEach((pk, i) => { out[i] = p.allows(pk) ? 1 : 0; });
+          if (p === single || p === singleOneDirection) packets.forEach((pk, i) => { out[i] = p.allows(pk) ? 1 : 0; });
           else p.allowsBatch(packets, out);
           return Array.from(out);
         });
@@ -106,7 +109,7 @@ describe('flow recording through the pair walk', () => {
         const cachedSlots = slots(cached.flowBuffer!, cached, left);
         expect(cachedSlots).toHaveLength(2 * packets.length);
         // Field by field, so a difference names the packet and the field.
-        for (const [name, got] of [['pair walk, cached', cachedSlots.slice(0, packets.length)], ['pair walk, cached, from its pair entries', cachedSlots.slice(packets.length)], ['pair walk, uncached', slots(uncached.flowBuffer!, uncached, left)], ['allows', slots(single.flowBuffer!, single)]] as const) {
+        for (const [name, got] of [['pair walk, cached', cachedSlots.slice(0, packets.length)], ['pair walk, cached, from its pair entries', cachedSlots.slice(packets.length)], ['pair walk, uncached', slots(uncached.flowBuffer!, uncached, left)], ['allows', slots(single.flowBuffer!, single, left)], ['allows, one direction', slots(singleOneDirection.flowBuffer!, singleOneDirection)]] as const) {
           expect(got, name).toHaveLength(packets.length);
           for (let i = 0; i < packets.length; i++) expect(got[i], `${name}: packet ${i}`).toEqual(want[i]);
         }

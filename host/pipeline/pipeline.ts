@@ -54,6 +54,8 @@ export class Pipeline {
   private readonly encoded32 = new Uint32Array(this.encoded.buffer);
   private readonly work = new Uint8Array(RECORD_SIZE * BATCH_RECORDS);
   private readonly work32 = new Uint32Array(this.work.buffer);
+  private readonly encodedOne = this.encoded.subarray(0, RECORD_SIZE);
+  private readonly workOne = this.work.subarray(0, RECORD_SIZE);
   private readonly pending = new Int32Array(BATCH_RECORDS);
   private readonly allowedIdx = new Int32Array(BATCH_RECORDS);
   private readonly verdicts = new Uint8Array(BATCH_RECORDS);
@@ -78,6 +80,9 @@ export class Pipeline {
   private readonly need = new Uint8Array(BATCH_RECORDS);
   private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
   /** `allows`'s pair walk verdicts: its own, since allows also runs while an asynchronous batch walk holds the batch scratch. */
+  /** allowsRecording's chunk of one for the recorded pair walk, and its verdict. */
+  private readonly onePacket: Packet[] = [];
+  private readonly oneVerdict = new Uint8Array(1);
   private readonly oneEgress = new Uint8Array(1);
   private readonly oneIngress = new Uint8Array(1);
   /** The pair walk's codes while recording (each direction's reason and rule, by position in the stage call). */
@@ -216,6 +221,15 @@ export class Pipeline {
    * same verdict; a full buffer costs the record, never the decision.
    */
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
+    // While every stage decides pairs: the batched walk's recorded pair walk,
+    // for a chunk of one (one module call per stage; the one-direction walk
+    // below makes two). Not while an asynchronous walk holds the batch scratch.
+    if (this.walksInFlight === 0 && this.pairWalkReady()) {
+      const one = this.onePacket;
+      one[0] = packet;
+      this.decideChunkInPairs(one, 0, 1, this.oneVerdict, flows);
+      return this.oneVerdict[0] === 1;
+    }
     const src = this.state.podByIP(packet.src);
     const dst = this.state.podByIP(packet.dst);
     const srcId = src ? src.id : 0;
@@ -522,6 +536,8 @@ export class Pipeline {
       this.pack(selected, m);
       batch = this.work;
     }
+    // One record as a view of its own size: the instance copies a longer batch through a subarray, an allocation per call (the recorded allows asks one).
+    if (m === 1) batch = batch === enc ? this.encodedOne : this.workOne;
     stage.decidePairs(batch, m, this.verdicts, this.ingressVerdicts, codes);
     return m;
   }
