@@ -567,13 +567,18 @@ function flowsSection(setup: Setup) {
   };
   const loadBefore = round(loadavg()[0], 2);
   const single = measurePath(false);
+  const singleRecorded = recorder.stats().connections;
   const batch = measurePath(true);
+  const batchRecorded = recorder.stats().connections - singleRecorded;
   const loadAfter = round(loadavg()[0], 2);
   engine.recordFlows(undefined);
   if (sink < 0) console.log(sink);
   const records = recorder.flush().length;
-  // A recorded turn that recorded nothing measured recording off twice.
-  if (recorder.stats().connections === 0 || records === 0) throw new Error(`flows section: the recorded turns recorded ${recorder.stats().connections} connections and ${records} records`);
+  // A recorded turn that recorded nothing measured recording off twice: each path must have recorded every decision of its turns.
+  const expected = (batched: boolean) => (pairs + 5) * passes * (batched ? batches.length * 64 : packets.length);
+  if (singleRecorded < expected(false) || batchRecorded < expected(true) || records === 0) {
+    throw new Error(`flows section: the recorded turns recorded ${singleRecorded} connections one packet per call and ${batchRecorded} batched (expected ${expected(false)} and ${expected(true)}), ${records} records`);
+  }
   return {
     pairs, decisionsPerTurn: passes * packets.length, loadAverage1m: [loadBefore, loadAfter],
     offDecisionsPerSec: single.off, onDecisionsPerSec: single.on,
