@@ -874,7 +874,7 @@ export class Stage implements StateListener {
    * ingress verdict. Never throws: failure policy and counters as
    * decideVerdicts, one decision per direction decided. With `codes` (flow
    * recording) each direction's reason and rule codes too, where the module
-   * answered other than Next.
+   * answered Accept or Deny.
    */
   decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void {
     const first = this.decideChunks(records, count, true, egress, ingress, undefined, undefined, codes);
