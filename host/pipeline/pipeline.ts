@@ -74,6 +74,9 @@ export class Pipeline {
   /** The pair walk's state per record of a chunk: bit 0 egress still undecided, bit 1 ingress; NEED_DENIED once a stage denied. */
   private readonly need = new Uint8Array(BATCH_RECORDS);
   private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
+  /** `allows`'s pair walk verdicts: its own, since allows also runs while an asynchronous batch walk holds the batch scratch. */
+  private readonly oneEgress = new Uint8Array(1);
+  private readonly oneIngress = new Uint8Array(1);
   /** The pair walk's codes while recording (each direction's reason and rule, by position in the stage call). */
   private readonly pairCodes: PairCodes = {
     egressReasons: this.reasons, egressRules: this.rules,
@@ -81,8 +84,9 @@ export class Pipeline {
   };
   /**
    * Whether allowsBatch may walk both directions at once when every
-   * enforcing stage decides pairs (ABI 1.4); false keeps the one-direction
-   * walk, which tests and the bench compare it with.
+   * enforcing stage decides pairs (ABI 1.4), and `allows` while its stages
+   * do; false keeps the one-direction walk, which tests and the bench
+   * compare it with.
    */
   pairWalk = true;
   /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
@@ -127,7 +131,70 @@ export class Pipeline {
     const dstId = dst ? dst.id : 0;
     const rec = this.record;
     encodeRecord(rec, 0, packet, srcId, dstId);
+    if (this.pairWalk) return this.decideOneInPairs(rec, src, dst, srcId, dstId);
     return this.decideEncoded(rec, src, dst, srcId, dstId);
+  }
+
+  /**
+   * `allows`'s pair walk: one module call per stage for both directions of
+   * the packet while the stages decide pairs (ABI 1.4), as the batched pair
+   * walk does for a chunk. A queued packet is usually a tuple's first (the
+   * kernel fast path keeps repeats in the kernel) and is decided on cold
+   * CPU caches, so each module call avoided is a stage's code, instance and
+   * memory not touched twice. From the first enforcing stage that does not
+   * decide pairs on, the rest is the one-direction walk (egress through the
+   * remaining stages, then ingress if egress allowed), and an ingress denied
+   * before it still lets egress walk on, so such a module (which may have
+   * side effects) is asked exactly what the one-direction walk asks it; the
+   * stages before it decide pairs, which only modules without side effects
+   * do (sdk/ABI.md). Each direction ends at the first stage that accepts or
+   * denies it, so the verdict is the one-direction walk's.
+   */
+  private decideOneInPairs(rec: Uint8Array, src: PodInfo | undefined, dst: PodInfo | undefined, srcId: number, dstId: number): boolean {
+    if (this.auditing.length) this.audit(rec);
+    let need = (this.isRemote(src) ? 0 : NEED_EGRESS) | (this.isRemote(dst) ? 0 : NEED_INGRESS);
+    const stages = this.enforcing;
+    let pairs = 0;
+    while (pairs < stages.length && stages[pairs].decidesPairs) pairs++;
+    const egress = this.oneEgress;
+    const ingress = this.oneIngress;
+    let ingressDenied = false;
+    let s = 0;
+    for (; s < pairs && need !== 0; s++) {
+      const stage = stages[s];
+      const subjects = stage.subjectFilter();
+      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
+        // Counted per direction, as the one-direction walk counts them.
+        stage.countSkipped(need === NEED_BOTH ? 2 : 1);
+        continue;
+      }
+      // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
+      rec[OFF_DIRECTION] = need - 1;
+      stage.decidePairs(rec, 1, egress, ingress);
+      if ((need & NEED_EGRESS) !== 0) {
+        const v = egress[0];
+        if (v === Verdict.Deny) return false;
+        if (v === Verdict.Accept) need &= ~NEED_EGRESS;
+      }
+      if ((need & NEED_INGRESS) !== 0) {
+        const v = ingress[0];
+        if (v === Verdict.Deny) {
+          if (pairs === stages.length) return false;
+          ingressDenied = true;
+          need &= ~NEED_INGRESS;
+        } else if (v === Verdict.Accept) need &= ~NEED_INGRESS;
+      }
+    }
+    if ((need & NEED_EGRESS) !== 0 && s < stages.length) {
+      rec[OFF_DIRECTION] = EGRESS;
+      const d = this.decidingStage(rec, srcId, dstId, s);
+      if (d >= 0 && (d & 1) === 0) return false;
+    }
+    if (ingressDenied) return false;
+    if ((need & NEED_INGRESS) === 0 || s === stages.length) return true;
+    rec[OFF_DIRECTION] = INGRESS;
+    const d = this.decidingStage(rec, srcId, dstId, s);
+    return d < 0 || (d & 1) === 1;
   }
 
   /** The walk of both directions for an encoded record, nothing recorded. */
@@ -699,14 +766,14 @@ export class Pipeline {
   }
 
   /**
-   * One direction's walk through the enforcing stages: -1 when every stage
+   * One direction's walk through the enforcing stages (from `from` on): -1 when every stage
    * said Next (allowed), else the deciding stage's index times two, plus one
    * when it accepted. A number, so the recorded and the unrecorded walk share
    * the loop and the unrecorded one allocates nothing.
    */
-  private decidingStage(rec: Uint8Array, srcId: number, dstId: number): number {
+  private decidingStage(rec: Uint8Array, srcId: number, dstId: number, from = 0): number {
     const stages = this.enforcing;
-    for (let i = 0; i < stages.length; i++) {
+    for (let i = from; i < stages.length; i++) {
       const stage = stages[i];
       const subjects = stage.subjectFilter();
       if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
