@@ -2,14 +2,14 @@
 // build pipelines from the shipped evaluators (or the `next` fixture), and time
 // decisions through the same entry points the dataplane uses.
 import { join } from 'node:path';
-import type { Packet } from '../host/contract.js';
+import { Kinds, type KubeObject, type Packet } from '../host/contract.js';
 import { encodeRecord, RECORD_SIZE } from '../host/abi/record.js';
 import { ClusterState } from '../host/state/cluster-state.js';
 import { PolicyEngine } from '../host/pipeline/engine.js';
 import { BuiltinModules, builtinWasmDir, ChainedModules } from '../host/pipeline/modules.js';
 import { defaultPipeline, type PipelineSpec } from '../host/pipeline/spec.js';
 import type { Pipeline } from '../host/pipeline/pipeline.js';
-import { clusterObjects, type SyntheticCluster } from './generator.js';
+import { clusterObjects, policyChange, type SyntheticCluster } from './generator.js';
 
 export const BATCH = 64;
 
@@ -38,6 +38,21 @@ export function loadState(cluster: SyntheticCluster): ClusterState {
  * `hotSwap` times the swaps the agent makes. `feedThreads: false` gives the
  * embedder's default, every feed in this thread.
  */
+/**
+ * The differential tests' change between two rounds, to `cluster` and to
+ * `state` alike: a random pod relabelled, a NetworkPolicy added, a
+ * ClusterNetworkPolicy deleted (while any is left).
+ */
+export function changeBetweenRounds(cluster: SyntheticCluster, state: ClusterState, random: () => number, round: number): void {
+  const at = Math.floor(random() * cluster.pods.length);
+  const pod = cluster.pods[at];
+  const relabelled: KubeObject = { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, tier: ['web', 'api', 'db'][round % 3] } } };
+  cluster.pods[at] = relabelled;
+  state.apply(Kinds.Pod, { type: 'upsert', object: relabelled });
+  state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
+  if (cluster.clusterNetworkPolicies.length > 0) state.apply(Kinds.ClusterNetworkPolicy, { type: 'delete', object: cluster.clusterNetworkPolicies.pop()! });
+}
+
 export function engineFor(state: ClusterState, options: { feedThreads?: boolean } = {}): PolicyEngine {
   return new PolicyEngine({ state, modules: benchModules(), feedThreads: options.feedThreads ?? true });
 }

@@ -114,12 +114,8 @@ const scale = SCALES[(process.argv[2] ?? 'large') as keyof typeof SCALES];
 // Where the MiB go, step by step (docs/performance.md): a bare process, then the agent's code loaded, then started.
 const atStart = process.memoryUsage();
 const residentAtStart = residentByKind();
-// `kwp agent`'s command as main.ts loads it: the Kubernetes client's narrow loading (measured
-// on its own, since it starts Node's module hooks thread; loadAgentCommand registers it again,
-// which does nothing), then the CLI's agent module, whose static imports are the agent's module graph.
-const { registerNarrowKubernetesClient } = await import('../host/sources/kubernetes/narrow-client.js');
-registerNarrowKubernetesClient();
-const afterHooks = process.memoryUsage();
+// `kwp agent`'s command as main.ts loads it: the CLI's agent module, whose static imports are
+// the agent's module graph (with the Kubernetes client's narrow KubeConfig, narrow-client.ts).
 await (await import('../host/cli/agent-load.js')).loadAgentCommand();
 const { Agent } = await import('../host/agent.js');
 const { createLogger } = await import('../host/log.js');
@@ -158,7 +154,6 @@ try {
     rssMiB: mib(usage.rss),
     steps: {
       bareProcess: { rssMiB: mib(atStart.rss), heapUsedMiB: mib(atStart.heapUsed), resident: residentAtStart },
-      hooksThread: { rssMiB: mib(afterHooks.rss), heapUsedMiB: mib(afterHooks.heapUsed) },
       codeLoaded: { rssMiB: mib(afterImports.rss), heapUsedMiB: mib(afterImports.heapUsed), resident: residentAfterImports },
       started: { rssMiB: mib(usage.rss), heapUsedMiB: mib(usage.heapUsed), resident: residentByKind() },
     },
@@ -176,6 +171,8 @@ try {
     ready: agent.ready(),
     instrumentationHelpers: helpersStarted(),
     modules: loaded,
+    // The Kubernetes client's KubeConfig without its generated API (false: the whole client loaded).
+    narrowKubeConfig: (await import('../host/sources/kubernetes/narrow-client.js')).narrowKubeConfig,
     gcExposed: gc !== undefined,
   }) + '\n');
 } catch (err) {

@@ -178,26 +178,27 @@ export class AdminMetrics {
         hist.observe((performance.now() - t) / 1000);
         return v;
       };
-      const batched = stage as unknown as { decideVerdicts?: (records: Uint8Array, count: number, verdicts: Uint8Array) => void };
+      // The codes' arrays are passed on: flow recording reads them from every batch, sampled or not.
+      const batched = stage as unknown as { decideVerdicts?: (records: Uint8Array, count: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array) => void };
       const decideVerdicts = batched.decideVerdicts?.bind(stage);
       if (decideVerdicts) {
         let b = 0;
-        batched.decideVerdicts = (records, count, verdicts) => {
-          if (++b < every || count === 0) return decideVerdicts(records, count, verdicts);
+        batched.decideVerdicts = (records, count, verdicts, reasons, rules) => {
+          if (++b < every || count === 0) return decideVerdicts(records, count, verdicts, reasons, rules);
           b = 0;
           const t = performance.now();
-          decideVerdicts(records, count, verdicts);
+          decideVerdicts(records, count, verdicts, reasons, rules);
           hist.observe((performance.now() - t) / 1000 / count);
         };
       }
       // The pair walk (ABI 1.4) decides through decidePairs: one batch in `sampleEvery`, per record.
       const decidePairs = stage.decidePairs.bind(stage);
       let q = 0;
-      stage.decidePairs = (records, count, egress, ingress) => {
-        if (++q < every || count === 0) return decidePairs(records, count, egress, ingress);
+      stage.decidePairs = (records, count, egress, ingress, codes) => {
+        if (++q < every || count === 0) return decidePairs(records, count, egress, ingress, codes);
         q = 0;
         const t = performance.now();
-        decidePairs(records, count, egress, ingress);
+        decidePairs(records, count, egress, ingress, codes);
         hist.observe((performance.now() - t) / 1000 / count);
       };
     }

@@ -4,8 +4,8 @@
 // (`--cluster-id CONTEXT=ID`) or else the uid of its kube-system namespace,
 // which is stable for the life of the cluster and unique across clusters.
 
-// KubeConfig's own module, not the package's index (see host/sources/kubernetes/narrow-client.ts).
-import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
+// KubeConfig without the package's index (see host/sources/kubernetes/narrow-client.ts).
+import { KubeConfig } from '../sources/kubernetes/narrow-client.js';
 import { Kinds, type PodInfo } from '../contract.js';
 import { KwpError } from '../errors.js';
 import { ClusterState } from '../state/cluster-state.js';

@@ -4,11 +4,10 @@
 // caches), over random clusters and flow mixes with changes between rounds:
 // every packet must get the same verdict from all of them.
 import { describe, it, expect, vi } from 'vitest';
-import { Kinds, type KubeObject } from '../contract.js';
 import { defaultPipeline, type PipelineSpec } from './spec.js';
 import type { Pipeline } from './pipeline.js';
-import { generateCluster, generateFlows, policyChange, type Scale } from '../../bench/generator.js';
-import { engineFor, loadState } from '../../bench/harness.js';
+import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
+import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 
 const SCALE: Scale = { name: 'pair-walk', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
@@ -52,13 +51,7 @@ describe('the pair walk', () => {
         compared += packets.length;
         allowed += want.reduce((a, b) => a + b, 0);
         // A change before the next round: a pod relabelled, a NetworkPolicy added, a ClusterNetworkPolicy deleted.
-        const at = Math.floor(random() * cluster.pods.length);
-        const pod = cluster.pods[at];
-        const relabelled: KubeObject = { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, tier: ['web', 'api', 'db'][round % 3] } } };
-        cluster.pods[at] = relabelled;
-        state.apply(Kinds.Pod, { type: 'upsert', object: relabelled });
-        state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: policyChange(cluster, round) });
-        if (cluster.clusterNetworkPolicies.length > 0) state.apply(Kinds.ClusterNetworkPolicy, { type: 'delete', object: cluster.clusterNetworkPolicies.pop()! });
+        changeBetweenRounds(cluster, state, random, round);
       }
       expect(pairCalls.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBeGreaterThan(0);
       for (const p of [cached, uncached, unindexed, oneDirection]) p.dispose();

@@ -8,6 +8,7 @@ import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
 import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 import { type FlowBuffer, Outcome } from '../flow-records/flow-buffer.js';
+import type { PairCodes } from '../runtime/instance.js';
 
 export const EGRESS = RecordDirection.Egress;
 export const INGRESS = RecordDirection.Ingress;
@@ -19,6 +20,13 @@ const NEED_EGRESS = 1;
 const NEED_INGRESS = 2;
 const NEED_BOTH = 3;
 const NEED_DENIED = 4;
+/**
+ * Recording only: ingress was denied while egress is still undecided. The
+ * packet is denied, but its egress walks on, so that the record names the
+ * stage that ends egress as the one-direction walk does (and ingress is
+ * Skipped when that stage denies).
+ */
+const INGRESS_DENIED = 8;
 
 function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
@@ -66,10 +74,19 @@ export class Pipeline {
   /** The pair walk's state per record of a chunk: bit 0 egress still undecided, bit 1 ingress; NEED_DENIED once a stage denied. */
   private readonly need = new Uint8Array(BATCH_RECORDS);
   private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
+  /** `allows`'s pair walk verdicts: its own, since allows also runs while an asynchronous batch walk holds the batch scratch. */
+  private readonly oneEgress = new Uint8Array(1);
+  private readonly oneIngress = new Uint8Array(1);
+  /** The pair walk's codes while recording (each direction's reason and rule, by position in the stage call). */
+  private readonly pairCodes: PairCodes = {
+    egressReasons: this.reasons, egressRules: this.rules,
+    ingressReasons: new Uint32Array(BATCH_RECORDS), ingressRules: new Uint32Array(BATCH_RECORDS),
+  };
   /**
    * Whether allowsBatch may walk both directions at once when every
-   * enforcing stage decides pairs (ABI 1.4); false keeps the one-direction
-   * walk, which tests and the bench compare it with.
+   * enforcing stage decides pairs (ABI 1.4), and `allows` while its stages
+   * do; false keeps the one-direction walk, which tests and the bench
+   * compare it with.
    */
   pairWalk = true;
   /** Whether any stage runs its instance in a thread of its own: then allowsBatchAsync pays. */
@@ -114,7 +131,70 @@ export class Pipeline {
     const dstId = dst ? dst.id : 0;
     const rec = this.record;
     encodeRecord(rec, 0, packet, srcId, dstId);
+    if (this.pairWalk) return this.decideOneInPairs(rec, src, dst, srcId, dstId);
     return this.decideEncoded(rec, src, dst, srcId, dstId);
+  }
+
+  /**
+   * `allows`'s pair walk: one module call per stage for both directions of
+   * the packet while the stages decide pairs (ABI 1.4), as the batched pair
+   * walk does for a chunk. A queued packet is usually a tuple's first (the
+   * kernel fast path keeps repeats in the kernel) and is decided on cold
+   * CPU caches, so each module call avoided is a stage's code, instance and
+   * memory not touched twice. From the first enforcing stage that does not
+   * decide pairs on, the rest is the one-direction walk (egress through the
+   * remaining stages, then ingress if egress allowed), and an ingress denied
+   * before it still lets egress walk on, so such a module (which may have
+   * side effects) is asked exactly what the one-direction walk asks it; the
+   * stages before it decide pairs, which only modules without side effects
+   * do (sdk/ABI.md). Each direction ends at the first stage that accepts or
+   * denies it, so the verdict is the one-direction walk's.
+   */
+  private decideOneInPairs(rec: Uint8Array, src: PodInfo | undefined, dst: PodInfo | undefined, srcId: number, dstId: number): boolean {
+    if (this.auditing.length) this.audit(rec);
+    let need = (this.isRemote(src) ? 0 : NEED_EGRESS) | (this.isRemote(dst) ? 0 : NEED_INGRESS);
+    const stages = this.enforcing;
+    let pairs = 0;
+    while (pairs < stages.length && stages[pairs].decidesPairs) pairs++;
+    const egress = this.oneEgress;
+    const ingress = this.oneIngress;
+    let ingressDenied = false;
+    let s = 0;
+    for (; s < pairs && need !== 0; s++) {
+      const stage = stages[s];
+      const subjects = stage.subjectFilter();
+      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
+        // Counted per direction, as the one-direction walk counts them.
+        stage.countSkipped(need === NEED_BOTH ? 2 : 1);
+        continue;
+      }
+      // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
+      rec[OFF_DIRECTION] = need - 1;
+      stage.decidePairs(rec, 1, egress, ingress);
+      if ((need & NEED_EGRESS) !== 0) {
+        const v = egress[0];
+        if (v === Verdict.Deny) return false;
+        if (v === Verdict.Accept) need &= ~NEED_EGRESS;
+      }
+      if ((need & NEED_INGRESS) !== 0) {
+        const v = ingress[0];
+        if (v === Verdict.Deny) {
+          if (pairs === stages.length) return false;
+          ingressDenied = true;
+          need &= ~NEED_INGRESS;
+        } else if (v === Verdict.Accept) need &= ~NEED_INGRESS;
+      }
+    }
+    if ((need & NEED_EGRESS) !== 0 && s < stages.length) {
+      rec[OFF_DIRECTION] = EGRESS;
+      const d = this.decidingStage(rec, srcId, dstId, s);
+      if (d >= 0 && (d & 1) === 0) return false;
+    }
+    if (ingressDenied) return false;
+    if ((need & NEED_INGRESS) === 0 || s === stages.length) return true;
+    rec[OFF_DIRECTION] = INGRESS;
+    const d = this.decidingStage(rec, srcId, dstId, s);
+    return d < 0 || (d & 1) === 1;
   }
 
   /** The walk of both directions for an encoded record, nothing recorded. */
@@ -148,7 +228,9 @@ export class Pipeline {
         for (let k = 0; k < audits.length; k++) {
           const s = audits[k];
           const v = s.decide(rec);
-          flows.setAudit(slot, dir, k, v, s.lastReasonCode(), s.lastRuleCode());
+          // Codes only where the stage said more than Next, as the batched walk records them (recordAudits).
+          const said = s.lastFailure === undefined && v !== Verdict.Next;
+          flows.setAudit(slot, dir, k, v, said ? s.lastReasonCode() : 0, said ? s.lastRuleCode() : 0);
         }
       }
     }
@@ -189,8 +271,8 @@ export class Pipeline {
     }
     for (let start = 0; start < packets.length; start += BATCH_RECORDS) {
       const count = Math.min(BATCH_RECORDS, packets.length - start);
-      if (flows === undefined && this.pairWalkReady()) {
-        this.decideChunkInPairs(packets, start, count, out);
+      if (this.pairWalkReady()) {
+        this.decideChunkInPairs(packets, start, count, out, flows);
         continue;
       }
       const steps = this.chunkSteps(packets, start, count, out, flows);
@@ -292,13 +374,7 @@ export class Pipeline {
             continue;
           }
           yield this.ask(s, enc, count, this.verdicts, this.reasons, this.rules);
-          const failed = s.lastFailure !== undefined;
-          for (let i = 0; i < count; i++) {
-            // Codes are only written where the stage said more than Next (decideInto).
-            const v = this.verdicts[i];
-            const said = !failed && v !== Verdict.Next;
-            if (slots[i] >= 0) flows.setAudit(slots[i], dir, k, v, said ? this.reasons[i] : 0, said ? this.rules[i] : 0);
-          }
+          this.recordAudits(s, dir, k, count, flows);
         }
       }
     }
@@ -310,6 +386,18 @@ export class Pipeline {
     const allowed = yield* this.walkBatch(INGRESS, egressAllowed, count, flows);
     for (let k = 0; k < allowed; k++) out[start + pending[k]] = 1;
     if (flows !== undefined) for (let i = 0; i < count; i++) if (slots[i] >= 0) flows.setAllowed(slots[i], out[start + i] === 1);
+  }
+
+  /** Writes audit stage `k`'s verdicts and codes in direction `dir` (in `verdicts`, `reasons`, `rules`) to the chunk's slots. */
+  private recordAudits(stage: Stage, dir: number, k: number, count: number, flows: FlowBuffer): void {
+    const slots = this.slots;
+    const failed = stage.lastFailure !== undefined;
+    for (let i = 0; i < count; i++) {
+      // Codes are only written where the stage said more than Next (decideInto).
+      const v = this.verdicts[i];
+      const said = !failed && v !== Verdict.Next;
+      if (slots[i] >= 0) flows.setAudit(slots[i], dir, k, v, said ? this.reasons[i] : 0, said ? this.rules[i] : 0);
+    }
   }
 
   /** Whether the chunk can take the pair walk: it is on and every enforcing stage's module decides both directions in one call. */
@@ -329,10 +417,15 @@ export class Pipeline {
    * or denies it, so every verdict is the one-direction walk's; what
    * differs is that a stage may decide the ingress of a packet that a later
    * stage denies on egress (only modules without side effects decide pairs,
-   * sdk/ABI.md). Not used while flows are recorded.
+   * sdk/ABI.md). With `flows`, each record's slot gets what the
+   * one-direction walk writes to it (decideChunkRecorded).
    */
-  private decideChunkInPairs(packets: readonly Packet[], start: number, count: number, out: Uint8Array): void {
+  private decideChunkInPairs(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): void {
     this.encodeChunk(packets, start, count);
+    if (flows !== undefined) {
+      this.decideChunkRecorded(start, count, out, flows);
+      return;
+    }
     const enc = this.encoded;
     if (this.auditing.length) {
       for (const dir of [EGRESS, INGRESS]) {
@@ -342,43 +435,15 @@ export class Pipeline {
     }
     const need = this.need;
     const pending = this.pending;
-    let n = 0;
-    for (let i = 0; i < count; i++) {
-      const w = this.anyRemote ? (this.remoteSrc[i] === 1 ? 0 : NEED_EGRESS) | (this.remoteDst[i] === 1 ? 0 : NEED_INGRESS) : NEED_BOTH;
-      need[i] = w;
-      if (w !== 0) pending[n++] = i;
-    }
+    let n = this.startPairs(count);
     const stages = this.enforcing;
     const selected = this.selectedIdx;
     const egress = this.verdicts;
     const ingress = this.ingressVerdicts;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const subjects = stage.subjectFilter();
-      let m = 0;
-      // Skipped records are counted per direction, as the one-direction walk counts them.
-      let skipped = 0;
-      if (subjects === null) {
-        for (let k = 0; k < n; k++) selected[m++] = pending[k];
-      } else {
-        const none = subjects.length === 0;
-        for (let k = 0; k < n; k++) {
-          const r = pending[k];
-          if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
-          else skipped += need[r] === NEED_BOTH ? 2 : 1;
-        }
-      }
-      if (skipped > 0) stage.countSkipped(skipped);
+      const m = this.askPairs(stage, n, count, undefined);
       if (m === 0) continue;
-      // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
-      for (let j = 0; j < m; j++) enc[selected[j] * RECORD_SIZE + OFF_DIRECTION] = need[selected[j]] - 1;
-      // `selected` ascends, so all of the chunk selected is the encoded records as they are.
-      let batch = enc;
-      if (m !== count) {
-        this.pack(selected, m);
-        batch = this.work;
-      }
-      stage.decidePairs(batch, m, egress, ingress);
       for (let j = 0; j < m; j++) {
         const r = selected[j];
         let w = need[r];
@@ -402,6 +467,162 @@ export class Pipeline {
       n = kept;
     }
     for (let i = 0; i < count; i++) out[start + i] = need[i] === NEED_DENIED ? 0 : 1;
+  }
+
+  /** Sets each record's `need` (multicluster: a remote end's direction is not asked) and lists those with any in `pending`; returns how many. */
+  private startPairs(count: number): number {
+    const need = this.need;
+    const pending = this.pending;
+    let n = 0;
+    for (let i = 0; i < count; i++) {
+      const w = this.anyRemote ? (this.remoteSrc[i] === 1 ? 0 : NEED_EGRESS) | (this.remoteDst[i] === 1 ? 0 : NEED_INGRESS) : NEED_BOTH;
+      need[i] = w;
+      if (w !== 0) pending[n++] = i;
+    }
+    return n;
+  }
+
+  /**
+   * One stage's call of the pair walk: the records of `pending[0..n)` that
+   * touch one of the stage's subjects go to the module (their indices in
+   * `selectedIdx`, packed into `work` unless they are the whole chunk), each
+   * asking for the directions its `need` still has; verdicts by position in
+   * the call to `verdicts` (egress) and `ingressVerdicts`. Returns how many
+   * were asked.
+   */
+  private askPairs(stage: Stage, n: number, count: number, codes: PairCodes | undefined): number {
+    const enc = this.encoded;
+    const need = this.need;
+    const pending = this.pending;
+    const selected = this.selectedIdx;
+    const subjects = stage.subjectFilter();
+    let m = 0;
+    // Skipped records are counted per direction, as the one-direction walk counts them.
+    let skipped = 0;
+    if (subjects === null) {
+      for (let k = 0; k < n; k++) selected[m++] = pending[k];
+    } else {
+      const none = subjects.length === 0;
+      for (let k = 0; k < n; k++) {
+        const r = pending[k];
+        if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+        else skipped += (need[r] & NEED_BOTH) === NEED_BOTH ? 2 : 1;
+      }
+    }
+    if (skipped > 0) stage.countSkipped(skipped);
+    if (m === 0) return 0;
+    // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
+    for (let j = 0; j < m; j++) enc[selected[j] * RECORD_SIZE + OFF_DIRECTION] = (need[selected[j]] & NEED_BOTH) - 1;
+    // `selected` ascends, so all of the chunk selected is the encoded records as they are.
+    let batch = enc;
+    if (m !== count) {
+      this.pack(selected, m);
+      batch = this.work;
+    }
+    stage.decidePairs(batch, m, this.verdicts, this.ingressVerdicts, codes);
+    return m;
+  }
+
+  /**
+   * The pair walk of an encoded chunk while flows are recorded: the same
+   * verdicts, and each record's slot gets what the one-direction walk
+   * (walkBatch) writes to it — the audit stages' would-be verdicts, and per
+   * direction the stage that ended it with its reason and rule codes. The
+   * one difference in the work: a packet whose ingress a stage denied while
+   * its egress is undecided goes on through the later stages for egress
+   * (INGRESS_DENIED), as the one-direction walk would have walked it, so
+   * the record names the same egress outcome (and ingress Skipped when a
+   * later stage denies egress).
+   */
+  private decideChunkRecorded(start: number, count: number, out: Uint8Array, flows: FlowBuffer): void {
+    const enc = this.encoded;
+    const slots = this.slots;
+    const audits = this.auditing;
+    flows.claimBatch(this.encoded32, RECORD_SIZE >> 2, count, this.revision, audits.length > 0, slots);
+    if (audits.length) {
+      for (const dir of [EGRESS, INGRESS]) {
+        setDirection(enc, count, dir);
+        for (let k = 0; k < audits.length; k++) {
+          audits[k].decideVerdicts(enc, count, this.verdicts, this.reasons, this.rules);
+          this.recordAudits(audits[k], dir, k, count, flows);
+        }
+      }
+    }
+    const need = this.need;
+    const pending = this.pending;
+    let n = this.startPairs(count);
+    if (this.anyRemote) {
+      for (let i = 0; i < count; i++) {
+        if (slots[i] < 0) continue;
+        if (this.remoteSrc[i] === 1) flows.setDirection(slots[i], EGRESS, Outcome.Remote, -1, 0, 0);
+        if (this.remoteDst[i] === 1) flows.setDirection(slots[i], INGRESS, Outcome.Remote, -1, 0, 0);
+      }
+    }
+    const stages = this.enforcing;
+    const selected = this.selectedIdx;
+    const egress = this.verdicts;
+    const ingress = this.ingressVerdicts;
+    const codes = this.pairCodes;
+    for (let s = 0; s < stages.length && n > 0; s++) {
+      const stage = stages[s];
+      const m = this.askPairs(stage, n, count, codes);
+      if (m === 0) continue;
+      const stageIndex = this.enforcingIndex[s];
+      const failed = stage.lastFailure !== undefined;
+      for (let j = 0; j < m; j++) {
+        const r = selected[j];
+        const slot = slots[r];
+        let w = need[r];
+        if ((w & NEED_EGRESS) !== 0) {
+          const v = egress[j];
+          if (v === Verdict.Deny || v === Verdict.Accept) {
+            if (slot >= 0) this.recordDecided(flows, slot, EGRESS, v, failed, stageIndex, codes.egressReasons[j], codes.egressRules[j]);
+            if (v === Verdict.Deny) {
+              need[r] = NEED_DENIED;
+              continue;
+            }
+            w &= ~NEED_EGRESS;
+          }
+        }
+        if ((w & NEED_INGRESS) !== 0) {
+          const v = ingress[j];
+          if (v === Verdict.Deny || v === Verdict.Accept) {
+            if (slot >= 0) this.recordDecided(flows, slot, INGRESS, v, failed, stageIndex, codes.ingressReasons[j], codes.ingressRules[j]);
+            w &= ~NEED_INGRESS;
+            if (v === Verdict.Deny) w = (w & NEED_EGRESS) !== 0 ? w | INGRESS_DENIED : NEED_DENIED;
+          }
+        }
+        need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
+      }
+      let kept = 0;
+      for (let k = 0; k < n; k++) {
+        const w = need[pending[k]];
+        if ((w & NEED_BOTH) !== 0) pending[kept++] = pending[k];
+      }
+      n = kept;
+    }
+    for (let i = 0; i < count; i++) {
+      const w = need[i];
+      const allowed = w !== NEED_DENIED && (w & INGRESS_DENIED) === 0;
+      out[start + i] = allowed ? 1 : 0;
+      const slot = slots[i];
+      if (slot < 0) continue;
+      if ((w & NEED_EGRESS) !== 0) flows.setDirection(slot, EGRESS, Outcome.Default, -1, 0, 0);
+      if ((w & NEED_INGRESS) !== 0) flows.setDirection(slot, INGRESS, Outcome.Default, -1, 0, 0);
+      flows.setAllowed(slot, allowed);
+    }
+  }
+
+  /**
+   * A stage's Accept or Deny (`v`) in direction `dir`, written to `slot`
+   * as the walk reports it: Failure when the stage's call failed (its
+   * failure policy answered), with no codes; an egress Deny leaves ingress
+   * Skipped, as the walk never asks it.
+   */
+  private recordDecided(flows: FlowBuffer, slot: number, dir: number, v: number, failed: boolean, stageIndex: number, reason: number, rule: number): void {
+    const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+    flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : reason, failed ? 0 : rule);
+    if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
   }
 
   /**
@@ -477,7 +698,10 @@ export class Pipeline {
         verdicts.fill(Verdict.Next, 0, n);
         for (let j = 0; j < m; j++) verdicts[selected[j]] = this.selectedVerdicts[j];
         if (reasons !== undefined && rules !== undefined) {
+          // Only a decided record's codes are read (and only those were written, decideInto).
           for (let j = 0; j < m; j++) {
+            const v = this.selectedVerdicts[j];
+            if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
             reasons[selected[j]] = this.selectedReasons[j];
             rules[selected[j]] = this.selectedRules[j];
           }
@@ -507,10 +731,7 @@ export class Pipeline {
           }
           if (v === Verdict.Accept) allowed[nAllowed++] = r;
           const slot = slots[r];
-          if (slot < 0) continue;
-          const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-          flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : codes[k], failed ? 0 : rulesOf[k]);
-          if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+          if (slot >= 0) this.recordDecided(flows, slot, dir, v, failed, stageIndex, codes[k], rulesOf[k]);
         }
       }
       if (kept !== n) {
@@ -545,14 +766,14 @@ export class Pipeline {
   }
 
   /**
-   * One direction's walk through the enforcing stages: -1 when every stage
+   * One direction's walk through the enforcing stages (from `from` on): -1 when every stage
    * said Next (allowed), else the deciding stage's index times two, plus one
    * when it accepted. A number, so the recorded and the unrecorded walk share
    * the loop and the unrecorded one allocates nothing.
    */
-  private decidingStage(rec: Uint8Array, srcId: number, dstId: number): number {
+  private decidingStage(rec: Uint8Array, srcId: number, dstId: number, from = 0): number {
     const stages = this.enforcing;
-    for (let i = 0; i < stages.length; i++) {
+    for (let i = from; i < stages.length; i++) {
       const stage = stages[i];
       const subjects = stage.subjectFilter();
       if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {

@@ -8,7 +8,7 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type RejectedObject } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type PairCodes, type RejectedObject } from '../runtime/instance.js';
 import { IsolatedInstance } from '../runtime/isolated-instance.js';
 import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
@@ -798,7 +798,7 @@ export class Stage implements StateListener {
    * failure (which it counts and reports); none without an instance, or
    * for pairs without one that decides them.
    */
-  private decideChunks(records: Uint8Array, count: number, pairs: boolean, a: Uint8Array, b: Uint8Array | undefined, reasons?: Uint32Array, rules?: Uint32Array): number {
+  private decideChunks(records: Uint8Array, count: number, pairs: boolean, a: Uint8Array, b: Uint8Array | undefined, reasons?: Uint32Array, rules?: Uint32Array, codes?: PairCodes): number {
     let first = 0;
     const inst = this.instance;
     if (inst !== undefined && (!pairs || inst.decidesPairs === true)) {
@@ -806,7 +806,7 @@ export class Stage implements StateListener {
         const capacity = inst.batchCapacity;
         for (; first < count; first += capacity) {
           const n = Math.min(capacity, count - first);
-          if (pairs) inst.decidePairsInto!(records, first, n, a, b!);
+          if (pairs) inst.decidePairsInto!(records, first, n, a, b!, codes);
           else inst.decideInto(records, first, n, a, reasons, rules);
         }
         this.lastFailure = undefined;
@@ -872,10 +872,12 @@ export class Stage implements StateListener {
    * DIRECTION_BOTH), egress verdicts to `egress` and ingress ones to
    * `ingress`; a record asking for both whose egress is denied gets no
    * ingress verdict. Never throws: failure policy and counters as
-   * decideVerdicts, one decision per direction decided.
+   * decideVerdicts, one decision per direction decided. With `codes` (flow
+   * recording) each direction's reason and rule codes too, where the module
+   * answered other than Next.
    */
-  decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array): void {
-    const first = this.decideChunks(records, count, true, egress, ingress);
+  decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void {
+    const first = this.decideChunks(records, count, true, egress, ingress, undefined, undefined, codes);
     const c = this.counters;
     const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {

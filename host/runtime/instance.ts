@@ -6,7 +6,7 @@ import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
 import { LOG_LEVELS } from '../abi/imports.js';
-import { DIRECTION_BOTH, OFF_DIRECTION, OFF_REASON, OFF_RULE, OFF_VERDICT, PAIR_OFF_VERDICT, PAIR_RESULT_SIZE, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
+import { DIRECTION_BOTH, OFF_DIRECTION, OFF_REASON, OFF_RULE, OFF_VERDICT, PAIR_OFF_REASON, PAIR_OFF_RULE, PAIR_OFF_VERDICT, PAIR_RESULT_SIZE, RECORD_SIZE, readReason, readRule } from '../abi/record.js';
 import { endianness } from 'node:os';
 import { Verdict } from '../abi/verdict.js';
 import { ATTRIBUTION_MINOR, PAIR_MINOR } from '../abi/version.js';
@@ -161,7 +161,24 @@ export interface ModuleInstance {
    * whose egress is Deny gets Next for ingress (the module need not decide
    * it: the packet is denied).
    */
-  decidePairsInto?(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array): void;
+  decidePairsInto?(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void;
+}
+
+/**
+ * Where a pair call (decidePairsInto) puts each direction's reason and rule
+ * codes, indexed as the verdicts; flow recording asks for them. Written only
+ * for a direction the module answered other than Next, as decideInto's.
+ */
+export interface PairCodes {
+  egressReasons: Uint32Array;
+  egressRules: Uint32Array;
+  ingressReasons: Uint32Array;
+  ingressRules: Uint32Array;
+}
+
+/** A little-endian word of module memory at byte `p` (the pair area need not be word-aligned). */
+function readPairWord(mem: Uint8Array, p: number): number {
+  return (mem[p] | (mem[p + 1] << 8) | (mem[p + 2] << 16) | (mem[p + 3] << 24)) >>> 0;
 }
 
 /** Module memory is little-endian; a Uint32Array reads it as such only on a little-endian host. */
@@ -537,15 +554,20 @@ export class EvaluatorInstance implements ModuleInstance {
    * The packet path's call into the module: no closure, one fuel refill.
    * Same failure semantics as `guarded`.
    */
-  private runDecide(n: number): void {
+  private runDecide(n: number, fuel = this.decideFuel * n, decide = this.decide, name = 'kwp_decide'): void {
     if (this.broken) throw this.broken;
-    const fuel = this.decideFuel * n;
     this.fuel.value = fuel;
     try {
-      this.decide(n);
+      decide(n);
     } catch (err) {
-      throw this.trapped(err, fuel, 'kwp_decide');
+      throw this.trapped(err, fuel, name);
     }
+  }
+
+  /** Copies records `first .. first+n` of `records` into the module's batch area. */
+  private writeBatch(records: Uint8Array, first: number, n: number): void {
+    const from = first * RECORD_SIZE;
+    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), this.batchPtr);
   }
 
   /**
@@ -554,7 +576,7 @@ export class EvaluatorInstance implements ModuleInstance {
    * verdicts are read from the batch area and the pair area only, both inside
    * the memory (readPairArea).
    */
-  decidePairsInto(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array): void {
+  decidePairsInto(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void {
     const decide = this.decidePair;
     if (decide === undefined) throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: does not decide both directions in one call (no kwp_pair_results area)`);
     if (this.broken) throw this.broken;
@@ -565,19 +587,17 @@ export class EvaluatorInstance implements ModuleInstance {
     // The limits fit fuelPerDecision for MAX_RECORDS_PER_CALL records into the 31-bit tank, not twice as many: halves then.
     if (this.decideFuel * directions > MAX_FUEL && n > 1) {
       const half = n >> 1;
-      this.decidePairsInto(records, first, half, egress, ingress);
-      this.decidePairsInto(records, first + half, n - half, egress, ingress);
+      this.decidePairsInto(records, first, half, egress, ingress, codes);
+      this.decidePairsInto(records, first + half, n - half, egress, ingress, codes);
       return;
     }
-    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
-    const fuel = this.decideFuel * directions;
-    this.fuel.value = fuel;
-    try {
-      decide(n);
-    } catch (err) {
-      throw this.trapped(err, fuel, 'kwp_decide_pair');
-    }
+    this.writeBatch(records, first, n);
+    this.runDecide(n, this.decideFuel * directions, decide, 'kwp_decide_pair');
     const mem = this.bytes();
+    if (codes !== undefined) {
+      this.readPairCodes(records, first, n, egress, ingress, codes);
+      return;
+    }
     for (let i = 0, p = base, q = this.pairPtr + PAIR_OFF_VERDICT, r = from + OFF_DIRECTION; i < n; i++, p += RECORD_SIZE, q += PAIR_RESULT_SIZE, r += RECORD_SIZE) {
       const dir = records[r];
       const v = mem[p + OFF_VERDICT];
@@ -590,14 +610,54 @@ export class EvaluatorInstance implements ModuleInstance {
   }
 
   /**
+   * decidePairsInto's reading of the answers while flows are recorded: the
+   * verdicts as without codes, and the codes of every direction answered
+   * other than Next (an ingress-only record's answer is in the record, as
+   * kwp_decide's; a pair's ingress answer in its pair area entry).
+   */
+  private readPairCodes(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array, codes: PairCodes): void {
+    const mem = this.bytes();
+    const withRules = this.attributesRules;
+    const { egressReasons, egressRules, ingressReasons, ingressRules } = codes;
+    const base = this.batchPtr;
+    for (let i = 0, p = base, q = this.pairPtr, r = first * RECORD_SIZE + OFF_DIRECTION; i < n; i++, p += RECORD_SIZE, q += PAIR_RESULT_SIZE, r += RECORD_SIZE) {
+      const dir = records[r];
+      const at = first + i;
+      const v = mem[p + OFF_VERDICT];
+      if (dir === 1) {
+        ingress[at] = v;
+        if (v !== Verdict.Next) {
+          ingressReasons[at] = readReason(mem, p);
+          ingressRules[at] = withRules ? readRule(mem, p) : 0;
+        }
+        continue;
+      }
+      egress[at] = v;
+      if (v !== Verdict.Next) {
+        egressReasons[at] = readReason(mem, p);
+        egressRules[at] = withRules ? readRule(mem, p) : 0;
+      }
+      if (dir !== DIRECTION_BOTH) continue;
+      if (v === Verdict.Deny) {
+        ingress[at] = Verdict.Next;
+        continue;
+      }
+      const w = (ingress[at] = mem[q + PAIR_OFF_VERDICT]);
+      if (w !== Verdict.Next) {
+        ingressReasons[at] = readPairWord(mem, q + PAIR_OFF_REASON);
+        ingressRules[at] = withRules ? readPairWord(mem, q + PAIR_OFF_RULE) : 0;
+      }
+    }
+  }
+
+  /**
    * Decides records `first .. first+n` of `records` (n ≤ batchCapacity) and
    * writes their verdict bytes to `verdicts[first .. first+n]`. The records
    * are not written back: the batched pipeline needs only the verdicts.
    */
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
     const base = this.batchPtr;
-    const from = first * RECORD_SIZE;
-    this.bytes().set(from === 0 && records.length === n * RECORD_SIZE ? records : records.subarray(from, from + n * RECORD_SIZE), base);
+    this.writeBatch(records, first, n);
     this.runDecide(n);
     const mem = this.bytes();
     if (reasons === undefined || rules === undefined) {

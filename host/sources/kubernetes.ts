@@ -5,8 +5,8 @@
 // known state but stops claiming to be current.
 
 import { existsSync } from 'node:fs';
-// KubeConfig's own module, not the package's index (which loads the whole generated API; see narrow-client.ts).
-import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
+// KubeConfig without the package's index, which loads the whole generated API (see narrow-client.ts).
+import { KubeConfig } from './kubernetes/narrow-client.js';
 import type { KindKey, ObjectSink, ObjectSource } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { BackoffOptions } from './kubernetes/backoff.js';

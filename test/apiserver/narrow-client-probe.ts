@@ -1,25 +1,16 @@
 // Run in a child process by host/sources/kubernetes/narrow-client.test.ts:
-// the Kubernetes source loaded the way `kwp agent` loads it (the narrow
-// client registered first), driven over real HTTP against the emulator whose
-// kubeconfig is argv[2]. Prints one JSON line: what the module hook resolved
-// under @kubernetes/client-node before and after the package's index was
-// imported, the pods the source's list and watch delivered, and the cluster id
-// read through the generated CoreV1Api with the same KubeConfig.
-import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
-import { registerNarrowKubernetesClient } from '../../host/sources/kubernetes/narrow-client.js';
-
-interface Resolution { specifier: string; parentURL?: string; url: string; redirect: boolean }
-
-const { port1, port2 } = new MessageChannel();
-registerNarrowKubernetesClient({ report: port2 });
-/** Every resolution the hook has reported so far (they are posted before each resolve returns). */
-const drain = (into: Resolution[]) => {
-  for (let m = receiveMessageOnPort(port1); m; m = receiveMessageOnPort(port1)) into.push(m.message as Resolution);
-  return into;
-};
+// the Kubernetes source loaded as `kwp agent` loads it, driven over real HTTP
+// against the emulator whose kubeconfig is argv[2]. Prints one JSON line:
+// what was resolved under @kubernetes/client-node (and from the data: module
+// narrow-client.ts makes of KubeConfig's source) before and after the
+// package's index was imported, as a watching hook saw it, whether KubeConfig
+// was the narrow one, the pods the source's list and watch delivered, and the
+// cluster id read through the generated CoreV1Api with the same KubeConfig.
+import { drainResolutions } from '../modules/watch-resolutions.js';
 
 const kubeconfig = process.argv[2];
 const { KubernetesSource, loadKubeConfig } = await import('../../host/sources/kubernetes.js');
+const { narrowKubeConfig } = await import('../../host/sources/kubernetes/narrow-client.js');
 const { requestJson } = await import('../../host/sources/kubernetes/request.js');
 const { RecordingSink } = await import('./recording-sink.js');
 const { Kinds } = await import('../../host/contract.js');
@@ -40,12 +31,12 @@ for (let waited = 0; !sink.objects(Kinds.Pod).some((p) => p.metadata.name === 'a
 }
 const watched = sink.objects(Kinds.Pod).map((p) => p.metadata.name);
 await source.stop();
-const beforeIndex = drain([]);
+const beforeIndex = drainResolutions();
 
 // The generated API on demand (the multicluster cluster id), with a KubeConfig from the narrow loading.
 const { kubeSystemUid } = await import('../../host/multicluster/cluster-id.js');
 const uid = await kubeSystemUid(kc, 'probe');
 // Only the generated API's own modules: the index resolves about a thousand.
-const generatedAfterIndex = drain([]).filter((r) => /\/dist\/gen\/(apis|models|types)\//.test(r.url)).length;
+const generatedAfterIndex = drainResolutions().filter((r) => /\/dist\/gen\/(apis|models|types)\//.test(r.url)).length;
 
-process.stdout.write(JSON.stringify({ beforeIndex, generatedAfterIndex, listed, watched, uid }) + '\n', () => process.exit(0));
+process.stdout.write(JSON.stringify({ narrowKubeConfig, beforeIndex, generatedAfterIndex, listed, watched, uid }) + '\n', () => process.exit(0));

@@ -1,0 +1,118 @@
+// Flow recording through the pair walk (ABI 1.4, kwp_decide_pair) against
+// the one-direction walk and the one-packet path (`allows`), over random
+// clusters and flow mixes with changes between rounds: the same packets,
+// recorded by each walk into a buffer of its own, must leave the same slots
+// (tuple, verdict, per direction the outcome, deciding stage, reason and
+// rule codes, and every audit stage's would-be verdict and codes), and the
+// recorder must make the same flow records of them.
+import { describe, it, expect, vi } from 'vitest';
+import { defaultPipeline, type PipelineSpec } from './spec.js';
+import type { Pipeline } from './pipeline.js';
+import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
+import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
+import { seededRandom } from '../dataplane/seeded-random.js';
+import { FlowRecorder } from '../flow-records/flow-recorder.js';
+import { AUDIT_WORDS, Outcome, SLOT_WORDS, W_TIME, type FlowBuffer } from '../flow-records/flow-buffer.js';
+import type { FlowRecord } from '../flow-records/flow-record.js';
+
+const SCALE: Scale = { name: 'pair-walk-flows', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
+const REVISION = 7;
+
+/** The default pipeline with two audit stages (one tiered, one NetworkPolicy), each stage's config extended by `config`. */
+function spec(config: Record<string, unknown>): PipelineSpec {
+  const stages = defaultPipeline().stages.map((s) => ({ ...s, config: { ...(s.config ?? {}), ...config } }));
+  stages.splice(1, 0, { name: 'cnp-admin-audit', label: 'CNP:Admin (audit)', module: 'cluster-network-policy', mode: 'audit', config: { tier: 'Admin', ...config } });
+  stages.push({ name: 'np-audit', label: 'NP (audit)', module: 'network-policy', mode: 'audit', config });
+  return { stages };
+}
+
+/** A slot's words, its time left out (claims stamp a coarse clock), with its audit words; one array per slot. */
+function slots(buffer: FlowBuffer): number[][] {
+  const out: number[][] = [];
+  for (let slot = 0; slot < buffer.pending; slot++) {
+    const words = Array.from(buffer.words.subarray(slot * SLOT_WORDS, (slot + 1) * SLOT_WORDS));
+    words[W_TIME] = 0;
+    out.push([...words, ...Array.from(buffer.audits.subarray(slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS))]);
+  }
+  return out;
+}
+
+/** The recorder's records without their times, in a stable order. */
+function records(recorder: FlowRecorder): Array<Omit<FlowRecord, 'firstSeen' | 'lastSeen'>> {
+  return recorder.flush().map(({ firstSeen: _f, lastSeen: _l, ...rest }) => rest).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+}
+
+describe('flow recording through the pair walk', () => {
+  it('records every packet as the one-direction walk and allows do, over random clusters, flows and changes', () => {
+    // What the comparison covered, counted in the one-direction walk's slots.
+    const seen = { egressDeny: 0, egressAccept: 0, ingressAccept: 0, ingressDenyThenEgress: 0, egressDefault: 0, auditSaid: 0, pairRecordedCalls: 0 };
+    for (const seed of [3, 4, 5]) {
+      const cluster = generateCluster(SCALE, seed);
+      const state = loadState(cluster);
+      const engine = engineFor(state);
+      const cached = engine.build(spec({}), 'pipeline', REVISION);
+      const uncached = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      const oneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      oneDirection.pairWalk = false;
+      const single = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      const walks: Pipeline[] = [oneDirection, cached, uncached, single];
+      for (const p of [cached, uncached]) expect(p.stages.filter((s) => s.mode === 'enforce').every((s) => s.decidesPairs)).toBe(true);
+      const pairCalls = [cached, uncached].flatMap((p) => p.stages.map((s) => vi.spyOn(s, 'decidePairs')));
+      const random = seededRandom(seed);
+      for (let round = 0; round < 3; round++) {
+        // A recorder per walk and round, so each round's slots start at the buffer's slot 0.
+        const recorders = walks.map((p) => {
+          const r = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 4096 });
+          p.flowBuffer = r.buffer;
+          return r;
+        });
+        // 200 packets (three full chunks and a short one), half of them the same every round, so
+        // the cached walk answers some from its pair entries, recorded before a change.
+        const packets = [...generateFlows(cluster, 100, seed).packets, ...generateFlows(cluster, 100, seed * 10 + round).packets];
+        const verdicts = walks.map((p) => {
+          const out = new Uint8Array(packets.length);
+          if (p === single) packets.forEach((pk, i) => { out[i] = p.allows(pk) ? 1 : 0; });
+          else p.allowsBatch(packets, out);
+          return Array.from(out);
+        });
+        // The cached walk once more: now every answer comes from a pair entry of the decision caches.
+        const again = new Uint8Array(packets.length);
+        cached.allowsBatch(packets, again);
+        for (const v of [...verdicts.slice(1), Array.from(again)]) expect(v).toEqual(verdicts[0]);
+        const want = slots(oneDirection.flowBuffer!);
+        expect(want).toHaveLength(packets.length);
+        const cachedSlots = slots(cached.flowBuffer!);
+        expect(cachedSlots).toHaveLength(2 * packets.length);
+        // Field by field, so a difference names the packet and the field.
+        for (const [name, got] of [['pair walk, cached', cachedSlots.slice(0, packets.length)], ['pair walk, cached, from its pair entries', cachedSlots.slice(packets.length)], ['pair walk, uncached', slots(uncached.flowBuffer!)], ['allows', slots(single.flowBuffer!)]] as const) {
+          expect(got, name).toHaveLength(packets.length);
+          for (let i = 0; i < packets.length; i++) expect(got[i], `${name}: packet ${i}`).toEqual(want[i]);
+        }
+        const b = oneDirection.flowBuffer!;
+        for (let slot = 0; slot < b.pending; slot++) {
+          const e = b.direction(slot, 0);
+          const g = b.direction(slot, 1);
+          if (e.outcome === Outcome.Deny) seen.egressDeny++;
+          if (e.outcome === Outcome.Accept) seen.egressAccept++;
+          if (e.outcome === Outcome.Default) seen.egressDefault++;
+          if (g.outcome === Outcome.Accept) seen.ingressAccept++;
+          // Ingress denied by an earlier stage than the one that ended egress (or none did): the pair walk must walk egress on.
+          if (g.outcome === Outcome.Deny && (e.outcome === Outcome.Default || e.stage > g.stage)) seen.ingressDenyThenEgress++;
+          for (let dir = 0; dir < 2; dir++) for (let k = 0; k < 2; k++) if (b.audit(slot, dir, k).verdict > 1) seen.auditSaid++;
+        }
+        // The records the recorder makes of them, field by field (the cached walk recorded every packet twice).
+        const [base, ...rest] = recorders.map(records);
+        expect(base.length).toBeGreaterThan(10);
+        expect(rest[0].map((r) => ({ ...r, count: r.count / 2 }))).toEqual(base);
+        for (const got of rest.slice(1)) expect(got).toEqual(base);
+        // A change before the next round: a pod relabelled, a NetworkPolicy added, a ClusterNetworkPolicy deleted.
+        changeBetweenRounds(cluster, state, random, round);
+      }
+      // The pair walk recorded through its own calls, with the codes asked for.
+      seen.pairRecordedCalls += pairCalls.reduce((n, spy) => n + spy.mock.calls.filter((c) => c[4] !== undefined).length, 0);
+      for (const p of walks) p.dispose();
+    }
+    // Every case the pair walk records differently from how it decides occurred.
+    for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(0);
+  }, 180_000);
+});
