@@ -34,6 +34,8 @@ interface Helpers {
   describePod(): void;
   podLabelsId(which: number): number;
   podPortsAt(): number;
+  jsonRoundTrip(p: number, n: number): number;
+  jsonParseOnly(p: number, n: number): number;
 }
 
 let h: Helpers;
@@ -383,5 +385,44 @@ describe('decodePodInfo', () => {
     const record = encodePodInfo(podOf(7)).slice();
     for (const cut of [3, 20, record.length - 17, record.length - 1]) expect(withBytes(record.subarray(0, cut), (p, n) => h.decodePod(p, n)), `cut at ${cut}`).toBe(0);
     expect(withBytes(record, (p, n) => h.decodePod(p, n))).toBe(1);
+  });
+});
+
+describe('the JSON reader', () => {
+  const roundTrip = (text: string) => withText(text, (p, n) => (h.jsonRoundTrip(p, n) ? readText(h.errorPtr(), h.errorLen()) : undefined));
+
+  it('reads every string as written, whether it is short and repeated, long, escaped or not ASCII, and whatever its neighbours in the string table', () => {
+    // More distinct short strings than the table has slots, so slots are taken over by others, then read again.
+    const many = Array.from({ length: 3000 }, (_, i) => `k${i}`);
+    const doc = {
+      apiVersion: 'networking.k8s.io/v1',
+      items: [...many, ...many].map((k, i) => ({ [k]: `v${i % 97}`, name: k, long: 'x'.repeat(40 + (i % 20)), e: i % 3 ? 'a"b\\c\n' : 'tab\there', u: i % 5 ? 'naïve' : 'ü', empty: '' })),
+      // The same bytes as a short key, with one byte changed, and as a prefix.
+      near: { k1: 'k1', k2: 'k1x', K1: 'k' },
+    };
+    const text = JSON.stringify(doc);
+    // Compared as values (the module writes its own escapes), without printing the whole document on a failure.
+    const same = (back: string | undefined) => back !== undefined && JSON.stringify(JSON.parse(back)) === text;
+    expect(same(roundTrip(text))).toBe(true);
+    // Twice: the second parse reads strings the table holds.
+    expect(same(roundTrip(text))).toBe(true);
+    expect(JSON.parse(roundTrip('{"a":"\\u00e9\\"","b":["a","\\u0061"]}')!)).toEqual({ a: 'é"', b: ['a', 'a'] });
+  });
+
+  it('does not allocate a short ASCII string it has read before', () => {
+    // Keys and values no other test uses, so the first parse is the first time the module reads them.
+    const policy = JSON.stringify({ 'zq-metadata': { 'zq-name': 'zq-p', 'zq-labels': { 'zq-app': 'zq-web' } }, 'zq-spec': { 'zq-types': ['zq-In', 'zq-Eg'], 'zq-ports': [{ 'zq-protocol': 'zq-TCP', 'zq-port': 80 }] }, 'zq-long': 'zq-'.repeat(20) });
+    const parse = () => withText(policy, (p, n) => {
+      const before = allocations;
+      expect(h.jsonParseOnly(p, n)).toBe(1);
+      return allocations - before;
+    });
+    const first = parse();
+    const again = parse();
+    // 16 strings: 15 short ASCII ones (10 keys, 5 values), each allocated the first time only, and one of
+    // 60 bytes, longer than the table keeps, allocated both times.
+    const strings = (policy.match(/"(?:[^"\\]|\\.)*"/g) ?? []).length;
+    expect(strings).toBe(16);
+    expect(first - again).toBe(15);
   });
 });

@@ -207,19 +207,54 @@ function hexDigit(c: i32): i32 {
   return -1;
 }
 
+// Short ASCII strings (object keys above all, and values such as "TCP",
+// "Ingress" or a label's value) repeat across the objects of a kind: a
+// feed's policies parse the same few hundred strings thousands of times. Each
+// one used to be a new string, garbage as soon as the evaluator had compiled
+// the object, and allocating and collecting them was most of a policy's parse.
+// Strings are immutable, so the parser hands out one string per distinct
+// short text: a direct-mapped table of recent ones (a collision replaces the
+// older), at most INTERN_SLOTS strings of at most INTERN_MAX_BYTES each kept alive.
+const INTERN_SLOTS = 2048;
+const INTERN_MAX_BYTES: usize = 48;
+const internHashes = new StaticArray<u32>(INTERN_SLOTS);
+const internStrings = new StaticArray<string | null>(INTERN_SLOTS);
+
+/** The string of the ASCII bytes [start, start+n) with hash `h`: the table's, or decoded and kept there. */
+function internAscii(start: usize, n: usize, h: u32): string {
+  const slot = <i32>(h & (INTERN_SLOTS - 1));
+  const known = unchecked(internStrings[slot]);
+  if (known != null && unchecked(internHashes[slot]) == h && <usize>known.length == n) {
+    const chars = changetype<usize>(known);
+    let i: usize = 0;
+    while (i < n && <u32>load<u16>(chars + (i << 1)) == <u32>load<u8>(start + i)) i++;
+    if (i == n) return known;
+  }
+  const s = String.UTF8.decodeUnsafe(start, n);
+  unchecked(internHashes[slot] = h);
+  unchecked(internStrings[slot] = s);
+  return s;
+}
+
 function parseString(r: Reader): string {
   r.pos++; // opening quote
   const segStart = r.pos;
-  // Fast path: no escapes, decode the bytes in one go.
+  // Fast path: no escapes, decode the bytes in one go (a short ASCII string through the table).
+  let h: u32 = 2166136261; // FNV-1a over the bytes
+  let high: u32 = 0;
   while (r.pos < r.end) {
     const c = load<u8>(r.pos);
     if (c == 0x22) {
-      const s = String.UTF8.decodeUnsafe(segStart, r.pos - segStart);
+      const n = r.pos - segStart;
       r.pos++;
-      return s;
+      if (n == 0) return "";
+      if (high == 0 && n <= INTERN_MAX_BYTES) return internAscii(segStart, n, h);
+      return String.UTF8.decodeUnsafe(segStart, n);
     }
     if (c == 0x5c) break;
     if (c < 0x20) { r.error("control character in string"); return ""; }
+    h = (h ^ <u32>c) * 16777619;
+    high |= <u32>c & 0x80;
     r.pos++;
   }
   if (r.pos >= r.end) { r.error("unterminated string"); return ""; }
