@@ -17,43 +17,24 @@ import { NodeEntry, ResolvedName } from "./cluster-objects";
 import { AddressSetBuilder } from "./address-set";
 import { indexTierRules, peerIndex, reasonOf, verdictOf, ruleOf, NO_PEER } from "./rule-index";
 import { PortIndex } from "../../sdk/port-index";
-import { SharedTable } from "../../sdk/intern";
+import { ruleIndexEnabled } from "../../sdk/rule-index-switch";
+import { SubjectIndex } from "./subject-index";
+import { PodPolicies, PolicyListTable } from "./policy-lists";
 
 // Reason codes are (rule id << 1) | tie, where tie says the deciding policy
 // shared its priority with another policy selecting the pod.
 
-/**
- * The policies selecting one pod, in evaluation order, per direction, and
- * their rules indexed by port (null: too few to index). Shared by every pod
- * that the same policies select; immutable.
- */
-class PodPolicies {
-  egress: StaticArray<Policy> = new StaticArray<Policy>(0);
-  /** 1 where the policy shares its priority with another one in the list. */
-  egressTie: StaticArray<u8> = new StaticArray<u8>(0);
-  ingress: StaticArray<Policy> = new StaticArray<Policy>(0);
-  ingressTie: StaticArray<u8> = new StaticArray<u8>(0);
-  /** What decide reads: the indexes' data (null: scan). */
-  egressRules: StaticArray<u32> | null = null;
-  ingressRules: StaticArray<u32> | null = null;
-  /** The indexes themselves, which own what the data points at. */
-  egressIndex: PortIndex | null = null;
-  ingressIndex: PortIndex | null = null;
-}
-
 /** Distinct policy lists kept for sharing; past the bound the table starts over. */
 const SHARED_LISTS = 4096;
-
-/** A list's identity: each policy by the id of its first rule of the direction (ids are never reused). */
-function listKey<L>(list: L, egress: bool): string {
-  let key = "";
-  for (let i = 0; i < list.length; i++) key += (egress ? list[i].egress[0].id : list[i].ingress[0].id).toString() + ",";
-  return key;
-}
+/** Pairs of label sets whose list is remembered; past the bound the map starts over. */
+const LABEL_SETS = 16384;
 
 const NO_POLICIES = new PodPolicies();
 
-/** Selector matches (pods x policies) a full rebuild may spend filling every pod's list at once. */
+/**
+ * Subject matches a full rebuild may spend filling every pod's list at once:
+ * pods x policies without the subject index, the pods' candidates with it.
+ */
 const EAGER_FILL_LIMIT: i64 = 1_000_000;
 
 function contains(list: StaticArray<Policy>, p: Policy): bool {
@@ -98,13 +79,25 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   protected names: KindStore<ResolvedName> = new KindStore<ResolvedName>();
 
   private active: StaticArray<Policy> = new StaticArray<Policy>(0);
+  /** `active` by what the subjects select (null: the unindexed evaluation, `ruleIndex: false`). */
+  private subjects: SubjectIndex | null = null;
+  /** Subject matches the last policiesFor ran. */
+  private lastMatches: i32 = 0;
+  /**
+   * The lists computed since the policies last changed, by the pod's label
+   * set and its namespace's (Labels.id, never reused; a Labels object is
+   * immutable): which policies select a pod depends on nothing else, and the
+   * pods of one workload share both sets, so a rebuild matches each workload
+   * once rather than each pod. With the subject index only.
+   */
+  private byLabels: Map<u64, PodPolicies> = new Map<u64, PodPolicies>();
   private nodePeers: Peer[] = [];
   private domainPeers: Peer[] = [];
   private ruleInfo: Map<u32, RuleInfo> = new Map<u32, RuleInfo>();
   private warnedTies: Set<string> = new Set<string>();
   /** Every pod with its policy list (null: not computed yet). */
   private table: PodTable<PodPolicies> = new PodTable<PodPolicies>();
-  private shared: SharedTable<PodPolicies> = new SharedTable<PodPolicies>(SHARED_LISTS);
+  private shared: PolicyListTable = new PolicyListTable(SHARED_LISTS);
   private ready: bool = false;
   /** Every pod's policy list was filled at the last rebuild (and is kept filled since). */
   private eager: bool = false;
@@ -221,19 +214,32 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     this.ready = this.allSynced();
     if (!this.ready) return;
     if (!wasReady) log.info(this.instanceName() + ": " + this.active.length.toString() + " policies in effect");
-    this.shared = new SharedTable<PodPolicies>(SHARED_LISTS);
+    this.shared = new PolicyListTable(SHARED_LISTS);
     const all = pods.all();
     // Filling every pod's list now keeps the first decision for each pod free
-    // of allocation, but costs pods x policies selector matches in one call.
-    // Past a bound that fuel would not cover, pods fill in on first use.
-    this.eager = <i64>all.length * <i64>this.active.length <= EAGER_FILL_LIMIT;
-    if (!this.eager) {
-      for (let i = 0; i < all.length; i++) this.table.set(all[i], null);
-      log.info(this.instanceName() + ": " + all.length.toString() + " pods x " + this.active.length.toString()
-        + " policies: computing each pod's policy list at its first decision instead of now");
+    // of allocation (and lets the host skip traffic no policy's subject is
+    // part of), but costs one subject match per pod and candidate policy in
+    // one call: pods x policies without the subject index. Past a bound that
+    // fuel would not cover, the pods not filled yet fill in on first use.
+    if (this.subjects == null && <i64>all.length * <i64>this.active.length > EAGER_FILL_LIMIT) {
+      this.fillLazily(all, 0);
       return;
     }
-    for (let i = 0; i < all.length; i++) this.table.set(all[i], this.policiesFor(all[i], true));
+    this.eager = true;
+    let spent: i64 = 0;
+    for (let i = 0; i < all.length; i++) {
+      if (spent > EAGER_FILL_LIMIT) { this.fillLazily(all, i); return; }
+      this.table.set(all[i], this.policiesFor(all[i], true));
+      spent += this.lastMatches;
+    }
+  }
+
+  /** Pods from `from` on get their list at their first decision. */
+  private fillLazily(all: PodInfo[], from: i32): void {
+    this.eager = false;
+    for (let i = from; i < all.length; i++) this.table.set(all[i], null);
+    log.info(this.instanceName() + ": " + all.length.toString() + " pods x " + this.active.length.toString()
+      + " policies: computing the policy lists of " + (all.length - from).toString() + " pods at their first decision instead of now");
   }
 
   /**
@@ -274,6 +280,8 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     }
     list.sort(comparePolicies);
     this.active = StaticArray.fromArray<Policy>(list);
+    this.subjects = ruleIndexEnabled() ? new SubjectIndex(this.active) : null;
+    this.byLabels.clear();
 
     this.ruleInfo.clear();
     this.nodePeers = [];
@@ -344,35 +352,63 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     eg.length = 0;
     ing.length = 0;
     const active = this.active;
-    for (let i = 0; i < active.length; i++) {
-      const p = active[i];
-      if (!p.selects(pod)) continue;
-      if (p.egress.length > 0) eg.push(p);
-      if (p.ingress.length > 0) ing.push(p);
-    }
-    if (eg.length == 0 && ing.length == 0) return NO_POLICIES;
-    // A known list is shared as it is (podPolicies): the lists are copied only for a new one.
-    const known = this.shared.get(listKey<Policy[]>(eg, true) + "|" + listKey<Policy[]>(ing, false));
-    if (known != null) {
-      if (warnTies) {
-        this.warnTies<Policy[]>(pod, eg, "egress");
-        this.warnTies<Policy[]>(pod, ing, "ingress");
+    const index = this.subjects;
+    if (index != null) {
+      this.lastMatches = 0;
+      if (pod.hostNetwork) return NO_POLICIES;
+      const labelsKey = pod.labels.id == 0 || pod.namespaceLabels.id == 0 ? 0
+        : (<u64>pod.labels.id << 32) | <u64>pod.namespaceLabels.id;
+      if (labelsKey != 0 && this.byLabels.has(labelsKey)) return this.byLabels.get(labelsKey);
+      // Only the policies whose subject can select the pod, in evaluation order.
+      const candidates = index.candidates(pod);
+      this.lastMatches = candidates.length;
+      for (let i = 0, n = candidates.length; i < n; i++) {
+        const p = unchecked(active[unchecked(candidates[i])]);
+        if (!p.selects(pod)) continue;
+        if (p.egress.length > 0) eg.push(p);
+        if (p.ingress.length > 0) ing.push(p);
       }
-      return known;
+      const pp = this.listFor(pod, warnTies);
+      if (labelsKey != 0) {
+        if (this.byLabels.size >= LABEL_SETS) this.byLabels.clear();
+        this.byLabels.set(labelsKey, pp);
+      }
+      return pp;
+    } else {
+      this.lastMatches = active.length;
+      for (let i = 0; i < active.length; i++) {
+        const p = active[i];
+        if (!p.selects(pod)) continue;
+        if (p.egress.length > 0) eg.push(p);
+        if (p.ingress.length > 0) ing.push(p);
+      }
     }
+    return this.listFor(pod, warnTies);
+  }
+
+  /** The shared entry for the lists policiesFor collected. */
+  private listFor(pod: PodInfo, warnTies: bool): PodPolicies {
+    const eg = this.egScratch;
+    const ing = this.ingScratch;
+    if (eg.length == 0 && ing.length == 0) return NO_POLICIES;
+    // A known list is shared as it is (podPolicies): the lists are copied only
+    // for a new one. Its ties were warned about when it was new (warnedTies
+    // says each pair of policies once, whichever pod it names).
+    const known = this.shared.get<Policy[]>(PolicyListTable.key<Policy[]>(eg, ing), eg, ing);
+    if (known != null) return known;
     return this.podPolicies(pod, StaticArray.fromArray<Policy>(eg), StaticArray.fromArray<Policy>(ing), warnTies);
   }
 
   private podPolicies(pod: PodInfo, egress: StaticArray<Policy>, ingress: StaticArray<Policy>, warnTies: bool): PodPolicies {
     // Most pods are selected by no cluster-wide policy: they share one empty entry.
     if (egress.length == 0 && ingress.length == 0) return NO_POLICIES;
+    const key = PolicyListTable.key<StaticArray<Policy>>(egress, ingress);
+    const known = this.shared.get<StaticArray<Policy>>(key, egress, ingress);
+    if (known != null) return known;
     if (warnTies) {
       this.warnTies<StaticArray<Policy>>(pod, egress, "egress");
       this.warnTies<StaticArray<Policy>>(pod, ingress, "ingress");
     }
-    const key = listKey<StaticArray<Policy>>(egress, true) + "|" + listKey<StaticArray<Policy>>(ingress, false);
-    const known = this.shared.get(key);
-    if (known != null) return known;
     const pp = new PodPolicies();
     pp.egress = egress;
     pp.ingress = ingress;
@@ -382,7 +418,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     pp.ingressIndex = indexTierRules(ingress, pp.ingressTie, false);
     if (pp.egressIndex != null) pp.egressRules = pp.egressIndex!.data;
     if (pp.ingressIndex != null) pp.ingressRules = pp.ingressIndex!.data;
-    this.shared.share(key, pp);
+    this.shared.add(key, pp);
     return pp;
   }
 
@@ -437,7 +473,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     const subject = this.table.podAt(slot);
     let known = this.table.valueAt(slot);
     if (known == null) {
-      // Only when lists fill in lazily (pods x policies past EAGER_FILL_LIMIT at the last rebuild).
+      // Only when lists fill in lazily (subject matches past EAGER_FILL_LIMIT at the last rebuild).
       known = this.policiesFor(subject, false);
       this.table.setValueAt(slot, known);
     }

@@ -187,11 +187,39 @@ function cnpRule(random: Random, egress: boolean, index: number): Record<string,
   return r;
 }
 
+/**
+ * A subject selector of a shape the subject index must get right
+ * (evaluators/cluster-common/subject-index.ts): empty; values it can file the
+ * policy under (matchLabels, In, a value listed twice); only a key (Exists);
+ * nothing to file under (NotIn, DoesNotExist only); a value no pod or
+ * namespace has; an invalid selector (matches nothing).
+ */
+export function randomSubjectSelector(random: Random, labelsOf: 'pod' | 'namespace'): Record<string, unknown> {
+  const [key, values, optional] = labelsOf === 'pod' ? ['app', APPS, 'tier'] : ['team', TEAMS, 'env'];
+  const optionalValues = labelsOf === 'pod' ? ['front', 'back'] : ['prod', 'dev'];
+  const roll = random();
+  if (roll < 0.15) return {};
+  if (roll < 0.3) return { matchLabels: { [key]: pick(random, values) } };
+  if (roll < 0.4) return { matchLabels: { [key]: pick(random, values), [optional]: pick(random, optionalValues) } };
+  if (roll < 0.5) return { matchExpressions: [{ key, operator: 'In', values: [pick(random, values), pick(random, values)] }] };
+  if (roll < 0.58) return { matchExpressions: [{ key: optional, operator: 'Exists' }] };
+  if (roll < 0.68) return { matchExpressions: [{ key, operator: 'NotIn', values: [pick(random, values)] }] };
+  if (roll < 0.76) return { matchExpressions: [{ key: optional, operator: 'DoesNotExist' }] };
+  if (roll < 0.84) {
+    return { matchExpressions: [{ key: optional, operator: 'DoesNotExist' }, { key, operator: 'NotIn', values: [pick(random, values), pick(random, values)] }] };
+  }
+  if (roll < 0.9) return { matchLabels: { [key]: 'ghost' } };
+  if (roll < 0.95) return { matchExpressions: [{ key: 'nobody-has-this', operator: 'Exists' }, { key, operator: 'NotIn', values: [pick(random, values)] }] };
+  return { matchExpressions: [{ key, operator: 'Near', values: [pick(random, values)] }] };
+}
+
 /** A v1alpha2 ClusterNetworkPolicy of `tier` with random subject, priority (ties are common) and rules. */
-export function randomClusterNetworkPolicy(random: Random, name: string, tier: 'Admin' | 'Baseline'): KubeObject {
+export function randomClusterNetworkPolicy(random: Random, name: string, tier: 'Admin' | 'Baseline', subjects: 'rules' | 'subjects' = 'rules'): KubeObject {
+  // 'subjects': the subject index's adversarial selector shapes instead of the common ones.
+  const select = subjects === 'subjects' ? randomSubjectSelector : selector;
   const subject = random() < 0.5
-    ? { namespaces: selector(random, 'namespace') }
-    : { pods: { namespaceSelector: selector(random, 'namespace'), podSelector: selector(random, 'pod') } };
+    ? { namespaces: select(random, 'namespace') }
+    : { pods: { namespaceSelector: select(random, 'namespace'), podSelector: select(random, 'pod') } };
   const spec: Record<string, unknown> = { tier, priority: Math.floor(random() * 12), subject };
   if (random() < 0.8) spec.ingress = Array.from({ length: 1 + Math.floor(random() * 3) }, (_, i) => cnpRule(random, false, i));
   if (random() < 0.7) spec.egress = Array.from({ length: 1 + Math.floor(random() * 3) }, (_, i) => cnpRule(random, true, i));
