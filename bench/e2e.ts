@@ -34,7 +34,7 @@ const FRESH_TUPLES = 2 * (FRESH_PORTS.high - FRESH_PORTS.low + 1);
 /** Sequential connections (concurrency 1) to PORT whose connect times give the cached tuple's added latency. */
 const CACHED_LATENCY_CONNECTIONS = 200;
 /** kernelOnly/fastPath pairs (alternating which goes first), quick and full. */
-const FAST_PATH_PAIRS = { quick: 4, full: 12 };
+const FAST_PATH_PAIRS = { quick: 4, full: 20 };
 /** Between a detach or an attach and the turn after it. */
 const SWITCH_PAUSE_MS = 300;
 /** Connections in each turn's rate run, at most (fewer when the bench's are fewer). */

@@ -13,6 +13,7 @@ import {
   nftTableRemoval,
   ruleOptionProblems,
   xtablesChainName,
+  nftCommitChains,
   xtablesCommands,
   xtablesQueueProbe,
   type Interest,
@@ -155,6 +156,8 @@ export class KernelRules {
           for (const undo of remove) await this.run(tool, undo);
           if (tool === 'ip6tables') {
             this.logger.warn({ error: describeFailure(tool, args, result) }, 'IPv6 packets will not be queued: ip6tables refused the NFQUEUE rules');
+            // Without the ip6tables chains nothing clears our bits on IPv6 packets: commit chains in the table do.
+            await this.nft(nftCommitChains(this.effective));
             return;
           }
           throw new KwpError('KWP_ERR_DATAPLANE', describeFailure(tool, args, result));

@@ -60,11 +60,17 @@ describe('nftRuleset', () => {
     }
   });
 
-  it('copies the accepted packet bit to the conntrack mark and clears its own packet bits after the queue', () => {
-    const rules = chain(nftRuleset(base, 'xtables', someIps), 'commit_postrouting');
+  it('copies the accepted packet bit to the conntrack mark and clears its own packet bits after the queue in nft mode, returning packets without its bits at the first rule', () => {
+    const rules = chain(nftRuleset(base, 'nft', someIps), 'commit_postrouting');
     expect(rules[0]).toBe('type filter hook postrouting priority mangle + 10; policy accept;');
-    expect(rules).toContain('meta mark & 0x00100000 == 0x00100000 ct mark set ct mark | 0x00100000');
-    expect(rules).toContain('meta mark & 0x00f00000 != 0 meta mark set meta mark & 0xff0fffff');
+    expect(rules[1]).toBe('meta mark & 0x00f00000 == 0 return');
+    expect(rules.slice(2)).toEqual(['meta mark & 0x00100000 == 0x00100000 ct mark set ct mark | 0x00100000', 'meta mark set meta mark & 0xff0fffff']);
+  });
+
+  it('has no commit chains in xtables mode, where the mangle chains commit, so a packet passes two base chains', () => {
+    const script = nftRuleset(base, 'xtables', someIps);
+    expect(script).not.toContain('commit_');
+    expect(script.match(/type filter hook/g)).toHaveLength(2);
   });
 
   it('splits interest IPs into the IPv4 and IPv6 sets', () => {
@@ -129,17 +135,27 @@ describe('xtablesCommands', () => {
   it('queues marked packets from a chain of its own jumped to first from mangle', () => {
     const { install } = xtablesCommands(base);
     expect(install).toContainEqual(['-t', 'mangle', '-N', 'KWP-POST']);
-    expect(install).toContainEqual(['-t', 'mangle', '-I', 'POSTROUTING', '1', '-j', 'KWP-POST']);
-    expect(install).toContainEqual(['-t', 'mangle', '-I', 'INPUT', '1', '-j', 'KWP-IN']);
+    expect(install).toContainEqual(['-t', 'mangle', '-I', 'POSTROUTING', '1', '-m', 'mark', '!', '--mark', '0/0x00f00000', '-j', 'KWP-POST']);
+    expect(install).toContainEqual(['-t', 'mangle', '-I', 'INPUT', '1', '-m', 'mark', '!', '--mark', '0/0x00f00000', '-j', 'KWP-IN']);
     expect(install).toContainEqual(['-t', 'mangle', '-A', 'KWP-POST', '-m', 'mark', '--mark', '0x00200000/0x00200000', '-j', 'NFQUEUE', '--queue-num', '100', '--queue-bypass']);
   });
 
-  it('returns from its chain at the first rule every packet that has neither the DNS nor the QUEUE bit', () => {
+  it('jumps to its chain only for packets with one of its bits, so the packets of accepted connections cost one rule', () => {
     const { install } = xtablesCommands({ ...base, fastPath: { timeoutSeconds: 60, maxEntries: 100 } });
+    expect(install.at(-1)).toEqual(['-t', 'mangle', '-I', 'INPUT', '1', '-m', 'mark', '!', '--mark', '0/0x00f00000', '-j', 'KWP-IN']);
     const post = install.filter((a) => a[2] === '-A' && a[3] === 'KWP-POST');
-    expect(post[0]).toEqual(['-t', 'mangle', '-A', 'KWP-POST', '-m', 'mark', '--mark', '0/0x00600000', '-j', 'RETURN']);
-    // Every later rule needs one of the two bits, so the return skips nothing that could match.
-    for (const rule of post.slice(1)) expect(rule.join(' ')).toMatch(/--mark 0x00(2|4)00000\/0x00(2|4|a)00000/);
+    // Every rule but the last (which clears the bits) needs one of them, so the condition on the jump skips nothing that could match.
+    for (const rule of post.slice(0, -1)) expect(rule.join(' ')).toMatch(/--mark 0x00(1|2|4)00000\/0x00(1|2|4|a)00000/);
+  });
+
+  it('commits in its mangle chain after the queue rule: the accepted bit goes to the conntrack mark, then its packet bits are cleared', () => {
+    const { install } = xtablesCommands({ ...base, fastPath: { timeoutSeconds: 60, maxEntries: 100 } }, 6);
+    const post = install.filter((a) => a[2] === '-A' && a[3] === 'KWP-POST').map((a) => a.slice(4).join(' '));
+    const queue = post.findIndex((r) => r.includes('--queue-num 100'));
+    const fastPathAccept = post.findIndex((r) => r.includes('--match-set kwp-fpa6'));
+    expect(fastPathAccept).toBeGreaterThanOrEqual(0);
+    expect(fastPathAccept).toBeLessThan(queue);
+    expect(post.slice(queue + 1)).toEqual(['-m mark --mark 0x00100000/0x00100000 -j CONNMARK --or-mark 0x00100000', '-j MARK --and-mark 0xff0fffff']);
   });
 
   it('fails closed by leaving out --queue-bypass on the policy queue only', () => {
@@ -152,10 +168,13 @@ describe('xtablesCommands', () => {
 
   it('removes the jump before the chain it jumps to', () => {
     const { remove } = xtablesCommands(base);
-    const jump = remove.findIndex((a) => a.join(' ') === '-t mangle -D POSTROUTING -j KWP-POST');
     const del = remove.findIndex((a) => a.join(' ') === '-t mangle -X KWP-POST');
-    expect(jump).toBeGreaterThanOrEqual(0);
-    expect(jump).toBeLessThan(del);
+    // Both the conditional jump and an older agent's unconditional one.
+    for (const spec of ['-t mangle -D POSTROUTING -m mark ! --mark 0/0x00f00000 -j KWP-POST', '-t mangle -D POSTROUTING -j KWP-POST']) {
+      const jump = remove.findIndex((a) => a.join(' ') === spec);
+      expect(jump).toBeGreaterThanOrEqual(0);
+      expect(jump).toBeLessThan(del);
+    }
   });
 
   it('names chains after the table so two agents do not collide', () => {

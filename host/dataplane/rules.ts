@@ -10,9 +10,13 @@
 //     packets to/from an interesting IP (or all) go to the policy queue.
 //   queue: in nft mode the classify chain queues directly; in xtables mode it only
 //     sets a packet-mark bit and an iptables mangle chain (priority mangle) queues.
-//   commit chains (priority mangle+10): a packet the agent accepted comes back
-//     with the ACCEPTED bit in its packet mark; copy it to the conntrack mark so
-//     the rest of the connection bypasses the queue, then clear our packet bits.
+//   commit: a packet the agent (or the fast path) accepted carries the
+//     ACCEPTED bit in its packet mark; copy it to the conntrack mark so the rest
+//     of the connection bypasses the queue, then clear our packet bits. nft
+//     mode: commit chains at priority mangle+10 (an accepted packet moves on to
+//     the next base chain). xtables mode: the last rules of the mangle chains
+//     (an accepted packet is repeated, i.e. comes back to the same mangle
+//     chain), so a packet passes two base chains instead of three.
 
 import { nftFastPathRules, nftFastPathSets, xtablesFastPathRules, type FastPathRuleOptions } from './fast-path-rules.js';
 
@@ -125,8 +129,10 @@ function commitChain(options: RuleOptions, hook: Hook): string {
   const own = ownBits(options.marks);
   const lines = [
     `type filter hook ${hook} priority mangle + 10; policy accept;`,
+    // Most packets carry none of our bits (the classify chain returned them at its first rule): they leave here.
+    `meta mark & ${hex(own)} == 0 return`,
     `meta mark & ${hex(accepted)} == ${hex(accepted)} ct mark set ct mark | ${hex(accepted)}`,
-    `meta mark & ${hex(own)} != 0 meta mark set meta mark & ${hex(~own)}`,
+    `meta mark set meta mark & ${hex(~own)}`,
   ];
   return `  chain commit_${hook} {\n${lines.map((l) => `    ${l}`).join('\n')}\n  }`;
 }
@@ -144,7 +150,8 @@ function setDefinition(name: string, type: string, elements: string[]): string {
 /**
  * The whole nftables table as one `nft -f` script. It first creates then
  * deletes the table, so installing replaces any leftover from a crashed run in
- * one atomic transaction.
+ * one atomic transaction. The commit chains are nft mode's; in xtables mode
+ * the mangle chains commit (xtablesCommands).
  */
 export function nftRuleset(options: RuleOptions, mode: QueueMode, interest: Interest): string {
   const t = options.tableName;
@@ -154,10 +161,19 @@ export function nftRuleset(options: RuleOptions, mode: QueueMode, interest: Inte
     ...(mode === 'nft' && options.fastPath ? nftFastPathSets(options.fastPath) : []),
     classifyChain(options, mode, 'postrouting', interest),
     classifyChain(options, mode, 'input', interest),
-    commitChain(options, 'postrouting'),
-    commitChain(options, 'input'),
+    ...(mode === 'nft' ? [commitChain(options, 'postrouting'), commitChain(options, 'input')] : []),
   ];
   return [`table inet ${t}`, `delete table inet ${t}`, `table inet ${t} {`, ...body, '}', ''].join('\n');
+}
+
+/**
+ * The commit chains added to an installed xtables-mode table, for when
+ * ip6tables refused its chains: then nothing in mangle clears our bits on
+ * IPv6 packets (the classify chains still set them), so these do, for both
+ * families (on IPv4 packets the iptables chains have already cleared them).
+ */
+export function nftCommitChains(options: RuleOptions): string {
+  return `table inet ${options.tableName} {\n${commitChain(options, 'postrouting')}\n${commitChain(options, 'input')}\n}\n`;
 }
 
 /** Replace the interest sets' contents in one transaction. */
@@ -203,28 +219,36 @@ const BUILTIN_OF: Record<Hook, string> = { postrouting: 'POSTROUTING', input: 'I
 /**
  * The iptables (family 4) or ip6tables (6) mangle chains that queue packets
  * the nftables classify chains marked; with the fast path, its set matches
- * come just before the queue rule.
+ * come just before the queue rule. They also commit: a packet the agent
+ * accepted is repeated (NF_REPEAT), so it comes back here with the ACCEPTED
+ * bit, and one the fast path accepted carries it on; the last two rules copy
+ * the bit to the conntrack mark and clear our packet bits. The jump from the
+ * built-in chain matches only packets with one of our bits, so the packets of
+ * accepted connections (which have none) cost this chain one rule.
  */
 export function xtablesCommands(options: RuleOptions, family: 4 | 6 = 4): XtablesCommands {
   const install: string[][] = [];
   const remove: string[][] = [];
   const { marks } = options;
+  const own = ownBits(marks);
+  const ours = ['-m', 'mark', '!', '--mark', `0/${hex(own)}`];
   for (const hook of ['postrouting', 'input'] as const) {
     const chain = xtablesChainName(options, hook);
     const builtin = BUILTIN_OF[hook];
     const bypass = options.failOpen ? ['--queue-bypass'] : [];
     install.push(
       ['-t', 'mangle', '-N', chain],
-      // Every rule below needs the DNS or the QUEUE bit: the packets of accepted connections, which have neither, leave at once.
-      ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `0/${hex(marks.dns | marks.queue)}`, '-j', 'RETURN'],
       ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `${hex(marks.dns)}/${hex(marks.dns)}`, '-j', 'NFQUEUE', '--queue-num', String(options.dnsQueueId), '--queue-bypass'],
       ...(options.fastPath ? xtablesFastPathRules(chain, options.tableName, family, {
         accepted: hex(marks.accepted), queue: hex(marks.queue), queueOrReply: hex(marks.queue | marks.reply), acceptedOrQueue: hex(marks.accepted | marks.queue),
       }) : []),
       ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `${hex(marks.queue)}/${hex(marks.queue)}`, '-j', 'NFQUEUE', '--queue-num', String(options.queueId), ...bypass],
-      ['-t', 'mangle', '-I', builtin, '1', '-j', chain],
+      ['-t', 'mangle', '-A', chain, '-m', 'mark', '--mark', `${hex(marks.accepted)}/${hex(marks.accepted)}`, '-j', 'CONNMARK', '--or-mark', hex(marks.accepted)],
+      ['-t', 'mangle', '-A', chain, '-j', 'MARK', '--and-mark', hex(~own)],
+      ['-t', 'mangle', '-I', builtin, '1', ...ours, '-j', chain],
     );
-    remove.push(['-t', 'mangle', '-D', builtin, '-j', chain], ['-t', 'mangle', '-F', chain], ['-t', 'mangle', '-X', chain]);
+    // The unconditional jump is an older agent's (before the commit moved here), left by a crash.
+    remove.push(['-t', 'mangle', '-D', builtin, ...ours, '-j', chain], ['-t', 'mangle', '-D', builtin, '-j', chain], ['-t', 'mangle', '-F', chain], ['-t', 'mangle', '-X', chain]);
   }
   return { install, remove };
 }
