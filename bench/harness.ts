@@ -62,6 +62,22 @@ export function emptyPipelineSpec(): PipelineSpec {
   return { stages: defaultPipeline().stages.map((s) => ({ name: s.name, label: s.label, module: 'next' })) };
 }
 
+/** The default pipeline with every stage's decision cache off: the cost of computing each verdict. */
+export function uncachedPipelineSpec(): PipelineSpec {
+  return { stages: defaultPipeline().stages.map((s) => ({ ...s, config: { ...(s.config ?? {}), decisionCache: false } })) };
+}
+
+/** Hits and misses summed over the stages' decision caches. */
+export function cacheCounts(pipeline: Pipeline): { hits: number; misses: number } {
+  let hits = 0;
+  let misses = 0;
+  for (const s of pipeline.stages) {
+    const stats = s.decisionCacheStats();
+    if (stats) { hits += stats.hits; misses += stats.misses; }
+  }
+  return { hits, misses };
+}
+
 export function allowAllSpec(): PipelineSpec {
   return { stages: [{ name: 'allow-all', module: 'allow-all' }] };
 }

@@ -20,12 +20,17 @@ export class TimeSlices {
   }
 
   /**
-   * `yield()` when the slice is due, checked only at items `i` with every bit
-   * of `mask` set (reading the clock for every item of a tight loop costs more
-   * than the item); otherwise undefined, so `await` costs nothing.
+   * Whether to `yield()` at item `i` of a tight loop: the slice is due, read
+   * only at items with every bit of `mask` set (reading the clock for every
+   * item costs more than the item). Used as
+   * `if (slices.dueAt(i, 63)) await slices.yield();` so the loop awaits only
+   * when it yields: an `await` of anything, undefined too, suspends the async
+   * function and resumes it from a microtask, ~150 ns and a few hundred bytes
+   * of garbage each (an earlier `await slices.pause(i, mask)` for every item
+   * made a stage's snapshot of 11,000 pods and objects about 5 MiB of
+   * garbage, collected in the packet path's thread, during every swap).
    */
-  pause(i: number, mask: number): Promise<void> | undefined {
-    if ((i & mask) !== mask || !this.due()) return undefined;
-    return this.yield();
+  dueAt(i: number, mask: number): boolean {
+    return (i & mask) === mask && this.due();
   }
 }

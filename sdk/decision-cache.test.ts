@@ -184,3 +184,80 @@ describe('the decisionCache stage config', () => {
     expect((await ModuleHarness.load(allowAllWasm, {})).cacheStats()).toBeUndefined();
   });
 });
+
+// An entry holds two numbers of interned answers (reason and rule codes), not
+// the codes: the answer table holds ANSWERS (32,768) distinct answers, then
+// starts again and makes every entry stale.
+describe('the decision cache with interned answers', () => {
+  const manyAnswersWasm = join(root, 'dist/wasm/fixtures/many-answers.wasm');
+  const question = (port: number, direction: 0 | 1 | 2, src = '10.1.0.1') => ({ probe: { src, dst: '10.2.0.2', protocol: 'TCP' as const, port }, direction });
+  const ports = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+  it('answers both directions of a pair question from one entry, each with its own verdict, reason and rule', async () => {
+    const cached = await ModuleHarness.load(manyAnswersWasm);
+    const computed = await ModuleHarness.load(manyAnswersWasm, { decisionCache: false });
+    const questions = ports(1, 600).map((p) => question(p, 2));
+    const expected = computed.decideQuestions(questions);
+    // The fixture answers the directions differently: an ingress read from the egress answer would show.
+    expect(expected[0]).toEqual(['Accept#1#3', 'Next#2#4']);
+    expect(expected[1]).toEqual(['Next#2#6', 'Deny#3#7']);
+    // A denied egress ends the packet: the module says Next with no codes for its ingress.
+    expect(expected[2]).toEqual(['Deny#2#9', 'Next#0#0']);
+    expect(cached.decideQuestions(questions)).toEqual(expected);
+    expect(delta(cached, () => expect(cached.decideQuestions(questions)).toEqual(expected))).toEqual({ hits: 600, misses: 0 });
+    // One-direction questions about the same packets are other entries, with their own answers.
+    const one = ports(1, 600).flatMap((p) => [question(p, 0), question(p, 1)]);
+    const oneExpected = computed.decideQuestions(one);
+    expect(cached.decideQuestions(one)).toEqual(oneExpected);
+    expect(delta(cached, () => expect(cached.decideQuestions(one)).toEqual(oneExpected))).toEqual({ hits: 1200, misses: 0 });
+  });
+
+  it('keeps answers that share a reason code or a rule code apart', async () => {
+    const cached = await ModuleHarness.load(manyAnswersWasm);
+    const computed = await ModuleHarness.load(manyAnswersWasm, { decisionCache: false });
+    // Ports 2 and 3 share reason 2 egress and reason 3 ingress, each answer with its own rule code.
+    const questions = ports(2, 3).flatMap((p) => [question(p, 0), question(p, 1)]);
+    const expected = computed.decideQuestions(questions);
+    expect(expected.map((a) => a[0])).toEqual(['Next#2#6', 'Deny#3#7', 'Deny#2#9', 'Accept#3#10']);
+    for (let round = 0; round < 3; round++) expect(cached.decideQuestions(questions)).toEqual(expected);
+    expect(cached.cacheStats()).toEqual({ hits: 8, misses: 4 });
+  });
+
+  it('starts the answer table again when it is full, and no entry written before then is used again', async () => {
+    const cached = await ModuleHarness.load(manyAnswersWasm);
+    const computed = await ModuleHarness.load(manyAnswersWasm, { decisionCache: false });
+    const check = (questions: ReturnType<typeof question>[]) => {
+      const expected = computed.decideQuestions(questions);
+      return delta(cached, () => expect(cached.decideQuestions(questions)).toEqual(expected));
+    };
+    const early = ports(1, 3000).map((p) => question(p, 0));
+    expect(check(early)).toEqual({ hits: 0, misses: 3000 });
+    expect(check(early)).toEqual({ hits: 3000, misses: 0 });
+    // 30,000 more distinct answers: 33,000 in all, so the table started again at the 32,769th,
+    // here port 32,769 (every early entry was written before that).
+    expect(check(ports(3001, 33000).map((p) => question(p, 0)))).toEqual({ hits: 0, misses: 30000 });
+    // Had the early entries stayed fresh, they would be hits reading numbers of the new table's answers.
+    expect(check(early)).toEqual({ hits: 0, misses: 3000 });
+    // Entries written since the restart are answered from the cache.
+    expect(check(ports(32800, 33000).map((p) => question(p, 0)))).toEqual({ hits: 201, misses: 0 });
+    // And the early ones again, rewritten just now (bar the few whose sets the 30,000 filled).
+    expect(check(early).hits).toBeGreaterThan(2900);
+  });
+
+  it('never gives a wrong answer over pair and one-direction questions from many sources, across restarts of the answer table', async () => {
+    const cached = await ModuleHarness.load(manyAnswersWasm);
+    const computed = await ModuleHarness.load(manyAnswersWasm, { decisionCache: false });
+    const random = seededRandom(11);
+    const sources = Array.from({ length: 40 }, (_, i) => `10.1.${i >> 4}.${(i & 15) + 1}`);
+    for (let round = 0; round < 40; round++) {
+      const questions = Array.from({ length: 2048 }, () => question(1 + Math.floor(random() * 65535), ([0, 1, 2] as const)[Math.floor(random() * 3)], sources[Math.floor(random() * sources.length)]));
+      // Every question twice in a round: the second one is a hit unless its set overflowed.
+      const twice = [...questions, ...questions];
+      expect(cached.decideQuestions(twice)).toEqual(computed.decideQuestions(twice));
+    }
+    const stats = cached.cacheStats()!;
+    // Both paths, and restarts (81,920 questions with mostly distinct answers): not a comparison of two computations.
+    expect(stats.hits).toBeGreaterThan(60000);
+    expect(stats.misses).toBeGreaterThan(80000);
+  });
+});

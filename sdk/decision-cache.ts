@@ -22,21 +22,31 @@
 // picks rather than its oldest entry: traffic cycles through the same
 // questions, and oldest-first eviction would make every key of an overfull
 // set miss on every round instead of only the ones sharing a way.
-//   IPv4, 32-byte entries: 0 head, 8 pod ids, 16 addresses, 24 stamp, 28 reason
-//   IPv6, 64-byte entries: 0 head, 8 pod ids, 16..47 addresses, 56 stamp, 60 reason
+//   IPv4, 32-byte entries: 0 head, 8 pod ids, 16 addresses, 24 stamp, 28 answers
+//   IPv6, 64-byte entries: 0 head, 8 pod ids, 16..47 addresses, 48 stamp, 52 answers
 // head = record bytes 0..7 with the source port masked out and the ICMP type
 // and code put in its place; byte 3 keeps the record's flags (ABI 1.2: a
 // Service hairpin is decided apart from a pod's traffic to its own address)
 // in its low nibble, and an entry keeps its verdict in the high nibble.
-// The rule code (ABI 1.3) of each entry lives in a side array of u32, one per
-// way, so the entries keep their size and the tags their density.
 // A pair question (ABI 1.4, kwp_decide_pair: direction byte 2) is one entry
-// holding both answers: its key is the record with direction 2, the ingress
-// verdict sits in the high nibble of head byte 0, and the ingress reason and
-// rule codes in a second side array (u32 pairs, one per way). One lookup then
+// holding both answers: its key is the record with direction 2 and the
+// ingress verdict sits in the high nibble of head byte 0. One lookup then
 // answers both directions, and the tables hold half as many entries for the
 // same traffic.
-
+//
+// An answer's reason and rule codes (8 bytes, ABI 1.3) are not kept in the
+// entry but interned: `answers` holds each distinct (reason, rule) pair once
+// and an entry's answers word holds two 16-bit indices into it, egress in the
+// low half and a pair's ingress in the high half. The codes used to sit in
+// two side arrays indexed by way, so a hit read four cache lines far apart
+// (the set's tags, the entry, the rule code, a pair's ingress codes); now it
+// reads the tags, the entry and one or two answers from a dense table in
+// which the few answers a stage gives most often stay in the CPU's caches
+// (with 8,192 distinct flows the side arrays did not). The answer table
+// fills up only when a stage has given ANSWERS distinct answers since it
+// last started one; it then starts again empty and makes every entry stale
+// (an entry is used only when fresh, so it never reads an index of an older
+// answer table).
 import { OFF_REASON, OFF_RULE, OFF_VERDICT, OFF_SRC_POD, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_ICMP_TYPE } from "./decision";
 
 const WAYS: u32 = 8;
@@ -45,6 +55,11 @@ const V4_ENTRY: usize = 32;
 const V6_SETS: u32 = 512;
 const V6_ENTRY: usize = 64;
 const POD_SLOTS: u32 = 16384;
+// Distinct (reason, rule) answers before the answer table starts again, and
+// the open-addressing index that finds an answer's number (u16, 0 = empty).
+const ANSWERS: u32 = 32768;
+const ANSWER_SLOTS: u32 = ANSWERS * 2;
+const STAMP_AT: usize = 24;
 const HEAD_MASK: u64 = 0xFFFF_0000_0FFF_FFFF;
 const VERDICT_SHIFT: u64 = 28;
 const INGRESS_VERDICT_SHIFT: u64 = 4;
@@ -56,10 +71,9 @@ let v4Table: usize = 0;
 let v6Table: usize = 0;
 let v4Tags: usize = 0;
 let v6Tags: usize = 0;
-let v4Rules: usize = 0;
-let v6Rules: usize = 0;
-let v4Pairs: usize = 0;
-let v6Pairs: usize = 0;
+let answers: usize = 0;
+let answerIndex: usize = 0;
+let answerCount: u32 = 0;
 const podStamps = new StaticArray<u32>(<i32>POD_SLOTS);
 let clock: u32 = 1;
 let objectsStamp: u32 = 1;
@@ -75,11 +89,10 @@ let a2: u64 = 0;
 let a3: u64 = 0;
 let slot: usize = 0;
 let slotTag: usize = 0;
-let slotRule: usize = 0;
-let slotPair: usize = 0;
 let tag: u16 = 0;
-// After a hit on a pair entry: its head and its ingress codes' address (pairIngress).
+// After a hit on a pair entry: its head and its answers word (pairIngress).
 let hitHead: u64 = 0;
+let hitAnswers: u32 = 0;
 
 // Hits and misses since the module started (u64 each), read by the host
 // through the optional kwp_decision_cache_stats export.
@@ -99,25 +112,10 @@ export function setDecisionCacheEnabled(on: bool): void {
     memory.fill(v4Tags, 0, <usize>V4_SETS * WAYS * 2);
     v6Tags = heap.alloc(<usize>V6_SETS * WAYS * 2);
     memory.fill(v6Tags, 0, <usize>V6_SETS * WAYS * 2);
-    v4Rules = heap.alloc(<usize>V4_SETS * WAYS * 4);
-    v6Rules = heap.alloc(<usize>V6_SETS * WAYS * 4);
   }
   enabled = on;
 }
 export function decisionCacheEnabled(): bool { return enabled; }
-
-/**
- * The pair entries' ingress codes (288 KiB), allocated at the first
- * kwp_decide_pair call rather than at configure: an instance the host never
- * asks for pairs (a pipeline with a stage that does not offer them, a stage
- * near its memory cap being rebuilt) does not carry them. The only
- * allocation on the decision path, once per instance.
- */
-export function preparePairs(): void {
-  if (v4Pairs != 0) return;
-  v4Pairs = heap.alloc(<usize>V4_SETS * WAYS * 8);
-  v6Pairs = heap.alloc(<usize>V6_SETS * WAYS * 8);
-}
 
 function tick(): u32 {
   if (clock == u32.MAX_VALUE) {
@@ -133,6 +131,50 @@ function tick(): u32 {
   return ++clock;
 }
 
+/**
+ * The number of the (reason, rule) answer, added when new. The caller has
+ * made room (`makeRoom`) for every answer it interns, so a number handed out
+ * stays valid until the next restart.
+ */
+function intern(reason: u32, rule: u32): u32 {
+  const value = <u64>reason | (<u64>rule << 32);
+  let i = <u32>mix(value * 0x9E3779B97F4A7C15) & (ANSWER_SLOTS - 1);
+  while (true) {
+    const n = <u32>load<u16>(answerIndex + <usize>i * 2);
+    if (n == 0) break;
+    if (load<u64>(answers + <usize>(n - 1) * 8) == value) return n - 1;
+    i = (i + 1) & (ANSWER_SLOTS - 1);
+  }
+  store<u64>(answers + <usize>answerCount * 8, value);
+  store<u16>(answerIndex + <usize>i * 2, <u16>(answerCount + 1));
+  return answerCount++;
+}
+
+/**
+ * Makes room for `n` new answers: when the answer table could overflow, it
+ * starts again empty and every entry written so far goes stale with the
+ * numbers it holds (entries are used only when younger than objectsStamp;
+ * the entry about to be written gets the new clock and stays fresh).
+ */
+@inline function makeRoom(n: u32): void {
+  if (answerCount + n <= ANSWERS && answers != 0) return;
+  if (answers == 0) {
+    // The answer table (384 KiB) is allocated at the first answer remembered rather
+    // than at configure: a stage rebuilt near its memory cap from the state it
+    // held must find the room it had (host/pipeline/stage-state.test.ts), and
+    // an instance that never decides does not carry it. The only allocation
+    // on the decision path, once per instance.
+    answers = heap.alloc(<usize>ANSWERS * 8);
+    answerIndex = heap.alloc(<usize>ANSWER_SLOTS * 2);
+  }
+  memory.fill(answerIndex, 0, <usize>ANSWER_SLOTS * 2);
+  answerCount = 0;
+  objectsStamp = tick();
+}
+
+/** Answer number `n`: its reason code in the low word, its rule code in the high one (the record's order). */
+@inline function answerAt(n: u32): u64 { return load<u64>(answers + <usize>n * 8); }
+
 /** An object, a reset or the config changed: nothing cached so far holds. */
 export function objectsChanged(): void { objectsStamp = tick(); }
 
@@ -145,10 +187,10 @@ export function podChanged(id: u32): void { unchecked(podStamps[id & (POD_SLOTS 
     && stamp >= unchecked(podStamps[<u32>(podIds >> 32) & (POD_SLOTS - 1)]);
 }
 
-@inline function hit(rec: usize, entryHead: u64, reason: u32, rule: u32): bool {
+@inline function hit(rec: usize, entryHead: u64, entryAnswers: u32): bool {
+  const answer = answerAt(entryAnswers & 0xFFFF);
   store<u8>(rec + OFF_VERDICT, <u8>((entryHead >> VERDICT_SHIFT) & 0xF));
-  store<u32>(rec + OFF_REASON, reason);
-  store<u32>(rec + OFF_RULE, rule);
+  store<u64>(rec + OFF_REASON, answer);
   store<u64>(stats, load<u64>(stats) + 1);
   return true;
 }
@@ -185,12 +227,10 @@ export function lookup(rec: usize): bool {
     h = mix(head * 0x9E3779B97F4A7C15 ^ podIds * 0xC2B2AE3D27D4EB4F ^ a0 * 0x165667B19E3779F9);
   }
   const size = v6 ? V6_ENTRY : V4_ENTRY;
-  const stampAt = size - 8;
+  const stampAt = v6 ? STAMP_AT + 24 : STAMP_AT;
   const index = <usize>(<u32>h & ((v6 ? V6_SETS : V4_SETS) - 1));
   const set = (v6 ? v6Table : v4Table) + index * WAYS * size;
   const tags = (v6 ? v6Tags : v4Tags) + index * WAYS * 2;
-  const rules = (v6 ? v6Rules : v4Rules) + index * WAYS * 4;
-  const pairs = (v6 ? v6Pairs : v4Pairs) + index * WAYS * 8;
   tag = <u16>(h >> 48) | 1;
   let empty: usize = WAYS;
   for (let w: usize = 0; w < <usize>WAYS; w++) {
@@ -198,15 +238,14 @@ export function lookup(rec: usize): bool {
     if (t == tag) {
       const e = set + w * size;
       if (sameKey(e, v6)) {
-        slotPair = pairs + w * 8;
         if (fresh(load<u32>(e + stampAt))) {
           hitHead = load<u64>(e);
-          return hit(rec, hitHead, load<u32>(e + stampAt, 4), load<u32>(rules + w * 4));
+          hitAnswers = load<u32>(e + stampAt, 4);
+          return hit(rec, hitHead, hitAnswers);
         }
         // Stale: recompute into the same place.
         slot = e;
         slotTag = tags + w * 2;
-        slotRule = rules + w * 4;
         store<u64>(stats + 8, load<u64>(stats + 8) + 1);
         return false;
       }
@@ -215,8 +254,6 @@ export function lookup(rec: usize): bool {
   const way = empty != WAYS ? empty : <usize>(<u32>(h >> 13) & (WAYS - 1));
   slot = set + way * size;
   slotTag = tags + way * 2;
-  slotRule = rules + way * 4;
-  slotPair = pairs + way * 8;
   store<u64>(stats + 8, load<u64>(stats + 8) + 1);
   return false;
 }
@@ -227,9 +264,10 @@ export function lookup(rec: usize): bool {
  * (verdict at 0, reason at 4, rule at 8).
  */
 export function pairIngress(out: usize): void {
+  const answer = answerAt(hitAnswers >> 16);
   store<u8>(out, <u8>((hitHead >> INGRESS_VERDICT_SHIFT) & 0xF));
-  store<u32>(out, load<u32>(slotPair), 4);
-  store<u32>(out, load<u32>(slotPair, 4), 8);
+  store<u32>(out, <u32>answer, 4);
+  store<u32>(out, <u32>(answer >> 32), 8);
 }
 
 /** Stores the verdict `decide` just wrote into the record `lookup` missed. */
@@ -237,7 +275,9 @@ export function remember(rec: usize): void {
   const verdict = load<u8>(rec + OFF_VERDICT);
   // A verdict outside 0..3 is the stage's failure, not an answer; it would not fit the nibble either.
   if (verdict > 3) return;
-  writeEntry(rec, head | (<u64>verdict << VERDICT_SHIFT));
+  makeRoom(1);
+  const egress = intern(load<u32>(rec + OFF_REASON), load<u32>(rec + OFF_RULE));
+  writeEntry(rec, head | (<u64>verdict << VERDICT_SHIFT), egress);
 }
 
 /**
@@ -248,15 +288,16 @@ export function rememberPair(rec: usize, out: usize): void {
   const verdict = load<u8>(rec + OFF_VERDICT);
   const ingress = load<u8>(out);
   if (verdict > 3 || ingress > 3) return;
-  store<u32>(slotPair, load<u32>(out, 4));
-  store<u32>(slotPair, load<u32>(out, 8), 4);
-  writeEntry(rec, head | (<u64>verdict << VERDICT_SHIFT) | (<u64>ingress << INGRESS_VERDICT_SHIFT));
+  makeRoom(2);
+  const egress = intern(load<u32>(rec + OFF_REASON), load<u32>(rec + OFF_RULE));
+  const ingressAnswer = intern(load<u32>(out, 4), load<u32>(out, 8));
+  writeEntry(rec, head | (<u64>verdict << VERDICT_SHIFT) | (<u64>ingress << INGRESS_VERDICT_SHIFT), egress | (ingressAnswer << 16));
 }
 
-@inline function writeEntry(rec: usize, entryHead: u64): void {
+@inline function writeEntry(rec: usize, entryHead: u64, entryAnswers: u32): void {
   const e = slot;
   const v6 = load<u8>(rec, 1) == 6;
-  const stampAt = (v6 ? V6_ENTRY : V4_ENTRY) - 8;
+  const stampAt = v6 ? STAMP_AT + 24 : STAMP_AT;
   store<u64>(e, entryHead);
   store<u64>(e, podIds, 8);
   store<u64>(e, a0, 16);
@@ -266,7 +307,6 @@ export function rememberPair(rec: usize, out: usize): void {
     store<u64>(e, a3, 40);
   }
   store<u32>(e + stampAt, clock);
-  store<u32>(e + stampAt, load<u32>(rec + OFF_REASON), 4);
-  store<u32>(slotRule, load<u32>(rec + OFF_RULE));
+  store<u32>(e + stampAt, entryAnswers, 4);
   store<u16>(slotTag, tag);
 }

@@ -180,7 +180,6 @@ export function kwp_decide_pair(count: i32): i32 {
   const e = registered();
   const n = count < BATCH_CAPACITY ? count : BATCH_CAPACITY;
   const cached = decisionCache.decisionCacheEnabled();
-  if (cached) decisionCache.preparePairs();
   for (let i = 0; i < n; i++) {
     const rec = batchArea + <usize>i * RECORD_SIZE;
     if (load<u8>(rec + OFF_DIRECTION) != DIRECTION_BOTH) {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Protocol, type PodInfo } from '../contract.js';
 import { encodePodInfo } from './podinfo-codec.js';
+import { parseIP } from '../net/ip.js';
 
 /** The record layout of ABI.md written the plain way, one TextEncoder call per string. */
 function reference(pod: PodInfo): number[] {
@@ -52,5 +53,18 @@ describe('the PodInfo record', () => {
     expect([...encodePodInfo(a)]).toEqual(reference(a));
     expect([...encodePodInfo(a)]).toEqual(reference(a));
     expect([...encodePodInfo(b)]).toEqual(reference(b));
+  });
+
+  it('writes each address that parses, IPv4 or IPv6, zero-padded to 16 bytes, leaves out what does not, and keeps the first 255', () => {
+    const many = Array.from({ length: 300 }, (_, i) => `10.${i >> 8}.${i & 255}.1`);
+    const ips = ['2001:db8::7', '10.0.0.010', 'not-an-ip', '::ffff:192.0.2.1', '10.0.0.256', '', '192.168.1.2', ...many];
+    const pod: PodInfo = { id: 3, name: 'p', namespace: 'x', podLabels: { a: 'b' }, namespaceLabels: {}, nodeName: '', nodeLabels: {}, clusterId: '', containerPorts: [], hostNetwork: false, ips };
+    const expected = reference({ ...pod, ips: [] });
+    const parsed = ips.map((ip) => parseIP(ip)).filter((x) => x !== undefined).slice(0, 255);
+    expected[expected.length - 1] = parsed.length;
+    for (const ip of parsed) expected.push(ip!.family, ...ip!.bytes, ...new Array(16 - ip!.bytes.length).fill(0));
+    expect(parsed.length).toBe(255);
+    expect(parsed[0]!.family).toBe(6);
+    expect([...encodePodInfo(pod)]).toEqual(expected);
   });
 });

@@ -22,6 +22,13 @@ export const Outcome = {
   Failure: 4,
   /** The other end is a pod of another cluster: its own agent decides this direction. */
   Remote: 5,
+  /**
+   * Egress only, until the drain: the pair walk denied ingress at the
+   * slot's stage while egress was undecided, and left the rest of the
+   * egress walk to the drain (Pipeline.finishEgress), which writes the
+   * outcome in its place.
+   */
+  Pending: 6,
 } as const;
 
 /** Audit stages whose would-be verdicts a record keeps (per direction); more are not recorded. */
@@ -52,6 +59,11 @@ const DST_POD_WORD = OFF_DST_POD >> 2;
 const SRC_ADDR_WORD = OFF_SRC_ADDR >> 2;
 const DST_ADDR_WORD = OFF_DST_ADDR >> 2;
 const SLOT_BYTES = SLOT_WORDS * 4;
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+/** Where byte 0 (the flags) and the family byte sit in word 0, read as a host-order word. */
+const FLAGS_SHIFT = LITTLE_ENDIAN ? 0 : 24;
+const FLAGS_MASK = 0xff << FLAGS_SHIFT;
+const FAMILY_SHIFT = LITTLE_ENDIAN ? OFF_FAMILY * 8 : 24 - OFF_FAMILY * 8;
 
 /** One direction's outcome read back from the buffer. */
 export interface StoredDirection { outcome: number; stage: number; reason: number; rule: number }
@@ -119,7 +131,9 @@ export class FlowBuffer {
   private fill(slot: number, record: Uint32Array, at: number, revision: number, clock: number, audited: boolean): void {
     const w = this.words;
     const o = slot * SLOT_WORDS;
-    w[o] = record[at];
+    // Word 0 with the slot's flags in byte 0 (the record's direction, 0 when claimed), one store.
+    const head = record[at];
+    w[o] = (head & ~FLAGS_MASK) | (audited ? SlotFlag.Audited << FLAGS_SHIFT : 0);
     w[o + 1] = record[at + 1];
     w[o + 2] = record[at + SRC_POD_WORD];
     w[o + 3] = record[at + DST_POD_WORD];
@@ -127,9 +141,8 @@ export class FlowBuffer {
     w[o + 5] = record[at + DST_ADDR_WORD];
     w[o + W_REVISION] = revision;
     w[o + W_TIME] = clock;
-    this.bytes[o * 4] = audited ? SlotFlag.Audited : 0;
     // The rare cases are out of line, so the fill stays small enough to inline.
-    if (audited || this.bytes[o * 4 + OFF_FAMILY] === 6) this.claimMore(record, at, slot, audited);
+    if (audited || ((head >>> FAMILY_SHIFT) & 0xff) === 6) this.claimMore(record, at, slot, audited);
   }
 
   /**
@@ -190,12 +203,23 @@ export class FlowBuffer {
     this.sinceTick = 0;
   }
 
+  /** Direction `dir` was accepted or denied (`outcome`) by `stage` (its position in the pipeline) with these codes. */
   setDirection(slot: number, dir: number, outcome: number, stage: number, reason: number, rule: number): void {
     const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
     const w = this.words;
     w[i] = outcome | ((stage + 1) << 8);
     w[i + 1] = reason;
     w[i + 2] = rule;
+  }
+
+  /**
+   * Direction `dir` ended with an `outcome` that names no policy (Default,
+   * Skipped, Failure, Remote, Pending) at `stage` (-1 for none): its codes
+   * are not written, one store instead of three, and every reader sees
+   * them as 0 (`direction`, and the drain's key, slot-keys.ts).
+   */
+  setOutcome(slot: number, dir: number, outcome: number, stage: number): void {
+    this.words[slot * SLOT_WORDS + W_DIRECTIONS + dir * 3] = outcome | ((stage + 1) << 8);
   }
 
   /**
@@ -256,10 +280,38 @@ export class FlowBuffer {
     return this.bytes.slice(p, p + 4);
   }
 
+  /**
+   * The slot's connection as a decision record (16 words, direction egress,
+   * no ICMP type or code, no results) in `out`: what the drain decides again
+   * with (Pipeline.finishEgress).
+   */
+  recordOf(slot: number, out: Uint32Array): void {
+    const w = this.words;
+    const o = slot * SLOT_WORDS;
+    out.fill(0);
+    // Byte 0 holds the slot's flags, and in a record the direction (0, egress).
+    out[0] = w[o] & ~0xff;
+    out[1] = w[o + 1];
+    out[SRC_POD_WORD] = w[o + 2];
+    out[DST_POD_WORD] = w[o + 3];
+    if (this.family(slot) === 6) {
+      const v = slot * V6_WORDS;
+      for (let i = 0; i < 4; i++) {
+        out[SRC_ADDR_WORD + i] = this.v6[v + i];
+        out[DST_ADDR_WORD + i] = this.v6[v + 4 + i];
+      }
+    } else {
+      out[SRC_ADDR_WORD] = w[o + 4];
+      out[DST_ADDR_WORD] = w[o + 5];
+    }
+  }
+
   direction(slot: number, dir: number): StoredDirection {
     const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
     const w = this.words;
-    return { outcome: w[i] & 0xff, stage: (w[i] >>> 8) - 1, reason: w[i + 1], rule: w[i + 2] };
+    const outcome = w[i] & 0xff;
+    const coded = namesPolicy(outcome);
+    return { outcome, stage: (w[i] >>> 8) - 1, reason: coded ? w[i + 1] : 0, rule: coded ? w[i + 2] : 0 };
   }
 
   /** Audit stage `k`'s would-be verdict in direction `dir`: verdict + 1 (0: not decided), reason, rule. */
@@ -297,6 +349,11 @@ export class FlowBuffer {
   private u16(p: number): number {
     return this.bytes[p] | (this.bytes[p + 1] << 8);
   }
+}
+
+/** Whether a direction's `outcome` (its word's low byte) keeps its reason and rule codes: only an Accept's and a Deny's are written (setDirection). */
+export function namesPolicy(outcome: number): boolean {
+  return outcome === Outcome.Accept || outcome === Outcome.Deny;
 }
 
 /** Claims between two reads of the clock. */

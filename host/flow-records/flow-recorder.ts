@@ -46,6 +46,8 @@ export interface FlowRecorderOptions {
 const ACTIONS: Record<number, FlowAction> = {
   [Outcome.Default]: 'Default', [Outcome.Accept]: 'Accept', [Outcome.Deny]: 'Deny',
   [Outcome.Skipped]: 'Skipped', [Outcome.Failure]: 'Failure', [Outcome.Remote]: 'Remote',
+  // Only without the pipeline that would finish the walk (finishEgress): it never ran.
+  [Outcome.Pending]: 'Skipped',
 };
 
 /**
@@ -225,6 +227,8 @@ export class FlowRecorder {
   /** The open record a connection with a new key belongs to: an existing one with the same attribution, or a new one. */
   private entryFor(pipeline: Pipeline | undefined, slot: number): OpenRecord {
     const b = this.buffer;
+    // The pair walk left this denied connection's egress to the drain: walked once per key and interval.
+    if (b.direction(slot, 0).outcome === Outcome.Pending) pipeline?.finishEgress(b, slot);
     const src = this.end('src', b.srcPod(slot), slot);
     const dst = this.end('dst', b.dstPod(slot), slot);
     const revision = b.revision(slot);

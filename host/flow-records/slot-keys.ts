@@ -5,7 +5,7 @@
 // a connection builds no string and allocates nothing. Each key stands for
 // one aggregated record, which the recorder resolves (names, workloads,
 // attribution) once, the first time the key is seen in an interval.
-import { AUDIT_WORDS, SLOT_WORDS, V6_WORDS, W_TIME, type FlowBuffer } from './flow-buffer.js';
+import { AUDIT_WORDS, namesPolicy, SLOT_WORDS, V6_WORDS, W_DIRECTIONS, W_TIME, type FlowBuffer } from './flow-buffer.js';
 import { OFF_SRC_PORT } from '../abi/record.js';
 
 /** Words of a key: the slot's words but its time, then its IPv6 addresses and its audit words (each only when the slot has them). */
@@ -46,9 +46,14 @@ export class SlotKeys {
     const w = buffer.words;
     const o = slot * SLOT_WORDS;
     let h = 0x811c9dc5;
+    // A direction's codes count only where its outcome keeps them (an Accept, a Deny): elsewhere they are whatever the slot held before.
+    const egressCoded = namesPolicy(w[o + W_DIRECTIONS] & 0xff);
+    const ingressCoded = namesPolicy(w[o + W_DIRECTIONS + 3] & 0xff);
     for (let i = 0, j = 0; i < SLOT_WORDS; i++) {
       if (i === W_TIME) continue;
-      const v = i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];
+      let v = i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];
+      if ((i === W_DIRECTIONS + 1 || i === W_DIRECTIONS + 2) && !egressCoded) v = 0;
+      else if ((i === W_DIRECTIONS + 4 || i === W_DIRECTIONS + 5) && !ingressCoded) v = 0;
       k[j++] = v;
       h = Math.imul(h ^ v, 0x01000193);
     }

@@ -9,20 +9,36 @@ export interface ParsedIP {
   bytes: Uint8Array;
 }
 
-const DECIMAL_OCTET = /^(0|[1-9][0-9]{0,2})$/;
 const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
 
-function parseIPv4Into(text: string, out: Uint8Array, offset: number): boolean {
-  const parts = text.split('.');
-  if (parts.length !== 4) return false;
-  for (let i = 0; i < 4; i++) {
-    // Leading zeros are refused: some parsers read them as octal, so "010" is ambiguous.
-    if (!DECIMAL_OCTET.test(parts[i])) return false;
-    const value = Number(parts[i]);
-    if (value > 255) return false;
-    out[offset + i] = value;
+/**
+ * Writes the dotted-quad IPv4 address `text` as 4 bytes at `out[offset]`;
+ * false (and `out` partly written) when it is not one. Read character by
+ * character, without a string or array on the way: the host encodes every
+ * pod's addresses each time a stage is fed (10,000 pods a feed). Leading
+ * zeros are refused: some parsers read them as octal, so "010" is ambiguous.
+ */
+export function writeIPv4(text: string, out: Uint8Array, offset: number): boolean {
+  const n = text.length;
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= n; i++) {
+    const c = i < n ? text.charCodeAt(i) : 0x2e;
+    if (c === 0x2e) {
+      if (digits === 0 || part === 4) return false;
+      out[offset + part++] = value;
+      value = 0;
+      digits = 0;
+    } else if (c >= 0x30 && c <= 0x39) {
+      if (digits === 1 && value === 0) return false;
+      value = value * 10 + (c - 0x30);
+      if (++digits > 3 || value > 255) return false;
+    } else {
+      return false;
+    }
   }
-  return true;
+  return part === 4;
 }
 
 function parseIPv6(text: string): Uint8Array | undefined {
@@ -34,7 +50,7 @@ function parseIPv6(text: string): Uint8Array | undefined {
   const lastPart = text.slice(lastColon + 1);
   if (lastPart.includes('.')) {
     const quad = new Uint8Array(4);
-    if (!parseIPv4Into(lastPart, quad, 0)) return undefined;
+    if (!writeIPv4(lastPart, quad, 0)) return undefined;
     hexText = `${text.slice(0, lastColon + 1)}${((quad[0] << 8) | quad[1]).toString(16)}:${((quad[2] << 8) | quad[3]).toString(16)}`;
   }
 
@@ -69,7 +85,7 @@ export function parseIP(text: string): ParsedIP | undefined {
     return bytes ? { family: 6, bytes } : undefined;
   }
   const bytes = new Uint8Array(4);
-  return parseIPv4Into(text, bytes, 0) ? { family: 4, bytes } : undefined;
+  return writeIPv4(text, bytes, 0) ? { family: 4, bytes } : undefined;
 }
 
 /** The canonical text of a 4- or 16-byte address: dotted quad, or RFC 5952 IPv6. */

@@ -12,7 +12,7 @@ import { generateCluster, generateFlows, type Scale } from '../../bench/generato
 import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 import { FlowRecorder } from '../flow-records/flow-recorder.js';
-import { AUDIT_WORDS, Outcome, SLOT_WORDS, W_TIME, type FlowBuffer } from '../flow-records/flow-buffer.js';
+import { AUDIT_WORDS, FlowBuffer, Outcome, SLOT_WORDS, W_DIRECTIONS, W_TIME } from '../flow-records/flow-buffer.js';
 import type { FlowRecord } from '../flow-records/flow-record.js';
 
 const SCALE: Scale = { name: 'pair-walk-flows', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
@@ -26,13 +26,32 @@ function spec(config: Record<string, unknown>): PipelineSpec {
   return { stages };
 }
 
-/** A slot's words, its time left out (claims stamp a coarse clock), with its audit words; one array per slot. */
-function slots(buffer: FlowBuffer): number[][] {
+/**
+ * A slot's words, its time left out (claims stamp a coarse clock), with its
+ * audit words; one array per slot. The egress walks the pair walk left to the
+ * drain (Outcome.Pending) are finished first, as the drain finishes them, in
+ * a copy of the buffer (the recorder finishes the originals itself).
+ */
+function slots(buffer: FlowBuffer, pipeline: Pipeline, pending?: { n: number }): number[][] {
+  const copy = new FlowBuffer(buffer.capacity);
+  copy.words.set(buffer.words);
+  copy.v6.set(buffer.v6);
+  copy.audits.set(buffer.audits);
   const out: number[][] = [];
   for (let slot = 0; slot < buffer.pending; slot++) {
-    const words = Array.from(buffer.words.subarray(slot * SLOT_WORDS, (slot + 1) * SLOT_WORDS));
+    if (copy.direction(slot, 0).outcome === Outcome.Pending) {
+      if (pending) pending.n++;
+      pipeline.finishEgress(copy, slot);
+      expect(copy.direction(slot, 0).outcome).not.toBe(Outcome.Pending);
+    }
+    const words = Array.from(copy.words.subarray(slot * SLOT_WORDS, (slot + 1) * SLOT_WORDS));
     words[W_TIME] = 0;
-    out.push([...words, ...Array.from(buffer.audits.subarray(slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS))]);
+    // The directions as readers see them (codes only of an Accept or a Deny; the rest are left unwritten).
+    for (let dir = 0; dir < 2; dir++) {
+      const d = copy.direction(slot, dir);
+      words.splice(W_DIRECTIONS + dir * 3, 3, d.outcome | ((d.stage + 1) << 8), d.reason, d.rule);
+    }
+    out.push([...words, ...Array.from(copy.audits.subarray(slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS))]);
   }
   return out;
 }
@@ -45,7 +64,7 @@ function records(recorder: FlowRecorder): Array<Omit<FlowRecord, 'firstSeen' | '
 describe('flow recording through the pair walk', () => {
   it('records every packet as the one-direction walk and allows do, over random clusters, flows and changes', () => {
     // What the comparison covered, counted in the one-direction walk's slots.
-    const seen = { egressDeny: 0, egressAccept: 0, ingressAccept: 0, ingressDenyThenEgress: 0, egressDefault: 0, auditSaid: 0, pairRecordedCalls: 0 };
+    const seen = { egressLeftToTheDrain: 0, egressDeny: 0, egressAccept: 0, ingressAccept: 0, ingressDenyThenEgress: 0, icmpIngressDenyThenEgress: 0, egressDefault: 0, auditSaid: 0, pairRecordedCalls: 0 };
     for (const seed of [3, 4, 5]) {
       const cluster = generateCluster(SCALE, seed);
       const state = loadState(cluster);
@@ -54,8 +73,11 @@ describe('flow recording through the pair walk', () => {
       const uncached = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
       const oneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
       oneDirection.pairWalk = false;
+      // allows: the recorded pair walk for a chunk of one, and the one-direction walk.
       const single = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
-      const walks: Pipeline[] = [oneDirection, cached, uncached, single];
+      const singleOneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      singleOneDirection.pairWalk = false;
+      const walks: Pipeline[] = [oneDirection, cached, uncached, single, singleOneDirection];
       for (const p of [cached, uncached]) expect(p.stages.filter((s) => s.mode === 'enforce').every((s) => s.decidesPairs)).toBe(true);
       const pairCalls = [cached, uncached].flatMap((p) => p.stages.map((s) => vi.spyOn(s, 'decidePairs')));
       const random = seededRandom(seed);
@@ -66,12 +88,14 @@ describe('flow recording through the pair walk', () => {
           p.flowBuffer = r.buffer;
           return r;
         });
-        // 200 packets (three full chunks and a short one), half of them the same every round, so
+        // 240 packets (three full chunks and a short one), most of them the same every round, so
         // the cached walk answers some from its pair entries, recorded before a change.
-        const packets = [...generateFlows(cluster, 100, seed).packets, ...generateFlows(cluster, 100, seed * 10 + round).packets];
+        const tcp = [...generateFlows(cluster, 100, seed).packets, ...generateFlows(cluster, 100, seed * 10 + round).packets];
+        // And ICMP echo requests between the same ends: the slot keeps no ICMP type, so the pair walk walks their egress on itself.
+        const packets = [...tcp, ...tcp.slice(0, 40).map((p) => ({ ...p, protocol: 1, srcPort: 0, dstPort: 0, icmpType: 8, icmpCode: 0 }))];
         const verdicts = walks.map((p) => {
           const out = new Uint8Array(packets.length);
-          if (p === single) packets.forEach((pk, i) => { out[i] = p.allows(pk) ? 1 : 0; });
+          if (p === single || p === singleOneDirection) packets.forEach((pk, i) => { out[i] = p.allows(pk) ? 1 : 0; });
           else p.allowsBatch(packets, out);
           return Array.from(out);
         });
@@ -79,15 +103,17 @@ describe('flow recording through the pair walk', () => {
         const again = new Uint8Array(packets.length);
         cached.allowsBatch(packets, again);
         for (const v of [...verdicts.slice(1), Array.from(again)]) expect(v).toEqual(verdicts[0]);
-        const want = slots(oneDirection.flowBuffer!);
+        const want = slots(oneDirection.flowBuffer!, oneDirection);
         expect(want).toHaveLength(packets.length);
-        const cachedSlots = slots(cached.flowBuffer!);
+        const left = { n: 0 };
+        const cachedSlots = slots(cached.flowBuffer!, cached, left);
         expect(cachedSlots).toHaveLength(2 * packets.length);
         // Field by field, so a difference names the packet and the field.
-        for (const [name, got] of [['pair walk, cached', cachedSlots.slice(0, packets.length)], ['pair walk, cached, from its pair entries', cachedSlots.slice(packets.length)], ['pair walk, uncached', slots(uncached.flowBuffer!)], ['allows', slots(single.flowBuffer!)]] as const) {
+        for (const [name, got] of [['pair walk, cached', cachedSlots.slice(0, packets.length)], ['pair walk, cached, from its pair entries', cachedSlots.slice(packets.length)], ['pair walk, uncached', slots(uncached.flowBuffer!, uncached, left)], ['allows', slots(single.flowBuffer!, single, left)], ['allows, one direction', slots(singleOneDirection.flowBuffer!, singleOneDirection)]] as const) {
           expect(got, name).toHaveLength(packets.length);
           for (let i = 0; i < packets.length; i++) expect(got[i], `${name}: packet ${i}`).toEqual(want[i]);
         }
+        seen.egressLeftToTheDrain += left.n;
         const b = oneDirection.flowBuffer!;
         for (let slot = 0; slot < b.pending; slot++) {
           const e = b.direction(slot, 0);
@@ -97,7 +123,10 @@ describe('flow recording through the pair walk', () => {
           if (e.outcome === Outcome.Default) seen.egressDefault++;
           if (g.outcome === Outcome.Accept) seen.ingressAccept++;
           // Ingress denied by an earlier stage than the one that ended egress (or none did): the pair walk must walk egress on.
-          if (g.outcome === Outcome.Deny && (e.outcome === Outcome.Default || e.stage > g.stage)) seen.ingressDenyThenEgress++;
+          if (g.outcome === Outcome.Deny && (e.outcome === Outcome.Default || e.stage > g.stage)) {
+            if (b.protocol(slot) === 1) seen.icmpIngressDenyThenEgress++;
+            else seen.ingressDenyThenEgress++;
+          }
           for (let dir = 0; dir < 2; dir++) for (let k = 0; k < 2; k++) if (b.audit(slot, dir, k).verdict > 1) seen.auditSaid++;
         }
         // The records the recorder makes of them, field by field (the cached walk recorded every packet twice).

@@ -6,7 +6,7 @@ import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
-import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, RECORD_SIZE, RecordDirection } from '../abi/record.js';
+import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, OFF_ICMP_TYPE, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 import { type FlowBuffer, Outcome } from '../flow-records/flow-buffer.js';
 import type { PairCodes } from '../runtime/instance.js';
 
@@ -21,12 +21,15 @@ const NEED_INGRESS = 2;
 const NEED_BOTH = 3;
 const NEED_DENIED = 4;
 /**
- * Recording only: ingress was denied while egress is still undecided. The
- * packet is denied, but its egress walks on, so that the record names the
- * stage that ends egress as the one-direction walk does (and ingress is
- * Skipped when that stage denies).
+ * Recording only: ingress was denied while egress is still undecided, and
+ * the record's egress cannot be left to the drain (an ICMP packet, whose
+ * type and code the slot does not keep). The packet is denied, but its
+ * egress walks on, so that the record names the stage that ends egress as
+ * the one-direction walk does (and ingress is Skipped when that stage denies).
  */
 const INGRESS_DENIED = 8;
+/** The word of an encoded record holding the ICMP type and code. */
+const ICMP_WORD = OFF_ICMP_TYPE >> 2;
 
 function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
@@ -51,6 +54,8 @@ export class Pipeline {
   private readonly encoded32 = new Uint32Array(this.encoded.buffer);
   private readonly work = new Uint8Array(RECORD_SIZE * BATCH_RECORDS);
   private readonly work32 = new Uint32Array(this.work.buffer);
+  private readonly encodedOne = this.encoded.subarray(0, RECORD_SIZE);
+  private readonly workOne = this.work.subarray(0, RECORD_SIZE);
   private readonly pending = new Int32Array(BATCH_RECORDS);
   private readonly allowedIdx = new Int32Array(BATCH_RECORDS);
   private readonly verdicts = new Uint8Array(BATCH_RECORDS);
@@ -75,6 +80,9 @@ export class Pipeline {
   private readonly need = new Uint8Array(BATCH_RECORDS);
   private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
   /** `allows`'s pair walk verdicts: its own, since allows also runs while an asynchronous batch walk holds the batch scratch. */
+  /** allowsRecording's chunk of one for the recorded pair walk, and its verdict. */
+  private readonly onePacket: Packet[] = [];
+  private readonly oneVerdict = new Uint8Array(1);
   private readonly oneEgress = new Uint8Array(1);
   private readonly oneIngress = new Uint8Array(1);
   /** The pair walk's codes while recording (each direction's reason and rule, by position in the stage call). */
@@ -213,6 +221,15 @@ export class Pipeline {
    * same verdict; a full buffer costs the record, never the decision.
    */
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
+    // While every stage decides pairs: the batched walk's recorded pair walk,
+    // for a chunk of one (one module call per stage; the one-direction walk
+    // below makes two). Not while an asynchronous walk holds the batch scratch.
+    if (this.walksInFlight === 0 && this.pairWalkReady()) {
+      const one = this.onePacket;
+      one[0] = packet;
+      this.decideChunkInPairs(one, 0, 1, this.oneVerdict, flows);
+      return this.oneVerdict[0] === 1;
+    }
     const src = this.state.podByIP(packet.src);
     const dst = this.state.podByIP(packet.dst);
     const srcId = src ? src.id : 0;
@@ -236,12 +253,12 @@ export class Pipeline {
     }
     rec[OFF_DIRECTION] = EGRESS;
     let allowed = true;
-    if (this.isRemote(src)) flows.setDirection(slot, EGRESS, Outcome.Remote, -1, 0, 0);
+    if (this.isRemote(src)) flows.setOutcome(slot, EGRESS, Outcome.Remote, -1);
     else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, EGRESS);
-    if (!allowed) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    if (!allowed) flows.setOutcome(slot, INGRESS, Outcome.Skipped, -1);
     else {
       rec[OFF_DIRECTION] = INGRESS;
-      if (this.isRemote(dst)) flows.setDirection(slot, INGRESS, Outcome.Remote, -1, 0, 0);
+      if (this.isRemote(dst)) flows.setOutcome(slot, INGRESS, Outcome.Remote, -1);
       else allowed = this.walkRecorded(rec, srcId, dstId, flows, slot, INGRESS);
     }
     flows.setAllowed(slot, allowed);
@@ -519,6 +536,8 @@ export class Pipeline {
       this.pack(selected, m);
       batch = this.work;
     }
+    // One record as a view of its own size: the instance copies a longer batch through a subarray, an allocation per call (the recorded allows asks one).
+    if (m === 1) batch = batch === enc ? this.encodedOne : this.workOne;
     stage.decidePairs(batch, m, this.verdicts, this.ingressVerdicts, codes);
     return m;
   }
@@ -554,8 +573,8 @@ export class Pipeline {
     if (this.anyRemote) {
       for (let i = 0; i < count; i++) {
         if (slots[i] < 0) continue;
-        if (this.remoteSrc[i] === 1) flows.setDirection(slots[i], EGRESS, Outcome.Remote, -1, 0, 0);
-        if (this.remoteDst[i] === 1) flows.setDirection(slots[i], INGRESS, Outcome.Remote, -1, 0, 0);
+        if (this.remoteSrc[i] === 1) flows.setOutcome(slots[i], EGRESS, Outcome.Remote, -1);
+        if (this.remoteDst[i] === 1) flows.setOutcome(slots[i], INGRESS, Outcome.Remote, -1);
       }
     }
     const stages = this.enforcing;
@@ -589,7 +608,17 @@ export class Pipeline {
           if (v === Verdict.Deny || v === Verdict.Accept) {
             if (slot >= 0) this.recordDecided(flows, slot, INGRESS, v, failed, stageIndex, codes.ingressReasons[j], codes.ingressRules[j]);
             w &= ~NEED_INGRESS;
-            if (v === Verdict.Deny) w = (w & NEED_EGRESS) !== 0 ? w | INGRESS_DENIED : NEED_DENIED;
+            if (v === Verdict.Deny) {
+              if ((w & NEED_EGRESS) === 0 || slot < 0) w = NEED_DENIED;
+              else if (this.encoded32[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
+              else {
+                // The packet is denied; which later stage ends its egress only
+                // the record needs, so the drain finishes that walk once per
+                // key and interval (finishEgress) instead of every packet here.
+                flows.setOutcome(slot, EGRESS, Outcome.Pending, stageIndex);
+                w = NEED_DENIED;
+              }
+            }
           }
         }
         need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
@@ -607,8 +636,8 @@ export class Pipeline {
       out[start + i] = allowed ? 1 : 0;
       const slot = slots[i];
       if (slot < 0) continue;
-      if ((w & NEED_EGRESS) !== 0) flows.setDirection(slot, EGRESS, Outcome.Default, -1, 0, 0);
-      if ((w & NEED_INGRESS) !== 0) flows.setDirection(slot, INGRESS, Outcome.Default, -1, 0, 0);
+      if ((w & NEED_EGRESS) !== 0) flows.setOutcome(slot, EGRESS, Outcome.Default, -1);
+      if ((w & NEED_INGRESS) !== 0) flows.setOutcome(slot, INGRESS, Outcome.Default, -1);
       flows.setAllowed(slot, allowed);
     }
   }
@@ -620,9 +649,9 @@ export class Pipeline {
    * Skipped, as the walk never asks it.
    */
   private recordDecided(flows: FlowBuffer, slot: number, dir: number, v: number, failed: boolean, stageIndex: number, reason: number, rule: number): void {
-    const outcome = failed ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
-    flows.setDirection(slot, dir, outcome, stageIndex, failed ? 0 : reason, failed ? 0 : rule);
-    if (dir === EGRESS && v === Verdict.Deny) flows.setDirection(slot, INGRESS, Outcome.Skipped, -1, 0, 0);
+    if (failed) flows.setOutcome(slot, dir, Outcome.Failure, stageIndex);
+    else flows.setDirection(slot, dir, v === Verdict.Accept ? Outcome.Accept : Outcome.Deny, stageIndex, reason, rule);
+    if (dir === EGRESS && v === Verdict.Deny) flows.setOutcome(slot, INGRESS, Outcome.Skipped, -1);
   }
 
   /**
@@ -650,7 +679,7 @@ export class Pipeline {
         const r = pending[k];
         if (remote[r] === 1) {
           allowed[nAllowed++] = r;
-          if (flows !== undefined && slots[r] >= 0) flows.setDirection(slots[r], dir, Outcome.Remote, -1, 0, 0);
+          if (flows !== undefined && slots[r] >= 0) flows.setOutcome(slots[r], dir, Outcome.Remote, -1);
         } else pending[kept++] = r;
       }
       n = kept;
@@ -743,7 +772,7 @@ export class Pipeline {
     for (let k = 0; k < n; k++) {
       const r = pending[k];
       allowed[nAllowed++] = r;
-      if (flows !== undefined && slots[r] >= 0) flows.setDirection(slots[r], dir, Outcome.Default, -1, 0, 0);
+      if (flows !== undefined && slots[r] >= 0) flows.setOutcome(slots[r], dir, Outcome.Default, -1);
     }
     pending.set(allowed.subarray(0, nAllowed));
     return nAllowed;
@@ -797,10 +826,10 @@ export class Pipeline {
    * `walk`, with the outcome (which stage decided, its reason and rule
    * codes) written to the flow buffer's `slot` as direction `dir`.
    */
-  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number): boolean {
-    const d = this.decidingStage(rec, srcId, dstId);
+  private walkRecorded(rec: Uint8Array, srcId: number, dstId: number, flows: FlowBuffer, slot: number, dir: number, from = 0): boolean {
+    const d = this.decidingStage(rec, srcId, dstId, from);
     if (d < 0) {
-      flows.setDirection(slot, dir, Outcome.Default, -1, 0, 0);
+      flows.setOutcome(slot, dir, Outcome.Default, -1);
       return true;
     }
     const i = d >> 1;
@@ -809,6 +838,35 @@ export class Pipeline {
     const outcome = stage.lastFailure ? Outcome.Failure : accepted ? Outcome.Accept : Outcome.Deny;
     flows.setDecided(slot, dir, outcome, this.enforcingIndex[i], stage);
     return accepted;
+  }
+
+  /** The drain's record, apart from the packet path's (finishEgress runs between wakeups, but never inside one). */
+  private readonly drainRecord = new Uint8Array(RECORD_SIZE);
+  private readonly drainRecord32 = new Uint32Array(this.drainRecord.buffer);
+
+  /**
+   * The drain's end of a recorded pair walk (Outcome.Pending): the packet in
+   * the flow buffer's `slot` was denied on ingress by the stage the slot's
+   * egress names while its egress was undecided; this walks its egress on
+   * through the enforcing stages after that one, as the one-direction walk
+   * would have, and writes the outcome to the slot (an egress Deny leaves
+   * ingress Skipped). It decides against the state of now, up to one drain
+   * period after the packet, and its module calls count as decisions.
+   */
+  finishEgress(flows: FlowBuffer, slot: number): void {
+    const pending = flows.direction(slot, EGRESS);
+    if (pending.outcome !== Outcome.Pending) return;
+    // A pipeline replaced and disposed since cannot ask its modules any more: the walk never ran.
+    if (this.disposed) {
+      flows.setOutcome(slot, EGRESS, Outcome.Skipped, -1);
+      return;
+    }
+    const after = this.enforcingIndex.indexOf(pending.stage);
+    flows.recordOf(slot, this.drainRecord32);
+    const rec = this.drainRecord;
+    rec[OFF_DIRECTION] = EGRESS;
+    const allowed = this.walkRecorded(rec, flows.srcPod(slot), flows.dstPod(slot), flows, slot, EGRESS, after < 0 ? this.enforcing.length : after + 1);
+    if (!allowed) flows.setOutcome(slot, INGRESS, Outcome.Skipped, -1);
   }
 
   /** Audit stages see every packet in both directions; their verdicts are counted, never used. */

@@ -167,7 +167,7 @@ export interface ModuleInstance {
 /**
  * Where a pair call (decidePairsInto) puts each direction's reason and rule
  * codes, indexed as the verdicts; flow recording asks for them. Written only
- * for a direction the module answered other than Next, as decideInto's.
+ * for a direction the module answered Accept or Deny (the walk reads no other).
  */
 export interface PairCodes {
   egressReasons: Uint32Array;
@@ -612,7 +612,7 @@ export class EvaluatorInstance implements ModuleInstance {
   /**
    * decidePairsInto's reading of the answers while flows are recorded: the
    * verdicts as without codes, and the codes of every direction answered
-   * other than Next (an ingress-only record's answer is in the record, as
+   * Accept or Deny (an ingress-only record's answer is in the record, as
    * kwp_decide's; a pair's ingress answer in its pair area entry).
    */
   private readPairCodes(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array, codes: PairCodes): void {
@@ -620,22 +620,27 @@ export class EvaluatorInstance implements ModuleInstance {
     const withRules = this.attributesRules;
     const { egressReasons, egressRules, ingressReasons, ingressRules } = codes;
     const base = this.batchPtr;
-    for (let i = 0, p = base, q = this.pairPtr, r = first * RECORD_SIZE + OFF_DIRECTION; i < n; i++, p += RECORD_SIZE, q += PAIR_RESULT_SIZE, r += RECORD_SIZE) {
+    const pairs = this.pairPtr;
+    // One load per code where both areas are word-aligned (the SDK's are): assembling them from bytes cost as much as the rest of the recording.
+    const words = (pairs & 3) === 0 ? this.words() : undefined;
+    for (let i = 0, p = base, q = pairs, r = first * RECORD_SIZE + OFF_DIRECTION; i < n; i++, p += RECORD_SIZE, q += PAIR_RESULT_SIZE, r += RECORD_SIZE) {
       const dir = records[r];
       const at = first + i;
       const v = mem[p + OFF_VERDICT];
+      // Only an Accept's or a Deny's codes are read (a walk goes on after Next and Pass), so only those are copied.
+      const said = v === Verdict.Accept || v === Verdict.Deny;
       if (dir === 1) {
         ingress[at] = v;
-        if (v !== Verdict.Next) {
-          ingressReasons[at] = readReason(mem, p);
-          ingressRules[at] = withRules ? readRule(mem, p) : 0;
+        if (said) {
+          ingressReasons[at] = words !== undefined ? words[(p + OFF_REASON) >> 2] : readReason(mem, p);
+          ingressRules[at] = !withRules ? 0 : words !== undefined ? words[(p + OFF_RULE) >> 2] : readRule(mem, p);
         }
         continue;
       }
       egress[at] = v;
-      if (v !== Verdict.Next) {
-        egressReasons[at] = readReason(mem, p);
-        egressRules[at] = withRules ? readRule(mem, p) : 0;
+      if (said) {
+        egressReasons[at] = words !== undefined ? words[(p + OFF_REASON) >> 2] : readReason(mem, p);
+        egressRules[at] = !withRules ? 0 : words !== undefined ? words[(p + OFF_RULE) >> 2] : readRule(mem, p);
       }
       if (dir !== DIRECTION_BOTH) continue;
       if (v === Verdict.Deny) {
@@ -643,12 +648,13 @@ export class EvaluatorInstance implements ModuleInstance {
         continue;
       }
       const w = (ingress[at] = mem[q + PAIR_OFF_VERDICT]);
-      if (w !== Verdict.Next) {
-        ingressReasons[at] = readPairWord(mem, q + PAIR_OFF_REASON);
-        ingressRules[at] = withRules ? readPairWord(mem, q + PAIR_OFF_RULE) : 0;
+      if (w === Verdict.Accept || w === Verdict.Deny) {
+        ingressReasons[at] = words !== undefined ? words[(q + PAIR_OFF_REASON) >> 2] : readPairWord(mem, q + PAIR_OFF_REASON);
+        ingressRules[at] = !withRules ? 0 : words !== undefined ? words[(q + PAIR_OFF_RULE) >> 2] : readPairWord(mem, q + PAIR_OFF_RULE);
       }
     }
   }
+
 
   /**
    * Decides records `first .. first+n` of `records` (n ≤ batchCapacity) and

@@ -169,7 +169,7 @@ export class ClusterState implements ObjectSink {
     for (let i = 0; i < objects.length; i++) {
       const trimmed = storedForm(kind, objects[i]);
       next.set(objectKeyOf(trimmed), trimmed);
-      await slices.pause(i, 15);
+      if (slices.dueAt(i, 15)) await slices.yield();
     }
     if (kind !== Kinds.Pod && kind !== Kinds.Namespace && kind !== Kinds.Node) return this.install(kind, next);
     const pods = kind === Kinds.Pod ? next : this.objectsByKind.get(Kinds.Pod) ?? new Map<string, KubeObject>();
@@ -209,7 +209,7 @@ export class ClusterState implements ObjectSink {
       const obj = pods.get(key);
       // Gone, or the same name with another uid: a new pod with a new id, as upsertPodRecord decides.
       if (old.info && (!obj || podIdentity(obj) !== old.identity)) deletes.push({ type: 'podDeleted', pod: old.info });
-      await slices.pause(i++, 15);
+      if (slices.dueAt(i++, 15)) await slices.yield();
     }
     for (const [key, obj] of pods) {
       const old = this.podRecords.get(key);
@@ -226,7 +226,7 @@ export class ClusterState implements ObjectSink {
       placement.add(key, obj);
       if (info) byId.set(id, info);
       owners.update(record, undefined, info);
-      await slices.pause(i++, 15);
+      if (slices.dueAt(i++, 15)) await slices.yield();
     }
     return { records, byId, placement, owners, events: [...deletes, ...upserts] };
   }
