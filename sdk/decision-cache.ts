@@ -112,6 +112,9 @@ export function setDecisionCacheEnabled(on: bool): void {
     memory.fill(v4Tags, 0, <usize>V4_SETS * WAYS * 2);
     v6Tags = heap.alloc(<usize>V6_SETS * WAYS * 2);
     memory.fill(v6Tags, 0, <usize>V6_SETS * WAYS * 2);
+    answers = heap.alloc(<usize>ANSWERS * 8);
+    answerIndex = heap.alloc(<usize>ANSWER_SLOTS * 2);
+    memory.fill(answerIndex, 0, <usize>ANSWER_SLOTS * 2);
   }
   enabled = on;
 }
@@ -157,16 +160,7 @@ function intern(reason: u32, rule: u32): u32 {
  * the entry about to be written gets the new clock and stays fresh).
  */
 @inline function makeRoom(n: u32): void {
-  if (answerCount + n <= ANSWERS && answers != 0) return;
-  if (answers == 0) {
-    // The answer table (384 KiB) is allocated at the first answer remembered rather
-    // than at configure: a stage rebuilt near its memory cap from the state it
-    // held must find the room it had (host/pipeline/stage-state.test.ts), and
-    // an instance that never decides does not carry it. The only allocation
-    // on the decision path, once per instance.
-    answers = heap.alloc(<usize>ANSWERS * 8);
-    answerIndex = heap.alloc(<usize>ANSWER_SLOTS * 2);
-  }
+  if (answerCount + n <= ANSWERS) return;
   memory.fill(answerIndex, 0, <usize>ANSWER_SLOTS * 2);
   answerCount = 0;
   objectsStamp = tick();
