@@ -4,11 +4,11 @@
 // unindexed evaluation of the same module (`ruleIndex: false`), through pod and
 // namespace relabels, policy churn and relists
 // (test/netpol/rule-index-differential.ts).
-import { describe, it, expect } from 'vitest';
+import { describe, it } from 'vitest';
 import type { KubeObject } from '../../host/contract.js';
 import type { ModuleHarness } from '../../test/fixtures/abi-harness.js';
 import { RANDOM_NODES, pick, randomSubjectSelector, type Random } from '../../test/netpol/random-cluster.js';
-import { differential } from '../../test/netpol/rule-index-differential.js';
+import { differential, expectSubjectChurnCovered } from '../../test/netpol/rule-index-differential.js';
 
 const KIND_BANP = 1;
 const KIND_NODE = 2;
@@ -51,10 +51,6 @@ describe('the AdminNetworkPolicy subject index', () => {
     const run = await differential({
       module: 'admin-network-policy', config: { tier: 'Admin' }, otherKinds, policy: randomAdminNetworkPolicy,
     }, 50, 160, 32);
-    expect(run.accepted).toBeGreaterThan(run.compared / 50);
-    expect(run.denied).toBeGreaterThan(run.compared / 50);
-    expect(run.changes['pod relabel']).toBeGreaterThan(10);
-    expect(run.changes['namespace relabel']).toBeGreaterThan(5);
-    expect(Object.keys(run.changes)).toHaveLength(6);
+    expectSubjectChurnCovered(run);
   }, 120_000);
 });

@@ -107,3 +107,16 @@ export async function differential(setup: DifferentialSetup, seed: number, round
   }
   return run;
 }
+
+/**
+ * What a subject-index run must have exercised to say anything: both verdicts
+ * often enough, and the relabels that move pods in and out of subjects among
+ * all six kinds of change.
+ */
+export function expectSubjectChurnCovered(run: DifferentialRun): void {
+  expect(run.accepted).toBeGreaterThan(run.compared / 50);
+  expect(run.denied).toBeGreaterThan(run.compared / 50);
+  expect(run.changes['pod relabel']).toBeGreaterThan(10);
+  expect(run.changes['namespace relabel']).toBeGreaterThan(5);
+  expect(Object.keys(run.changes)).toHaveLength(6);
+}
