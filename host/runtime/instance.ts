@@ -2,6 +2,7 @@
 // Every call into the module goes through `guarded`, which refills the fuel
 // tank and turns traps into typed errors; after a trap the instance is marked
 // broken and must not be called again (its heap may be half-updated).
+import { fueledCall } from './fueled-call.js';
 import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
@@ -190,6 +191,10 @@ export class EvaluatorInstance implements ModuleInstance {
   private readonly memory: WebAssembly.Memory;
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
+  /** `decide` with the tank filled in the same call (fueled-call.ts), when the module's exports allow it. */
+  private readonly decideFueled: ((tank: number, count: number) => number) | undefined;
+  /** The same for kwp_decide_pair. */
+  private decidePairFueled: ((tank: number, count: number) => number) | undefined;
   /** kwp_decide_pair, when the module offers it (kwp_pair_results gave an area), else undefined. */
   private decidePair: ((count: number) => number) | undefined;
   /** The pair area's address (ABI 1.4), 0 when the module decides one direction per call. */
@@ -253,6 +258,7 @@ export class EvaluatorInstance implements ModuleInstance {
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
+    this.decideFueled = fueledCall(this.fuel, this.decide);
     if (options.image) for (const _ of this.restore(options.image));
     this.readBatchArea();
   }
@@ -275,6 +281,7 @@ export class EvaluatorInstance implements ModuleInstance {
   private readPairArea(): void {
     this.pairPtr = 0;
     this.decidePair = undefined;
+    this.decidePairFueled = undefined;
     const { major, minor } = this.compiled.meta.abi;
     const results = this.exports.kwp_pair_results;
     const decide = this.exports.kwp_decide_pair;
@@ -288,6 +295,7 @@ export class EvaluatorInstance implements ModuleInstance {
     }
     this.pairPtr = ptr;
     this.decidePair = decide;
+    this.decidePairFueled = fueledCall(this.fuel, decide);
   }
 
   get decidesPairs(): boolean { return this.decidePair !== undefined; }
@@ -554,11 +562,14 @@ export class EvaluatorInstance implements ModuleInstance {
    * The packet path's call into the module: no closure, one fuel refill.
    * Same failure semantics as `guarded`.
    */
-  private runDecide(n: number, fuel = this.decideFuel * n, decide = this.decide, name = 'kwp_decide'): void {
+  private runDecide(n: number, fuel = this.decideFuel * n, decide = this.decide, fueled = this.decideFueled, name = 'kwp_decide'): void {
     if (this.broken) throw this.broken;
-    this.fuel.value = fuel;
     try {
-      decide(n);
+      if (fueled !== undefined) fueled(fuel, n);
+      else {
+        this.fuel.value = fuel;
+        decide(n);
+      }
     } catch (err) {
       throw this.trapped(err, fuel, name);
     }
@@ -592,7 +603,7 @@ export class EvaluatorInstance implements ModuleInstance {
       return;
     }
     this.writeBatch(records, first, n);
-    this.runDecide(n, this.decideFuel * directions, decide, 'kwp_decide_pair');
+    this.runDecide(n, this.decideFuel * directions, decide, this.decidePairFueled, 'kwp_decide_pair');
     const mem = this.bytes();
     if (codes !== undefined) {
       this.readPairCodes(records, first, n, egress, ingress, codes);
