@@ -62,7 +62,7 @@ describe('allows with the pair walk', () => {
         const want = oneByOne(unindexed, packets, false);
         expect(oneByOne(uncached, packets, false)).toEqual(want);
         // The pair walk: its module calls are pair calls only, none of one direction.
-        const pairCalls = enforcing(uncached).map((s) => vi.spyOn(s, 'decidePairs'));
+        const pairCalls = enforcing(uncached).flatMap((s) => [vi.spyOn(s, 'decidePairs'), vi.spyOn(s, 'decidePairOne')]);
         const singleCalls = enforcing(uncached).map((s) => vi.spyOn(s, 'decide'));
         expect(oneByOne(uncached, packets, true)).toEqual(want);
         expect(pairCalls.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBeGreaterThan(0);

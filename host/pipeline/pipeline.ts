@@ -265,9 +265,8 @@ export class Pipeline {
         this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
         continue;
       }
-      const stage = stages[s];
       rec[OFF_DIRECTION] = need - 1;
-      stage.decidePairs(rec, 1, egress, ingress);
+      stages[s].decidePairOne(rec, this.record32, egress, ingress);
       if ((need & NEED_EGRESS) !== 0) {
         const v = egress[0];
         if (v === Verdict.Deny) return false;
@@ -320,7 +319,7 @@ export class Pipeline {
       }
       // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
       rec[OFF_DIRECTION] = need - 1;
-      stage.decidePairs(rec, 1, egress, ingress);
+      stage.decidePairOne(rec, this.record32, egress, ingress);
       if ((need & NEED_EGRESS) !== 0) {
         const v = egress[0];
         if (v === Verdict.Deny) return false;

@@ -902,6 +902,38 @@ export class Stage implements StateListener {
    */
   decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void {
     const first = this.decideChunks(records, count, true, egress, ingress, undefined, undefined, codes);
+    this.settlePairs(records, count, egress, ingress, first);
+  }
+
+  /**
+   * decidePairs for the one-packet walk's single record (`record32` its
+   * words): the instance's one-record pair call where it has one (fewer
+   * objects read than a batch call's, which counts after the agent slept),
+   * else decidePairs. Same verdicts, failure policy and counters.
+   */
+  decidePairOne(record: Uint8Array, record32: Uint32Array, egress: Uint8Array, ingress: Uint8Array): void {
+    const inst = this.current;
+    if (inst === undefined || inst.decidesPairOne !== true) {
+      this.decidePairs(record, 1, egress, ingress);
+      return;
+    }
+    let first = 0;
+    try {
+      const answers = inst.decidePairOne!(record32);
+      // Only the directions asked are written, as decidePairsInto does.
+      const dir = record[OFF_DIRECTION];
+      if (dir !== 1) egress[0] = answers & 0xff;
+      if (dir !== 0) ingress[0] = answers >>> 8;
+      first = 1;
+      this.lastFailure = undefined;
+    } catch (err) {
+      this.failed(err);
+    }
+    this.settlePairs(record, 1, egress, ingress, first);
+  }
+
+  /** decidePairs' accounting: records from `first` on get the failure policy, every verdict is checked and counted per direction asked. */
+  private settlePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, first: number): void {
     const c = this.tally;
     const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {

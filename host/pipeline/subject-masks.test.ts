@@ -43,7 +43,7 @@ function twoStages() {
 describe('the one-packet walk through the subject masks', () => {
   it('skips a stage that selects neither pod without asking the stage anything, and still counts the skip', () => {
     const { engine, np, np2 } = twoStages();
-    const reads = [np, np2].map((s) => [vi.spyOn(s, 'subjectFilter'), vi.spyOn(s, 'decidesPairs', 'get'), vi.spyOn(s, 'decidePairs')]);
+    const reads = [np, np2].map((s) => [vi.spyOn(s, 'subjectFilter'), vi.spyOn(s, 'decidesPairs', 'get'), vi.spyOn(s, 'decidePairs'), vi.spyOn(s, 'decidePairOne')]);
     // a -> c: neither stage selects a or c.
     expect(engine.allows(between(1, 3))).toBe(true);
     for (const spies of reads) for (const spy of spies) expect(spy).not.toHaveBeenCalled();
@@ -52,7 +52,7 @@ describe('the one-packet walk through the subject masks', () => {
     expect(np.counters.decisions).toBe(2);
     // a -> b: both stages select b, so both are asked (the first denies).
     expect(engine.allows(between(1, 2))).toBe(false);
-    expect(reads[0][2]).toHaveBeenCalledTimes(1);
+    expect(reads[0][3]).toHaveBeenCalledTimes(1);
     vi.restoreAllMocks();
     engine.active.dispose();
   });
@@ -61,7 +61,7 @@ describe('the one-packet walk through the subject masks', () => {
     const { state, engine, np } = twoStages();
     expect(engine.allows(between(1, 3))).toBe(true);
     state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: isolate('isolate-c', 'c') });
-    const asked = vi.spyOn(np, 'decidePairs');
+    const asked = vi.spyOn(np, 'decidePairOne');
     expect(engine.allows(between(1, 3))).toBe(false);
     // And once the filters and masks are rebuilt, still: c is a subject now.
     await turn();

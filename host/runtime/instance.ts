@@ -153,6 +153,10 @@ export interface ModuleInstance {
   decideIntoAsync?(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): Promise<void>;
   /** Whether decidePairsInto may be called: the module offers kwp_decide_pair (ABI 1.4) and this instance calls it. */
   readonly decidesPairs?: boolean;
+  /** Whether decidePairOne may be called (EvaluatorInstance.decidePairOne). */
+  readonly decidesPairOne?: boolean;
+  /** Optional (decidesPairOne): decidePairsInto for one record given as its sixteen words; returns `egress | ingress << 8`. */
+  decidePairOne?(record: Uint32Array): number;
   /**
    * Optional (decidesPairs): decides records `first .. first+n` of `records`,
    * each in the direction(s) its direction byte asks for (0 egress, 1
@@ -184,6 +188,7 @@ function readPairWord(mem: Uint8Array, p: number): number {
 
 /** Module memory is little-endian; a Uint32Array reads it as such only on a little-endian host. */
 const WORD_READS = endianness() === 'LE';
+const RECORD_WORDS = RECORD_SIZE >> 2;
 
 export class EvaluatorInstance implements ModuleInstance {
   readonly compiled: CompiledEvaluator;
@@ -618,6 +623,40 @@ export class EvaluatorInstance implements ModuleInstance {
       } else if (dir === 0) egress[first + i] = v;
       else ingress[first + i] = v;
     }
+  }
+
+  /**
+   * decidePairsInto for the one-packet walk's single record, given as its
+   * sixteen words: copied into the batch area word by word (no
+   * TypedArray.set, whose builtin is cold after the agent slept), the pair
+   * call made, and the answers returned as `egress | ingress << 8` (ingress
+   * Next when egress is denied; the direction not asked is 0). Undefined
+   * when the instance cannot take this path (no pair call, an unaligned
+   * batch area, a big-endian host): then decidePairsInto.
+   */
+  decidePairOne(record: Uint32Array): number {
+    if (this.broken) throw this.broken;
+    const words = this.words()!;
+    const base = this.batchPtr;
+    const w = base >> 2;
+    for (let i = 0; i < RECORD_WORDS; i++) words[w + i] = record[i];
+    const dir = record[0] & 0xff;
+    const fuel = dir === DIRECTION_BOTH ? this.decideFuel * 2 : this.decideFuel;
+    try {
+      this.decidePairFueled!(fuel, 1);
+    } catch (err) {
+      throw this.trapped(err, fuel, 'kwp_decide_pair');
+    }
+    const mem = this.bytes();
+    const v = mem[base + OFF_VERDICT];
+    if (dir === 0) return v;
+    if (dir === 1) return v << 8;
+    return v | ((v === Verdict.Deny ? Verdict.Next : mem[this.pairPtr + PAIR_OFF_VERDICT]) << 8);
+  }
+
+  /** Whether decidePairOne may be called. */
+  get decidesPairOne(): boolean {
+    return this.decidePairFueled !== undefined && WORD_READS && (this.batchPtr & 3) === 0;
   }
 
   /**
