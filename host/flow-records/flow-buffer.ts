@@ -173,6 +173,57 @@ export class FlowBuffer {
     }
   }
 
+  /**
+   * The whole record of each of a walked chunk's `count` connections in one
+   * pass, claimed after the walk (Pipeline.decideChunkRecordedInPlace): the
+   * encoded record's words as `claimBatch` copies them (`stride` words
+   * apart, from word 0 of `records`), the verdict (`allowed[allowedAt + i]`
+   * 1 or 0) in the same store as word 0, and per direction `d` the outcome
+   * word `outcomes[2 i + d]` as `setOutcome` writes it (0: Default). An
+   * Accept's or a Deny's reason and rule codes are copied from where its
+   * stage's module left them: words `codeAt[2 i + d]` and the next of
+   * `answers[stage]`, the stage being the outcome word's. No audit stages
+   * (their verdicts need the slot before the walk: claimBatch). Connections
+   * the full ring cannot take are counted in `dropped`.
+   */
+  recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>): void {
+    const capacity = this.capacity;
+    const free = capacity - this.count;
+    const n = count <= free ? count : free;
+    if (n < count) this.dropped += count - n;
+    this.sinceTick += n;
+    if (this.sinceTick >= CLOCK_EVERY) this.tick();
+    let slot = this.head + this.count;
+    if (slot >= capacity) slot -= capacity;
+    this.count += n;
+    const clock = this.clock;
+    const w = this.words;
+    for (let i = 0, at = 0; i < n; i++, at += stride) {
+      const o = slot * SLOT_WORDS;
+      const head = records[at];
+      w[o] = (head & ~FLAGS_MASK) | (allowed[allowedAt + i] === 1 ? SlotFlag.Allowed << FLAGS_SHIFT : 0);
+      w[o + 1] = records[at + 1];
+      w[o + 2] = records[at + SRC_POD_WORD];
+      w[o + 3] = records[at + DST_POD_WORD];
+      w[o + 4] = records[at + SRC_ADDR_WORD];
+      w[o + 5] = records[at + DST_ADDR_WORD];
+      w[o + W_REVISION] = revision;
+      w[o + W_TIME] = clock;
+      if (((head >>> FAMILY_SHIFT) & 0xff) === 6) this.claimMore(records, at, slot, false);
+      for (let d = 0, k = 2 * i, p = o + W_DIRECTIONS; d < 2; d++, k++, p += 3) {
+        const word = outcomes[k];
+        w[p] = word;
+        const outcome = word & 0xff;
+        if (outcome !== Outcome.Accept && outcome !== Outcome.Deny) continue;
+        const from = answers[(word >>> 8) - 1]!;
+        const c = codeAt[k];
+        w[p + 1] = from[c];
+        w[p + 2] = from[c + 1];
+      }
+      if (++slot === capacity) slot = 0;
+    }
+  }
+
   private claimMore(record: Uint32Array, at: number, slot: number, audited: boolean): void {
     if (this.family(slot) === 6) {
       const v = slot * V6_WORDS;
