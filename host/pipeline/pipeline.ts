@@ -636,12 +636,7 @@ export class Pipeline {
         }
         need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
       }
-      let kept = 0;
-      for (let k = 0; k < n; k++) {
-        const w = need[pending[k]];
-        if ((w & NEED_BOTH) !== 0) pending[kept++] = pending[k];
-      }
-      n = kept;
+      n = this.keepUndecided(n);
     }
     for (let i = 0; i < count; i++) {
       const w = need[i];
@@ -653,6 +648,15 @@ export class Pipeline {
       if ((w & NEED_INGRESS) !== 0) flows.setOutcome(slot, INGRESS, Outcome.Default, -1);
       flows.setAllowed(slot, allowed);
     }
+  }
+
+  /** The recorded pair walks' end of a stage: keeps in `pending[0..n)` the records with a direction still undecided; returns how many. */
+  private keepUndecided(n: number): number {
+    const need = this.need;
+    const pending = this.pending;
+    let kept = 0;
+    for (let k = 0; k < n; k++) if ((need[pending[k]] & NEED_BOTH) !== 0) pending[kept++] = pending[k];
+    return kept;
   }
 
   /** Whether every enforcing stage's pair call of `count` records leaves its answers in place (their sources in `answerSources`). */
@@ -751,12 +755,7 @@ export class Pipeline {
         }
         need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
       }
-      let kept = 0;
-      for (let k = 0; k < n; k++) {
-        const w = need[pending[k]];
-        if ((w & NEED_BOTH) !== 0) pending[kept++] = pending[k];
-      }
-      n = kept;
+      n = this.keepUndecided(n);
     }
     for (let i = 0; i < count; i++) {
       const w = need[i];
