@@ -330,7 +330,7 @@ export class Stage implements StateListener {
     const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
     const pack = packIfLarge && capOf !== undefined && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
-    // Started now, the thread loads while the state is sized here.
+    // Taken now (the spare, started and loaded ahead, or a thread that then loads while the state is sized here).
     const thread = pack ? this.startFeedThread() : undefined;
     // The maps are filled in slices: at 10,000 pods and objects one go takes milliseconds.
     const held = new HeldState(objects.length);
