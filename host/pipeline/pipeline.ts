@@ -237,7 +237,7 @@ export class Pipeline {
       const srcId = state.podIdByIP(packet.src);
       const dstId = state.podIdByIP(packet.dst);
       encodeRecordWords(this.record32, this.record, 0, packet, srcId, dstId);
-      return this.decideOneMasked(this.record, srcId, dstId, NEED_BOTH);
+      return this.decideOneInPairs(this.record, srcId, dstId, NEED_BOTH, true);
     }
     const src = state.podByIP(packet.src);
     const dst = state.podByIP(packet.dst);
@@ -247,53 +247,9 @@ export class Pipeline {
     encodeRecord(rec, 0, packet, srcId, dstId);
     if (this.pairWalk) {
       const need = (this.isRemote(src) ? 0 : NEED_EGRESS) | (this.isRemote(dst) ? 0 : NEED_INGRESS);
-      if (this.masksValid) return this.decideOneMasked(rec, srcId, dstId, need);
-      return this.decideOneInPairs(rec, src, dst, srcId, dstId);
+      return this.decideOneInPairs(rec, srcId, dstId, need, this.masksValid);
     }
     return this.decideEncoded(rec, src, dst, srcId, dstId);
-  }
-
-  /**
-   * decideOneInPairs through the subject masks: a stage whose bit is set for
-   * neither pod (and that is not asked always) is skipped from the two mask
-   * bytes, its skipped records tallied in the pipeline's own array; the
-   * stages that decide pairs from the first on are counted at the last mask
-   * build. Everything else is decideOneInPairs' walk: the same stages asked
-   * the same questions, so the same verdicts and counters.
-   */
-  private decideOneMasked(rec: Uint8Array, srcId: number, dstId: number, need: number): boolean {
-    if (this.auditing.length) this.audit(rec);
-    const masks = this.masks;
-    const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
-    const stages = this.enforcing;
-    const pairs = this.maskPairs;
-    const egress = this.oneEgress;
-    const ingress = this.oneIngress;
-    let ingressDenied = false;
-    let s = 0;
-    for (; s < pairs && need !== 0; s++) {
-      if ((ask & (1 << s)) === 0) {
-        // Counted per direction, as the one-direction walk counts them.
-        this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
-        continue;
-      }
-      rec[OFF_DIRECTION] = need - 1;
-      stages[s].decidePairOne(rec, this.record32, egress, ingress);
-      if ((need & NEED_EGRESS) !== 0) {
-        const v = egress[0];
-        if (v === Verdict.Deny) return false;
-        if (v === Verdict.Accept) need &= ~NEED_EGRESS;
-      }
-      if ((need & NEED_INGRESS) !== 0) {
-        const v = ingress[0];
-        if (v === Verdict.Deny) {
-          if (pairs === stages.length) return false;
-          ingressDenied = true;
-          need &= ~NEED_INGRESS;
-        } else if (v === Verdict.Accept) need &= ~NEED_INGRESS;
-      }
-    }
-    return this.finishOneDirection(rec, srcId, dstId, s, need, ingressDenied);
   }
 
   /**
@@ -311,24 +267,36 @@ export class Pipeline {
    * do (sdk/ABI.md). Each direction ends at the first stage that accepts or
    * denies it, so the verdict is the one-direction walk's.
    */
-  private decideOneInPairs(rec: Uint8Array, src: PodInfo | undefined, dst: PodInfo | undefined, srcId: number, dstId: number): boolean {
+  private decideOneInPairs(rec: Uint8Array, srcId: number, dstId: number, need: number, masked: boolean): boolean {
     if (this.auditing.length) this.audit(rec);
-    let need = (this.isRemote(src) ? 0 : NEED_EGRESS) | (this.isRemote(dst) ? 0 : NEED_INGRESS);
     const stages = this.enforcing;
+    // Masked (the masks are valid): which stages to ask comes from two bytes of
+    // the pipeline's table, and how many decide pairs from its last build, so
+    // a skipped stage is not read at all; else from each stage's filter.
+    const masks = this.masks;
+    const ask = masked ? this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0) : 0;
     let pairs = 0;
-    while (pairs < stages.length && stages[pairs].decidesPairs) pairs++;
+    if (masked) pairs = this.maskPairs;
+    else while (pairs < stages.length && stages[pairs].decidesPairs) pairs++;
     const egress = this.oneEgress;
     const ingress = this.oneIngress;
     let ingressDenied = false;
     let s = 0;
     for (; s < pairs && need !== 0; s++) {
-      const stage = stages[s];
-      const subjects = stage.subjectFilter();
-      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
-        // Counted per direction, as the one-direction walk counts them.
-        stage.countSkipped(need === NEED_BOTH ? 2 : 1);
-        continue;
+      if (masked) {
+        if ((ask & (1 << s)) === 0) {
+          // Counted per direction, as the one-direction walk counts them.
+          this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
+          continue;
+        }
+      } else {
+        const subjects = stages[s].subjectFilter();
+        if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) {
+          stages[s].countSkipped(need === NEED_BOTH ? 2 : 1);
+          continue;
+        }
       }
+      const stage = stages[s];
       // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
       rec[OFF_DIRECTION] = need - 1;
       stage.decidePairOne(rec, this.record32, egress, ingress);
