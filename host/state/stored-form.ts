@@ -111,19 +111,18 @@ function treeKeyPart(value: unknown): string {
 /** `value` with every array and object replaced by the one frozen copy of its content; the caller's objects are never frozen. */
 export function sharedTree<T>(value: T): T {
   if (value === null || typeof value !== 'object') return value;
+  // Keys are joined, not added up: `+=` leaves a tree of cons strings in the table for every key.
   let key: string;
   let make: () => object;
   if (Array.isArray(value)) {
     const items = value.map(sharedTree);
-    key = '[';
-    for (const item of items) key += treeKeyPart(item) + ',';
+    key = `[${items.map(treeKeyPart).join(',')}`;
     make = () => Object.freeze(items);
   } else {
     const source = value as Record<string, unknown>;
     const fields = Object.keys(source);
     const values = fields.map((f) => sharedTree(source[f]));
-    key = '{';
-    for (let i = 0; i < fields.length; i++) key += `${JSON.stringify(fields[i])}:${treeKeyPart(values[i])},`;
+    key = `{${fields.map((f, i) => `${JSON.stringify(f)}:${treeKeyPart(values[i])}`).join(',')}`;
     make = () => {
       const copy: Record<string, unknown> = {};
       for (let i = 0; i < fields.length; i++) copy[fields[i]] = values[i];
