@@ -15,6 +15,7 @@ import { MemoryBudget } from '../runtime/memory-budget.js';
 import { INSTANCE_THREAD_BYTES } from '../runtime/isolated-instance.js';
 import { Pipeline } from './pipeline.js';
 import { Stage, type InstanceFailure, type StageIsolation } from './stage.js';
+import { prepareFeedThread } from './worker-feed.js';
 import { type ModuleResolver, resolveOrThrow } from './modules.js';
 import type { PipelineSpec, StageSpec } from './spec.js';
 import type { FlowBuffer } from '../flow-records/flow-buffer.js';
@@ -103,6 +104,8 @@ export class PolicyEngine {
     const limits = resolveLimits(options.limits);
     this.maxStages = limits.maxStages;
     this.memoryBudget = new MemoryBudget(limits.memoryBudgetMiB);
+    // The first feed then finds a thread already started (worker-feed.ts, the spare).
+    if (options.feedThreads && (options.isolation ?? 'thread') === 'thread') prepareFeedThread();
   }
 
   /**

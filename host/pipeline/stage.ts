@@ -8,7 +8,7 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type PairCodes, type RejectedObject } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type PairAnswers, type PairCodes, type RejectedObject } from '../runtime/instance.js';
 import { IsolatedInstance } from '../runtime/isolated-instance.js';
 import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
@@ -330,7 +330,7 @@ export class Stage implements StateListener {
     const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
     const pack = packIfLarge && capOf !== undefined && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
-    // Started now, the thread loads while the state is sized here.
+    // Taken now (the spare, started and loaded ahead, or a thread that then loads while the state is sized here).
     const thread = pack ? this.startFeedThread() : undefined;
     // The maps are filled in slices: at 10,000 pods and objects one go takes milliseconds.
     const held = new HeldState(objects.length);
@@ -858,6 +858,16 @@ export class Stage implements StateListener {
       else if (v === Verdict.Deny) c.deny++;
       else c.next++;
     }
+  }
+
+  /**
+   * Where a pair call of `n` records will leave its answers for flow
+   * recording to read at the end of the chunk (ModuleInstance.pairAnswersInPlace);
+   * undefined when they would not all stay in place, or without a healthy instance.
+   */
+  pairAnswersInPlace(n: number): PairAnswers | undefined {
+    const inst = this.instance;
+    return inst !== undefined && inst.broken === undefined ? inst.pairAnswersInPlace?.(n) : undefined;
   }
 
   /** Whether decidePairs asks the module for both directions in one call (ABI 1.4): false while it has no healthy instance that does. */

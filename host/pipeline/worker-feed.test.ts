@@ -10,7 +10,7 @@ import { PolicyEngine } from './engine.js';
 import { BuiltinModules } from './modules.js';
 import { defaultPipeline } from './spec.js';
 import type { Pipeline } from './pipeline.js';
-import { feedThreadCounters } from './worker-feed.js';
+import { feedThreadCounters, hasSpareFeedThread, releaseSpareFeedThread, spareFeedThreadWorker } from './worker-feed.js';
 import { RecordPacker } from './feed-order.js';
 
 const SHAPE = { name: 'feed-thread', namespaces: 8, pods: 600, networkPolicies: 80, clusterNetworkPolicies: 6 };
@@ -139,6 +139,48 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     expect(imaged.stages.map((s) => s.heldBytes)).toEqual(replayed.stages.map((s) => s.heldBytes));
     replayed.dispose();
     imaged.dispose();
+  });
+
+  it('gives the first feed the spare thread the engine started, and has the next spare started once that feed is done', async () => {
+    const state = stateOf();
+    const spec = { stages: [defaultPipeline().stages.find((s) => s.name === 'np')!] };
+    await releaseSpareFeedThread();
+    const engine = new PolicyEngine({ state, modules, feedThreads: true });
+    expect(hasSpareFeedThread()).toBe(true);
+    const before = { ...feedThreadCounters };
+    const first = await engine.buildAsync(spec);
+    expect(feedThreadCounters.started - before.started).toBe(1);
+    expect(feedThreadCounters.warm - before.warm).toBe(1);
+    // Ready for the next feed: a swap that feeds np again takes it too.
+    expect(hasSpareFeedThread()).toBe(true);
+    const changed = { stages: [{ ...spec.stages[0], config: { ...(spec.stages[0].config ?? {}), decisionCache: false } }] };
+    const second = await engine.buildAsync(changed);
+    expect(feedThreadCounters.warm - before.warm).toBe(2);
+    const replayed = new PolicyEngine({ state, modules, feedThreads: false }).build(changed);
+    expect(verdicts(second)).toEqual(verdicts(replayed));
+    expect(verdicts(first)).toEqual(verdicts(replayed));
+    for (const p of [first, second, replayed]) p.dispose();
+  });
+
+  it('feeds in a thread of its own when the spare died before a feed took it', async () => {
+    const state = stateOf();
+    const spec = { stages: [defaultPipeline().stages.find((s) => s.name === 'np')!] };
+    const engine = new PolicyEngine({ state, modules, feedThreads: true });
+    // It dies while it waits, still the spare: a feed must not be handed a thread that will never answer.
+    const dead = spareFeedThreadWorker()!;
+    const exited = new Promise((resolve) => dead.once('exit', resolve));
+    await dead.terminate();
+    await exited;
+    expect(hasSpareFeedThread()).toBe(false);
+    const before = { ...feedThreadCounters };
+    const imaged = await engine.buildAsync(spec);
+    expect(feedThreadCounters.started - before.started).toBe(1);
+    expect(feedThreadCounters.warm - before.warm).toBe(0);
+    const replayed = new PolicyEngine({ state, modules, feedThreads: false }).build(spec);
+    expect(verdicts(imaged)).toEqual(verdicts(replayed));
+    expect(imaged.stages[0].counters.rebuilds).toBe(0);
+    imaged.dispose();
+    replayed.dispose();
   });
 
   it('stops its feed thread when the build is aborted, and rejects with the abort reason', async () => {

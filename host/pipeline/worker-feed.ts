@@ -10,6 +10,10 @@
 // overlaps the stage's reading of the state, and the state is streamed to it
 // in chunks as the stage packs them, so that the feed overlaps the packing;
 // it is terminated when the feed is done or abandoned.
+// A thread's start (Node's own bootstrap of a new isolate, then the host's
+// instance code) is most of a thread's cost and cannot overlap anything the
+// feed needs: one spare thread is therefore kept started and loaded, waiting
+// to be told its module, and the next feed takes it (see `spare` below).
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { KwpError, type ErrorCode } from '../errors.js';
 import { startPackageWorker } from '../package-worker.js';
@@ -19,8 +23,8 @@ import type { HostLogger, LogLevel } from '../logger.js';
 import type { PackedRecords } from './feed-order.js';
 
 /**
- * What the feed thread is started with (its workerData): the module, so the
- * thread loads while the state is read, and the port and signal the state
+ * What a feed thread is told when a feed takes it (its first message; it was
+ * started before, without it): the module, and the port and signal the state
  * then streams through.
  */
 export interface FeedThreadData {
@@ -74,8 +78,73 @@ export interface FedImage {
  */
 const FEED_THREAD_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 4 } as const;
 
-/** Threads started for feeds, process-wide: evidence for tests. */
-export const feedThreadCounters = { started: 0 };
+/**
+ * Feed threads, process-wide: evidence for tests. `started` counts the feeds
+ * given a thread, `warm` those of them whose thread was the spare, started
+ * and loaded before the feed asked for it.
+ */
+export const feedThreadCounters = { started: 0, warm: 0 };
+
+/** A started feed thread no feed has taken yet. */
+interface IdleThread {
+  worker: Worker;
+  /** Set when it died before a feed took it (a feed never takes a dead one). */
+  exited: boolean;
+}
+
+/**
+ * The one spare: started when an engine that feeds in threads is made
+ * (prepareFeedThread) and again once a feed that took it settles, so that
+ * the next feed finds a thread that has already started and loaded. It is
+ * not referenced (it keeps no process alive) and holds no instance: about
+ * 3 MiB of an idle isolate.
+ */
+let spare: IdleThread | undefined;
+
+function startIdleThread(): IdleThread {
+  const worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { resourceLimits: FEED_THREAD_LIMITS });
+  worker.unref();
+  const idle: IdleThread = { worker, exited: false };
+  worker.once('exit', () => { idle.exited = true; });
+  // A spare that fails to start is dropped; the next feed starts one of its own.
+  worker.once('error', () => { idle.exited = true; });
+  return idle;
+}
+
+/** Has a spare feed thread started, unless one is there already. */
+export function prepareFeedThread(): void {
+  if (spare && !spare.exited) return;
+  try {
+    spare = startIdleThread();
+  } catch {
+    spare = undefined;
+  }
+}
+
+/** Whether a spare feed thread is started and alive (tests). */
+export function hasSpareFeedThread(): boolean {
+  return spare !== undefined && !spare.exited;
+}
+
+/** The spare's worker, left registered as the spare (tests: a spare that dies while it waits). */
+export function spareFeedThreadWorker(): Worker | undefined {
+  return spare?.worker;
+}
+
+/** Stops the spare, if any (a process that no longer builds, tests); the next feed starts a thread of its own. */
+export async function releaseSpareFeedThread(): Promise<void> {
+  const idle = spare;
+  spare = undefined;
+  await idle?.worker.terminate();
+}
+
+/** The spare if it is alive (a new spare is started once this feed settles), else a thread started now. */
+function takeThread(): { worker: Worker; warm: boolean } {
+  const taken = spare;
+  spare = undefined;
+  if (taken && !taken.exited) return { worker: taken.worker, warm: true };
+  return { worker: startIdleThread().worker, warm: false };
+}
 
 /**
  * A feed thread, started before the state it feeds is read: its start (a
@@ -113,6 +182,8 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
       Atomics.notify(signal, 0);
       port1.close();
       void worker?.terminate();
+      // The next feed's thread starts now, while this one's result is used.
+      prepareFeedThread();
       if (image) resolve(image);
       else reject(err);
     };
@@ -120,9 +191,11 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
   // A stage disposed before it awaits the result must not leave an unhandled rejection.
   result.catch(() => {});
   try {
-    worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { workerData: data, transferList: [port2], resourceLimits: FEED_THREAD_LIMITS });
+    const taken = takeThread();
+    worker = taken.worker;
     feedThreadCounters.started++;
-    worker.unref();
+    if (taken.warm) feedThreadCounters.warm++;
+    worker.postMessage(data, [port2]);
     worker.on('message', (m: FeedMessage) => {
       if ('log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
       else if ('done' in m) settle(m.done);
