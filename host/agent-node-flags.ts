@@ -9,8 +9,8 @@
 // at the large scale (docs/performance.md, "Where the agent's memory goes").
 //
 // Not --optimize-for-size: about 4 MiB less again (V8's heap 43–45 → 40.7
-// MiB physical), but in three back-to-back pairs of the hot swap section the
-// build of a changed stage took longer each time (1.4–2.3× the builds
+// MiB physical), but in two back-to-back pairs of the hot swap section the
+// build of a changed stage took longer each time (1.4× and 2.3× the builds
 // without, load 7–9), and those builds already miss their target
 // (docs/performance.md, "Where the agent's memory goes").
 export const AGENT_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
