@@ -87,6 +87,8 @@ export class FlowBuffer {
    */
   private clock = Date.now();
   private sinceTick = 0;
+  /** The first slot the last `reserve` took. */
+  private reserved = 0;
   /**
    * The pipeline of each revision with slots pending (`register`), so the
    * drain names the stages and asks their modules for attribution. Kept by
@@ -123,17 +125,17 @@ export class FlowBuffer {
     if (slot >= this.capacity) slot -= this.capacity;
     this.count++;
     if (++this.sinceTick >= CLOCK_EVERY) this.tick();
-    this.fill(slot, record, at, revision, this.clock, audited);
+    this.fill(slot, record, at, revision, this.clock, audited, audited ? SlotFlag.Audited : 0);
     return slot;
   }
 
-  /** Writes a claimed slot: the record's words, the revision, the clock and the flags. */
-  private fill(slot: number, record: Uint32Array, at: number, revision: number, clock: number, audited: boolean): void {
+  /** Writes a claimed slot: the record's words, the revision, the clock and the slot's `flags` (SlotFlag). */
+  private fill(slot: number, record: Uint32Array, at: number, revision: number, clock: number, audited: boolean, flags: number): void {
     const w = this.words;
     const o = slot * SLOT_WORDS;
-    // Word 0 with the slot's flags in byte 0 (the record's direction, 0 when claimed), one store.
+    // Word 0 with the slot's flags in byte 0 (the record's direction), one store.
     const head = record[at];
-    w[o] = (head & ~FLAGS_MASK) | (audited ? SlotFlag.Audited << FLAGS_SHIFT : 0);
+    w[o] = (head & ~FLAGS_MASK) | (flags << FLAGS_SHIFT);
     w[o + 1] = record[at + 1];
     w[o + 2] = record[at + SRC_POD_WORD];
     w[o + 3] = record[at + DST_POD_WORD];
@@ -154,23 +156,69 @@ export class FlowBuffer {
    */
   claimBatch(records: Uint32Array, stride: number, count: number, revision: number, audited: boolean, slots: Int32Array): void {
     const capacity = this.capacity;
-    const free = capacity - this.count;
-    const n = count <= free ? count : free;
-    if (n < count) {
-      this.dropped += count - n;
-      slots.fill(-1, n, count);
-    }
-    this.sinceTick += n;
-    if (this.sinceTick >= CLOCK_EVERY) this.tick();
-    let slot = this.head + this.count;
-    if (slot >= capacity) slot -= capacity;
-    this.count += n;
+    const n = this.reserve(count);
+    if (n < count) slots.fill(-1, n, count);
+    let slot = this.reserved;
     const clock = this.clock;
     for (let i = 0, at = 0; i < n; i++, at += stride) {
-      this.fill(slot, records, at, revision, clock, audited);
+      this.fill(slot, records, at, revision, clock, audited, audited ? SlotFlag.Audited : 0);
       slots[i] = slot;
       if (++slot === capacity) slot = 0;
     }
+  }
+
+  /**
+   * The whole record of each of a walked chunk's `count` connections in one
+   * pass, claimed after the walk (Pipeline.decideChunkRecordedInPlace): the
+   * encoded record's words as `claimBatch` copies them (`stride` words
+   * apart, from word 0 of `records`), the verdict (`allowed[allowedAt + i]`
+   * 1 or 0) in the same store as word 0, and per direction `d` the outcome
+   * word `outcomes[2 i + d]` as `setOutcome` writes it (0: Default). An
+   * Accept's or a Deny's reason and rule codes are copied from where its
+   * stage's module left them: words `codeAt[2 i + d]` and the next of
+   * `answers[stage]`, the stage being the outcome word's. No audit stages
+   * (their verdicts need the slot before the walk: claimBatch). Connections
+   * the full ring cannot take are counted in `dropped`.
+   */
+  recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>): void {
+    const capacity = this.capacity;
+    const n = this.reserve(count);
+    let slot = this.reserved;
+    const clock = this.clock;
+    const w = this.words;
+    for (let i = 0, at = 0; i < n; i++, at += stride) {
+      // The verdict is known: it goes in with word 0 (no setAllowed).
+      this.fill(slot, records, at, revision, clock, false, allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0);
+      for (let d = 0, k = 2 * i, p = slot * SLOT_WORDS + W_DIRECTIONS; d < 2; d++, k++, p += 3) {
+        const word = outcomes[k];
+        w[p] = word;
+        const outcome = word & 0xff;
+        if (outcome !== Outcome.Accept && outcome !== Outcome.Deny) continue;
+        const from = answers[(word >>> 8) - 1]!;
+        const c = codeAt[k];
+        w[p + 1] = from[c];
+        w[p + 2] = from[c + 1];
+      }
+      if (++slot === capacity) slot = 0;
+    }
+  }
+
+  /**
+   * Takes up to `count` slots for a batch's claims, the first at `reserved`
+   * (the ring wraps after the last); returns how many (the rest are counted
+   * in `dropped`). One capacity and one clock check for the batch.
+   */
+  private reserve(count: number): number {
+    const free = this.capacity - this.count;
+    const n = count <= free ? count : free;
+    if (n < count) this.dropped += count - n;
+    this.sinceTick += n;
+    if (this.sinceTick >= CLOCK_EVERY) this.tick();
+    let slot = this.head + this.count;
+    if (slot >= this.capacity) slot -= this.capacity;
+    this.reserved = slot;
+    this.count += n;
+    return n;
   }
 
   private claimMore(record: Uint32Array, at: number, slot: number, audited: boolean): void {

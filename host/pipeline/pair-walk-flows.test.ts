@@ -18,9 +18,10 @@ import type { FlowRecord } from '../flow-records/flow-record.js';
 const SCALE: Scale = { name: 'pair-walk-flows', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
 const REVISION = 7;
 
-/** The default pipeline with two audit stages (one tiered, one NetworkPolicy), each stage's config extended by `config`. */
-function spec(config: Record<string, unknown>): PipelineSpec {
+/** The default pipeline, with `audits` two audit stages (one tiered, one NetworkPolicy), each stage's config extended by `config`. */
+function spec(config: Record<string, unknown>, audits: boolean): PipelineSpec {
   const stages = defaultPipeline().stages.map((s) => ({ ...s, config: { ...(s.config ?? {}), ...config } }));
+  if (!audits) return { stages };
   stages.splice(1, 0, { name: 'cnp-admin-audit', label: 'CNP:Admin (audit)', module: 'cluster-network-policy', mode: 'audit', config: { tier: 'Admin', ...config } });
   stages.push({ name: 'np-audit', label: 'NP (audit)', module: 'network-policy', mode: 'audit', config });
   return { stages };
@@ -61,25 +62,36 @@ function records(recorder: FlowRecorder): Array<Omit<FlowRecord, 'firstSeen' | '
   return recorder.flush().map(({ firstSeen: _f, lastSeen: _l, ...rest }) => rest).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
 }
 
-describe('flow recording through the pair walk', () => {
+// With audit stages the pair walk claims each record's slot before the walk and the
+// pair calls copy the codes (decideChunkRecorded); without, the codes stay in the
+// modules' memory until the chunk's end and each record is written in one pass
+// (decideChunkRecordedInPlace).
+describe.each([
+  { pipeline: 'with two audit stages', audits: true },
+  { pipeline: 'without audit stages', audits: false },
+])('flow recording through the pair walk, $pipeline', ({ audits }) => {
   it('records every packet as the one-direction walk and allows do, over random clusters, flows and changes', () => {
     // What the comparison covered, counted in the one-direction walk's slots.
-    const seen = { egressLeftToTheDrain: 0, egressDeny: 0, egressAccept: 0, ingressAccept: 0, ingressDenyThenEgress: 0, icmpIngressDenyThenEgress: 0, egressDefault: 0, auditSaid: 0, pairRecordedCalls: 0 };
+    const seen: Record<string, number> = { egressLeftToTheDrain: 0, egressDeny: 0, egressAccept: 0, ingressAccept: 0, ingressDenyThenEgress: 0, icmpIngressDenyThenEgress: 0, egressDefault: 0, pairRecordedCalls: 0 };
+    if (audits) seen.auditSaid = 0;
+    else seen.chunksRecordedInPlace = 0;
     for (const seed of [3, 4, 5]) {
       const cluster = generateCluster(SCALE, seed);
       const state = loadState(cluster);
       const engine = engineFor(state);
-      const cached = engine.build(spec({}), 'pipeline', REVISION);
-      const uncached = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
-      const oneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      const cached = engine.build(spec({}, audits), 'pipeline', REVISION);
+      const uncached = engine.build(spec({ decisionCache: false }, audits), 'pipeline', REVISION);
+      const oneDirection = engine.build(spec({ decisionCache: false }, audits), 'pipeline', REVISION);
       oneDirection.pairWalk = false;
       // allows: the recorded pair walk for a chunk of one, and the one-direction walk.
-      const single = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
-      const singleOneDirection = engine.build(spec({ decisionCache: false }), 'pipeline', REVISION);
+      const single = engine.build(spec({ decisionCache: false }, audits), 'pipeline', REVISION);
+      const singleOneDirection = engine.build(spec({ decisionCache: false }, audits), 'pipeline', REVISION);
       singleOneDirection.pairWalk = false;
       const walks: Pipeline[] = [oneDirection, cached, uncached, single, singleOneDirection];
       for (const p of [cached, uncached]) expect(p.stages.filter((s) => s.mode === 'enforce').every((s) => s.decidesPairs)).toBe(true);
       const pairCalls = [cached, uncached].flatMap((p) => p.stages.map((s) => vi.spyOn(s, 'decidePairs')));
+      // Without audit stages: the chunks whose stages all left their answers in place (the pipeline asks each stage per chunk).
+      const inPlace = [cached, uncached, single].map((p) => vi.spyOn(p.stages.find((s) => s.mode === 'enforce')!, 'pairAnswersInPlace'));
       const random = seededRandom(seed);
       for (let round = 0; round < 3; round++) {
         // A recorder per walk and round, so each round's slots start at the buffer's slot 0.
@@ -127,7 +139,7 @@ describe('flow recording through the pair walk', () => {
             if (b.protocol(slot) === 1) seen.icmpIngressDenyThenEgress++;
             else seen.ingressDenyThenEgress++;
           }
-          for (let dir = 0; dir < 2; dir++) for (let k = 0; k < 2; k++) if (b.audit(slot, dir, k).verdict > 1) seen.auditSaid++;
+          if (audits) for (let dir = 0; dir < 2; dir++) for (let k = 0; k < 2; k++) if (b.audit(slot, dir, k).verdict > 1) seen.auditSaid++;
         }
         // The records the recorder makes of them, field by field (the cached walk recorded every packet twice).
         const [base, ...rest] = recorders.map(records);
@@ -137,8 +149,9 @@ describe('flow recording through the pair walk', () => {
         // A change before the next round: a pod relabelled, a NetworkPolicy added, a ClusterNetworkPolicy deleted.
         changeBetweenRounds(cluster, state, random, round);
       }
-      // The pair walk recorded through its own calls, with the codes asked for.
-      seen.pairRecordedCalls += pairCalls.reduce((n, spy) => n + spy.mock.calls.filter((c) => c[4] !== undefined).length, 0);
+      // The pair walk recorded through its own calls: with the codes asked for, or (no audit stages) left in place.
+      seen.pairRecordedCalls += pairCalls.reduce((n, spy) => n + spy.mock.calls.filter((c) => audits === (c[4] !== undefined)).length, 0);
+      if (!audits) seen.chunksRecordedInPlace += inPlace.reduce((n, spy) => n + spy.mock.results.filter((r) => r.value !== undefined).length, 0);
       for (const p of walks) p.dispose();
     }
     // Every case the pair walk records differently from how it decides occurred.

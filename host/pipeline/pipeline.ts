@@ -6,9 +6,9 @@ import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
 import type { Stage } from './stage.js';
-import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, OFF_ICMP_TYPE, RECORD_SIZE, RecordDirection } from '../abi/record.js';
+import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, OFF_ICMP_TYPE, PAIR_RESULT_SIZE, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 import { type FlowBuffer, Outcome } from '../flow-records/flow-buffer.js';
-import type { PairCodes } from '../runtime/instance.js';
+import type { PairAnswers, PairCodes } from '../runtime/instance.js';
 
 export const EGRESS = RecordDirection.Egress;
 export const INGRESS = RecordDirection.Ingress;
@@ -91,6 +91,16 @@ export class Pipeline {
     ingressReasons: new Uint32Array(BATCH_RECORDS), ingressRules: new Uint32Array(BATCH_RECORDS),
   };
   /**
+   * The in-place recorded pair walk (decideChunkRecordedInPlace), per record
+   * r and direction d at 2 r + d: the slot's outcome word, and the word where
+   * the deciding stage's module left its reason code (the rule code follows).
+   */
+  private readonly outcomeWords = new Uint32Array(2 * BATCH_RECORDS);
+  private readonly codeAt = new Int32Array(2 * BATCH_RECORDS);
+  /** Per enforcing stage, where its pair call leaves its answers in this chunk; per pipeline position, its module's memory after the call. */
+  private readonly answerSources: Array<PairAnswers | undefined> = [];
+  private readonly answerWords: Array<Uint32Array | undefined> = [];
+  /**
    * Whether allowsBatch may walk both directions at once when every
    * enforcing stage decides pairs (ABI 1.4), and `allows` while its stages
    * do; false keeps the one-direction walk, which tests and the bench
@@ -110,6 +120,8 @@ export class Pipeline {
     this.enforcing = this.stages.filter((s) => s.mode === 'enforce');
     this.auditing = this.stages.filter((s) => s.mode === 'audit');
     this.enforcingIndex = Int16Array.from(this.enforcing, (s) => this.stages.indexOf(s));
+    for (let i = 0; i < this.stages.length; i++) this.answerWords.push(undefined);
+    for (let i = 0; i < this.enforcing.length; i++) this.answerSources.push(undefined);
     this.threaded = this.stages.some((s) => s.isolation !== 'thread');
   }
 
@@ -440,7 +452,8 @@ export class Pipeline {
   private decideChunkInPairs(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): void {
     this.encodeChunk(packets, start, count);
     if (flows !== undefined) {
-      this.decideChunkRecorded(start, count, out, flows);
+      if (this.auditing.length === 0 && this.answersStayInPlace(count)) this.decideChunkRecordedInPlace(start, count, out, flows);
+      else this.decideChunkRecorded(start, count, out, flows);
       return;
     }
     const enc = this.encoded;
@@ -623,12 +636,7 @@ export class Pipeline {
         }
         need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
       }
-      let kept = 0;
-      for (let k = 0; k < n; k++) {
-        const w = need[pending[k]];
-        if ((w & NEED_BOTH) !== 0) pending[kept++] = pending[k];
-      }
-      n = kept;
+      n = this.keepUndecided(n);
     }
     for (let i = 0; i < count; i++) {
       const w = need[i];
@@ -640,6 +648,120 @@ export class Pipeline {
       if ((w & NEED_INGRESS) !== 0) flows.setOutcome(slot, INGRESS, Outcome.Default, -1);
       flows.setAllowed(slot, allowed);
     }
+  }
+
+  /** The recorded pair walks' end of a stage: keeps in `pending[0..n)` the records with a direction still undecided; returns how many. */
+  private keepUndecided(n: number): number {
+    const need = this.need;
+    const pending = this.pending;
+    let kept = 0;
+    for (let k = 0; k < n; k++) if ((need[pending[k]] & NEED_BOTH) !== 0) pending[kept++] = pending[k];
+    return kept;
+  }
+
+  /** Whether every enforcing stage's pair call of `count` records leaves its answers in place (their sources in `answerSources`). */
+  private answersStayInPlace(count: number): boolean {
+    const stages = this.enforcing;
+    for (let s = 0; s < stages.length; s++) {
+      const source = stages[s].pairAnswersInPlace(count);
+      if (source === undefined) return false;
+      this.answerSources[s] = source;
+    }
+    return true;
+  }
+
+  /**
+   * decideChunkRecorded for a pipeline without audit stages whose stages
+   * leave their pair calls' answers in place (answersStayInPlace): the walk
+   * is the unrecorded one's (the pair calls copy no codes) plus, per
+   * direction a stage decides, its outcome word and where that stage's module
+   * left the codes; after the walk each record is claimed and written in one
+   * pass (FlowBuffer.recordChunk), its codes copied once, from the module's
+   * memory into the slot. Each stage is called once per chunk, so its answers
+   * are still there. The same slots as decideChunkRecorded, Pending included.
+   */
+  private decideChunkRecordedInPlace(start: number, count: number, out: Uint8Array, flows: FlowBuffer): void {
+    const need = this.need;
+    const pending = this.pending;
+    const outcomes = this.outcomeWords;
+    const codeAt = this.codeAt;
+    let n = this.startPairs(count);
+    // 0 is Default (stage -1): what a direction no stage decides keeps.
+    outcomes.fill(0, 0, 2 * count);
+    if (this.anyRemote) {
+      for (let i = 0; i < count; i++) {
+        if (this.remoteSrc[i] === 1) outcomes[2 * i] = Outcome.Remote;
+        if (this.remoteDst[i] === 1) outcomes[2 * i + 1] = Outcome.Remote;
+      }
+    }
+    const stages = this.enforcing;
+    const selected = this.selectedIdx;
+    const egress = this.verdicts;
+    const ingress = this.ingressVerdicts;
+    const icmp = this.encoded32;
+    for (let s = 0; s < stages.length && n > 0; s++) {
+      const stage = stages[s];
+      const m = this.askPairs(stage, n, count, undefined);
+      if (m === 0) continue;
+      const stageIndex = this.enforcingIndex[s];
+      const tag = (stageIndex + 1) << 8;
+      // A failed call's verdicts are its failure policy's: Failure, no codes.
+      const failed = stage.lastFailure !== undefined;
+      const accept = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+      const deny = (failed ? Outcome.Failure : Outcome.Deny) | tag;
+      const source = this.answerSources[s]!;
+      if (!failed) this.answerWords[stageIndex] = source.answerWords();
+      const batchWord = source.batchReasonWord;
+      const pairWord = source.pairReasonWord;
+      for (let j = 0; j < m; j++) {
+        const r = selected[j];
+        let w = need[r];
+        // What the call asked (askPairs): both directions put ingress's answer in the pair area.
+        const both = (w & NEED_BOTH) === NEED_BOTH;
+        const e = 2 * r;
+        if ((w & NEED_EGRESS) !== 0) {
+          const v = egress[j];
+          if (v === Verdict.Deny || v === Verdict.Accept) {
+            codeAt[e] = batchWord + j * (RECORD_SIZE >> 2);
+            if (v === Verdict.Deny) {
+              outcomes[e] = deny;
+              // Ingress is never asked after an egress deny.
+              outcomes[e + 1] = Outcome.Skipped;
+              need[r] = NEED_DENIED;
+              continue;
+            }
+            outcomes[e] = accept;
+            w &= ~NEED_EGRESS;
+          }
+        }
+        if ((w & NEED_INGRESS) !== 0) {
+          const v = ingress[j];
+          if (v === Verdict.Deny || v === Verdict.Accept) {
+            // A pair's ingress answer is in its pair area entry; an ingress-only record's in the record.
+            codeAt[e + 1] = both ? pairWord + j * (PAIR_RESULT_SIZE >> 2) : batchWord + j * (RECORD_SIZE >> 2);
+            w &= ~NEED_INGRESS;
+            if (v === Verdict.Accept) outcomes[e + 1] = accept;
+            else {
+              outcomes[e + 1] = deny;
+              if ((w & NEED_EGRESS) === 0) w = NEED_DENIED;
+              else if (icmp[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
+              else {
+                // As decideChunkRecorded: the drain walks this egress on (finishEgress).
+                outcomes[e] = Outcome.Pending | tag;
+                w = NEED_DENIED;
+              }
+            }
+          }
+        }
+        need[r] = w === INGRESS_DENIED ? NEED_DENIED : w;
+      }
+      n = this.keepUndecided(n);
+    }
+    for (let i = 0; i < count; i++) {
+      const w = need[i];
+      out[start + i] = w !== NEED_DENIED && (w & INGRESS_DENIED) === 0 ? 1 : 0;
+    }
+    flows.recordChunk(this.encoded32, RECORD_SIZE >> 2, count, this.revision, out, start, outcomes, codeAt, this.answerWords);
   }
 
   /**

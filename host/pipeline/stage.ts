@@ -8,7 +8,7 @@ import type { FailurePolicy, KindKey, KubeObject, ObjectEvent, PodInfo, StageMod
 import { Verdict } from '../contract.js';
 import { KwpError } from '../errors.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
-import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type PairCodes, type RejectedObject } from '../runtime/instance.js';
+import { EvaluatorInstance, type DecisionCacheStats, type ModuleInstance, type PairAnswers, type PairCodes, type RejectedObject } from '../runtime/instance.js';
 import { IsolatedInstance } from '../runtime/isolated-instance.js';
 import { RejectedObjects } from './rejected-objects.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
@@ -858,6 +858,16 @@ export class Stage implements StateListener {
       else if (v === Verdict.Deny) c.deny++;
       else c.next++;
     }
+  }
+
+  /**
+   * Where a pair call of `n` records will leave its answers for flow
+   * recording to read at the end of the chunk (ModuleInstance.pairAnswersInPlace);
+   * undefined when they would not all stay in place, or without a healthy instance.
+   */
+  pairAnswersInPlace(n: number): PairAnswers | undefined {
+    const inst = this.instance;
+    return inst !== undefined && inst.broken === undefined ? inst.pairAnswersInPlace?.(n) : undefined;
   }
 
   /** Whether decidePairs asks the module for both directions in one call (ABI 1.4): false while it has no healthy instance that does. */

@@ -162,6 +162,30 @@ export interface ModuleInstance {
    * it: the packet is denied).
    */
   decidePairsInto?(records: Uint8Array, first: number, n: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void;
+  /**
+   * Optional (decidesPairs): where a pair call of `n` records leaves its
+   * answers, when one call takes them all and they stay in the module's
+   * batch and pair areas until its next call (no split into calls of at most
+   * batchCapacity, no halving for fuel, word-aligned areas on a
+   * little-endian host, rule codes: ABI 1.3); else undefined. Flow recording
+   * then reads the deciding stages' codes at the end of a chunk, one copy
+   * into the record's slot (Pipeline.decideChunkRecordedInPlace).
+   */
+  pairAnswersInPlace?(n: number): PairAnswers | undefined;
+}
+
+/**
+ * The answers of an instance's last pair call, in place (pairAnswersInPlace):
+ * record j's reason and rule codes are words `batchReasonWord + 16 j` and the
+ * next of `answerWords()` (its egress, or its ingress when it asked for
+ * ingress only), a pair's ingress codes words `pairReasonWord + 4 j` and the
+ * next.
+ */
+export interface PairAnswers {
+  /** The module's memory as words; ask after the call (a call may grow the memory, which detaches the old view). */
+  answerWords(): Uint32Array | undefined;
+  readonly batchReasonWord: number;
+  readonly pairReasonWord: number;
 }
 
 /**
@@ -184,7 +208,7 @@ function readPairWord(mem: Uint8Array, p: number): number {
 /** Module memory is little-endian; a Uint32Array reads it as such only on a little-endian host. */
 const WORD_READS = endianness() === 'LE';
 
-export class EvaluatorInstance implements ModuleInstance {
+export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   readonly compiled: CompiledEvaluator;
   private readonly exports: Exports;
   private readonly memory: WebAssembly.Memory;
@@ -608,6 +632,16 @@ export class EvaluatorInstance implements ModuleInstance {
       else ingress[first + i] = v;
     }
   }
+
+  pairAnswersInPlace(n: number): PairAnswers | undefined {
+    if (this.decidePair === undefined || !this.attributesRules || !WORD_READS) return undefined;
+    if (((this.batchPtr | this.pairPtr) & 3) !== 0 || n > this.batchCapacity || this.decideFuel * 2 * n > MAX_FUEL) return undefined;
+    return this;
+  }
+
+  answerWords(): Uint32Array | undefined { return this.words(); }
+  get batchReasonWord(): number { return (this.batchPtr + OFF_REASON) >> 2; }
+  get pairReasonWord(): number { return (this.pairPtr + PAIR_OFF_REASON) >> 2; }
 
   /**
    * decidePairsInto's reading of the answers while flows are recorded: the

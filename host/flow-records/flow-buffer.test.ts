@@ -1,0 +1,85 @@
+// FlowBuffer.recordChunk: a walked chunk's records written in one pass after
+// the walk, with the deciding stages' codes copied from where their modules
+// left them; the same slot a claim and the per-direction writes make.
+import { describe, it, expect } from 'vitest';
+import { encodeRecord, RECORD_SIZE } from '../abi/record.js';
+import type { Packet } from '../contract.js';
+import { FlowBuffer, Outcome, SLOT_WORDS } from './flow-buffer.js';
+
+const v4 = (a: number, b: number): Packet => ({
+  family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, a]), dst: new Uint8Array([10, 0, 1, b]),
+  srcPort: 40000 + a, dstPort: 8000 + b, icmpType: 0, icmpCode: 0, serviceHairpin: false,
+});
+const v6: Packet = {
+  family: 6, protocol: 17, src: Uint8Array.from({ length: 16 }, (_, i) => 0x20 + i), dst: Uint8Array.from({ length: 16 }, (_, i) => 0x40 + i),
+  srcPort: 5353, dstPort: 53, icmpType: 0, icmpCode: 0, serviceHairpin: false,
+};
+
+/** Three encoded records (pods 1..3 to 11..13, the last IPv6). */
+function chunk(): Uint32Array {
+  const bytes = new Uint8Array(3 * RECORD_SIZE);
+  [v4(1, 2), v4(3, 4), v6].forEach((p, i) => encodeRecord(bytes, i * RECORD_SIZE, p, i + 1, i + 11));
+  return new Uint32Array(bytes.buffer);
+}
+
+describe('FlowBuffer.recordChunk', () => {
+  it('writes each record as claim, setDirection, setOutcome and setAllowed do, its codes copied from the deciding stage\'s words', () => {
+    const records = chunk();
+    // Stage 0's module left codes at words 4/5 and 6/7 of its memory, stage 2's at 8/9.
+    const stage0 = new Uint32Array(16);
+    stage0.set([101, 102, 103, 104], 4);
+    const stage2 = new Uint32Array(16);
+    stage2.set([301, 302], 8);
+    const answers = [stage0, undefined, stage2];
+    const outcomes = Uint32Array.from([
+      Outcome.Accept | (1 << 8), Outcome.Deny | (3 << 8), // record 0: egress accepted by stage 0, ingress denied by stage 2
+      Outcome.Deny | (1 << 8), Outcome.Skipped, // record 1: egress denied by stage 0
+      Outcome.Default, Outcome.Failure | (2 << 8), // record 2: egress by no stage, ingress stage 1's failure policy
+    ]);
+    const codeAt = Int32Array.from([4, 8, 6, 0, 0, 0]);
+    const allowed = Uint8Array.from([9, 0, 0, 1]);
+    const got = new FlowBuffer(8);
+    got.recordChunk(records, RECORD_SIZE >> 2, 3, 7, allowed, 1, outcomes, codeAt, answers);
+
+    const want = new FlowBuffer(8);
+    for (let i = 0; i < 3; i++) want.claim(records, i * (RECORD_SIZE >> 2), 7, false);
+    want.setDirection(0, 0, Outcome.Accept, 0, 101, 102);
+    want.setDirection(0, 1, Outcome.Deny, 2, 301, 302);
+    want.setDirection(1, 0, Outcome.Deny, 0, 103, 104);
+    want.setOutcome(1, 1, Outcome.Skipped, -1);
+    want.setOutcome(2, 0, Outcome.Default, -1);
+    want.setOutcome(2, 1, Outcome.Failure, 1);
+    want.setAllowed(0, false);
+    want.setAllowed(1, false);
+    want.setAllowed(2, true);
+
+    expect(got.pending).toBe(3);
+    const time = 7;
+    const slot = (b: FlowBuffer, s: number) => Array.from(b.words.subarray(s * SLOT_WORDS, (s + 1) * SLOT_WORDS)).map((w, i) => (i === time ? 0 : w));
+    for (let s = 0; s < 3; s++) {
+      expect(slot(got, s), `slot ${s}`).toEqual(slot(want, s));
+      for (let dir = 0; dir < 2; dir++) expect(got.direction(s, dir)).toEqual(want.direction(s, dir));
+    }
+    expect(got.allowed(2)).toBe(true);
+    expect(got.address('src', 2)).toEqual(v6.src);
+    expect(got.address('dst', 2)).toEqual(v6.dst);
+    expect(got.direction(0, 1)).toEqual({ outcome: Outcome.Deny, stage: 2, reason: 301, rule: 302 });
+  });
+
+  it('counts in dropped what a full ring cannot take, and takes the rest', () => {
+    const records = chunk();
+    const buffer = new FlowBuffer(2);
+    const outcomes = new Uint32Array(6);
+    buffer.recordChunk(records, RECORD_SIZE >> 2, 3, 1, new Uint8Array(3), 0, outcomes, new Int32Array(6), []);
+    expect(buffer.pending).toBe(2);
+    expect(buffer.dropped).toBe(1);
+    expect([buffer.srcPod(0), buffer.srcPod(1)]).toEqual([1, 2]);
+    // The ring wraps: once drained, the next chunk's records start where the last ended.
+    expect(buffer.drain(() => undefined, 1)).toBe(1);
+    buffer.recordChunk(records, RECORD_SIZE >> 2, 1, 1, new Uint8Array(1), 0, outcomes, new Int32Array(6), []);
+    const seen: number[] = [];
+    buffer.drain((slot) => seen.push(buffer.srcPod(slot)));
+    expect(seen).toEqual([2, 1]);
+    expect(buffer.dropped).toBe(1);
+  });
+});
