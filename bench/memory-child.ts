@@ -119,6 +119,7 @@ const residentAtStart = residentByKind();
 await (await import('../host/cli/agent-load.js')).loadAgentCommand();
 const { Agent } = await import('../host/agent.js');
 const { createLogger } = await import('../host/log.js');
+const { HeldState } = await import('../host/pipeline/held-state.js');
 
 (globalThis as { gc?: () => void }).gc?.();
 const afterImports = process.memoryUsage();
@@ -137,10 +138,18 @@ try {
   await agent.start();
   // The pipeline starts on an empty state and its stages take the first lists as a bulk change
   // (fresh instances fed while the old ones answer): measured once every stage holds the cluster.
-  const holding = () => agent.engine.active.stages.every((s) => s.stateProblem === undefined && s.heldBytes > 0);
-  for (let waited = 0; !holding(); waited += 50) {
+  // Holding all of it: a stage holds the pods before the policies' lists reach it (they come later
+  // and are taken in slices), so some bytes held is a state passed through on the way. Complete is
+  // the bytes a snapshot of the whole current state would hold, no list still being taken.
+  const complete = (s: (typeof agent.engine.active.stages)[number]) =>
+    s.heldBytes === HeldState.of(agent.state.pods(), s.kinds.map((kind) => agent.state.objects(kind))).bytes;
+  const holding = () =>
+    agent.state.pendingList === undefined &&
+    agent.engine.active.stages.every((s) => s.stateProblem === undefined && s.heldBytes > 0) &&
+    agent.engine.active.stages.every(complete);
+  for (let waited = 0; !holding(); waited += 100) {
     if (waited > 300_000) throw new Error('the stages did not take the cluster within 300 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const gc = (globalThis as { gc?: () => void }).gc;
   for (let i = 0; i < 3; i++) gc?.();

@@ -142,6 +142,49 @@ describe('what the cluster state keeps of an object', () => {
     expect(Object.isFrozen(a.spec.containers[0].ports[0])).toBe(true);
   });
 
+  it('policies share every repeated part of their specs, one frozen copy each, and keep what differs and the field order', () => {
+    const policy = (name: string, app: string, port: number | string): KubeObject => ({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name, namespace: 'shop' },
+      spec: {
+        podSelector: { matchLabels: { app } },
+        policyTypes: ['Ingress'],
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } } }], ports: [{ protocol: 'TCP', port }] }],
+      },
+    });
+    const delivered = [policy('a', 'web', 8080), policy('b', 'db', 8080), policy('c', 'web', '8080')];
+    const before = structuredClone(delivered);
+    const [a, b, c] = delivered.map((p) => storedForm(Kinds.NetworkPolicy, p));
+    // What is stored reads (and is delivered to modules) exactly as it came, keys in their order.
+    expect([a, b, c].map((p) => JSON.stringify(p))).toEqual(before.map((p) => JSON.stringify(p)));
+    expect(delivered).toEqual(before);
+    expect(Object.isFrozen(delivered[0].spec)).toBe(false);
+    // Equal subtrees are one object; a difference anywhere below makes its own copy of every level above it.
+    expect(b.spec.policyTypes).toBe(a.spec.policyTypes);
+    expect(b.spec.ingress).toBe(a.spec.ingress);
+    expect(b.spec.podSelector).not.toBe(a.spec.podSelector);
+    expect(c.spec.podSelector).toBe(a.spec.podSelector);
+    expect(c.spec.ingress).not.toBe(a.spec.ingress);
+    expect(c.spec.ingress[0].from).toBe(a.spec.ingress[0].from);
+    expect(c.spec.ingress[0].ports[0].port).toBe('8080');
+    expect(storedForm(Kinds.NetworkPolicy, policy('d', 'web', 8080)).spec).toBe(a.spec);
+    expect(Object.isFrozen(a.spec.ingress[0].ports[0])).toBe(true);
+    expect(() => { a.spec.policyTypes.push('Egress'); }).toThrow(TypeError);
+    // Each policy keeps its own metadata.
+    expect(b.metadata).not.toBe(a.metadata);
+    expect(b.metadata.name).toBe('b');
+  });
+
+  it('a shared spec tells a missing field, an undefined one and a null one apart', () => {
+    const withSpec = (spec: Record<string, unknown>): KubeObject => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's', namespace: 'shop' }, spec });
+    const [missing, undef, nul] = [{}, { type: undefined }, { type: null }].map((spec) => storedForm(Kinds.Service, withSpec(spec)).spec);
+    expect(undef).not.toBe(missing);
+    expect(nul).not.toBe(undef);
+    expect('type' in undef).toBe(true);
+    expect(nul.type).toBeNull();
+  });
+
   it('pods of one namespace and node share their PodInfo label sets, and a namespace label change still reaches every pod', () => {
     const state = new ClusterState();
     state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'shop', labels: { team: 'a' } } }]);

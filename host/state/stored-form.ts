@@ -17,7 +17,8 @@
 //   pod's network identity for modules that ask for `v1/Pod` themselves;
 // - Node: metadata, spec (small: pod CIDRs, provider id, taints) and
 //   status.addresses (what `nodes` peers match);
-// - every other kind (policies, Namespaces, Services, custom resources): whole.
+// - every other kind (policies, Namespaces, Services, custom resources): whole,
+//   its `spec` shared by content, subtree by subtree (`sharedTree`).
 //
 // Stored forms are shared and frozen where they repeat between objects (the
 // labels of a ReplicaSet's pods, their container ports), so they must never
@@ -87,6 +88,52 @@ export function sharedJson<T extends object>(value: T): T {
   // The stored value is a copy (parsed back from its key): freezing must not reach the caller's objects.
   const key = JSON.stringify(value);
   return jsonValues.intern(key, () => deepFreeze(JSON.parse(key))) as T;
+}
+
+/**
+ * Frozen JSON-shaped subtrees, shared by content at every level (hash-consing):
+ * policies written from templates repeat their selectors, peers, port lists
+ * and policy types, so 10,000 NetworkPolicies held whole cost ~1 KB each and
+ * shared ~0.3 KB (docs/performance.md, "Where the agent's memory goes"). A
+ * node's key names its children by the id of their shared copy, not by their
+ * text, so sharing a tree costs time linear in its size.
+ */
+const trees = new Interner<object>();
+const treeIds = new WeakMap<object, number>();
+let nextTreeId = 1;
+
+function treeKeyPart(value: unknown): string {
+  if (value !== null && typeof value === 'object') return `#${treeIds.get(value)}`;
+  // undefined (a field present without a value) is not JSON, but it is kept as it was.
+  return value === undefined ? 'u' : JSON.stringify(value);
+}
+
+/** `value` with every array and object replaced by the one frozen copy of its content; the caller's objects are never frozen. */
+export function sharedTree<T>(value: T): T {
+  if (value === null || typeof value !== 'object') return value;
+  // Keys are joined, not added up: `+=` leaves a tree of cons strings in the table for every key.
+  let key: string;
+  let make: () => object;
+  if (Array.isArray(value)) {
+    const items = value.map(sharedTree);
+    key = `[${items.map(treeKeyPart).join(',')}`;
+    make = () => Object.freeze(items);
+  } else {
+    const source = value as Record<string, unknown>;
+    const fields = Object.keys(source);
+    const values = fields.map((f) => sharedTree(source[f]));
+    key = `{${fields.map((f, i) => `${JSON.stringify(f)}:${treeKeyPart(values[i])}`).join(',')}`;
+    make = () => {
+      const copy: Record<string, unknown> = {};
+      for (let i = 0; i < fields.length; i++) copy[fields[i]] = values[i];
+      return Object.freeze(copy);
+    };
+  }
+  return trees.intern(key, () => {
+    const shared = make();
+    treeIds.set(shared, nextTreeId++);
+    return shared;
+  }) as T;
 }
 
 function deepFreeze<T>(value: T): T {
@@ -170,5 +217,8 @@ export function storedForm(kind: KindKey, obj: KubeObject): KubeObject {
     if (status !== undefined) out.status = pick(status, ['addresses']) ?? {};
     return out;
   }
-  return { ...obj, metadata };
+  // Policies and the other kinds are held whole; their specs share repeated parts.
+  const out: KubeObject = { ...obj, metadata };
+  if (out.spec !== undefined) out.spec = sharedTree(out.spec);
+  return out;
 }
