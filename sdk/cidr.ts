@@ -172,6 +172,10 @@ export class CIDR {
     return (load<u64>(addr) & this.mask0) == this.net0 && (load<u64>(addr + 8) & this.mask1) == this.net1;
   }
 
+  /** For an IPv4 CIDR: its mask and masked network as one little-endian word each (what `contains` compares). */
+  get v4Mask(): u32 { return <u32>this.mask0; }
+  get v4Net(): u32 { return <u32>this.net0; }
+
   containsAddress(a: PodAddress): bool { return this.contains(a.family, changetype<usize>(a.bytes)); }
 
   toString(): string { return this.text; }

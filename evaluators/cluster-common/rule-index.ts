@@ -9,17 +9,20 @@
 // follow the port tables in the index's own array (PortIndex.extra).
 //   per rule (RULE_WORDS): reason code (rule id << 1 | tie), verdict, index in
 //     its policy's rules of the direction, first peer's word offset
-//   per peer (PEER_WORDS): kind, then
-//     Namespaces: namespace selector; Pods: namespace and pod selector;
-//     Networks: the CIDR list; Nodes, DomainNames: the Peer itself, whose
-//     address set changes with Nodes and ResolvedNames (read at decide time)
+//   per peer (PEER_WORDS): kind (| V4_PREFIX), then
+//     Namespaces: namespace selector; Pods: namespace and pod selector (each
+//     as sdk/peer-words.ts keeps one: pointer and serial, so a memo hit
+//     reads no selector object); Networks: the CIDR list, and for a list of
+//     one IPv4 CIDR its prefix (tested from the words); Nodes, DomainNames:
+//     the Peer itself, whose address set changes with Nodes and
+//     ResolvedNames (read at decide time)
 // Pointers are raw: what they point at belongs to the policies, which the
 // PodPolicies holding this index keeps alive.
 
 import { PodInfo, Verdict } from "../../sdk/index";
 import { LabelSelector } from "../../sdk/selector";
 import { CIDR } from "../../sdk/cidr";
-import { selectorMatches } from "../../sdk/selector-memo";
+import { putSelector, selectorAt, putV4Prefix, insideV4Prefix, V4_PREFIX } from "../../sdk/peer-words";
 import { PortIndex, PortIndexBuilder, PortMode } from "../../sdk/port-index";
 import { ruleIndexEnabled } from "../../sdk/rule-index-switch";
 import { Policy, Peer, PeerKind, Action } from "./policy";
@@ -27,7 +30,7 @@ import { Policy, Peer, PeerKind, Action } from "./policy";
 /** Fewer rules than this are scanned as they are (Rule.matches). */
 export const INDEX_MIN_RULES = 4;
 const RULE_WORDS = 4;
-const PEER_WORDS = 3;
+const PEER_WORDS = 5;
 /** Verdict word: the rule fails closed as Deny or Pass and so matches every peer and port. */
 const MATCHES_ALL: u32 = 0x100;
 /** peerIndex: no peer matches. */
@@ -56,19 +59,21 @@ export function peerIndex(w: StaticArray<u32>, flat: i32, other: PodInfo | null,
   // Host-networked pods match Namespaces and Pods peers never (Peer.matches).
   const pod = other != null && !other.hostNetwork ? other : null;
   for (let k = start; k < end; k += PEER_WORDS) {
-    const kind = <i32>unchecked(w[k]);
-    const a = <usize>unchecked(w[k + 1]);
+    const head = unchecked(w[k]);
+    const kind = <i32>(head & 0xff);
     let hit = false;
     if (kind == PeerKind.Namespaces) {
-      hit = pod != null && selectorMatches(changetype<LabelSelector>(a), pod.namespaceLabels);
+      hit = pod != null && selectorAt(w, k + 1, pod.namespaceLabels);
     } else if (kind == PeerKind.Pods) {
-      hit = pod != null && selectorMatches(changetype<LabelSelector>(a), pod.namespaceLabels)
-        && selectorMatches(changetype<LabelSelector>(<usize>unchecked(w[k + 2])), pod.labels);
+      hit = pod != null && selectorAt(w, k + 1, pod.namespaceLabels) && selectorAt(w, k + 3, pod.labels);
     } else if (kind == PeerKind.Networks) {
-      const nets = changetype<StaticArray<CIDR>>(a);
-      for (let i = 0, n = nets.length; i < n; i++) if (unchecked(nets[i]).contains(family, addr)) { hit = true; break; }
+      if ((head & V4_PREFIX) != 0) hit = insideV4Prefix(w, k + 2, family, addr);
+      else {
+        const nets = changetype<StaticArray<CIDR>>(<usize>unchecked(w[k + 1]));
+        for (let i = 0, n = nets.length; i < n; i++) if (unchecked(nets[i]).contains(family, addr)) { hit = true; break; }
+      }
     } else {
-      hit = changetype<Peer>(a).addresses.contains(family, addr);
+      hit = changetype<Peer>(<usize>unchecked(w[k + 1])).addresses.contains(family, addr);
     }
     if (hit) return (k - start) / PEER_WORDS;
   }
@@ -119,12 +124,14 @@ export function indexTierRules(list: StaticArray<Policy>, ties: StaticArray<u8>,
       for (let q = 0; q < r.peers.length; q++) {
         const p = r.peers[q];
         w[k] = <u32>p.kind;
-        if (p.kind == PeerKind.Namespaces) w[k + 1] = <u32>changetype<usize>(p.namespaceSelector);
+        if (p.kind == PeerKind.Namespaces) putSelector(w, k + 1, p.namespaceSelector);
         else if (p.kind == PeerKind.Pods) {
-          w[k + 1] = <u32>changetype<usize>(p.namespaceSelector);
-          w[k + 2] = <u32>changetype<usize>(p.podSelector);
-        } else if (p.kind == PeerKind.Networks) w[k + 1] = <u32>changetype<usize>(p.networks);
-        else w[k + 1] = <u32>changetype<usize>(p);
+          putSelector(w, k + 1, p.namespaceSelector);
+          putSelector(w, k + 3, p.podSelector);
+        } else if (p.kind == PeerKind.Networks) {
+          w[k + 1] = <u32>changetype<usize>(p.networks);
+          if (p.networks.length == 1 && putV4Prefix(w, k + 2, p.networks[0])) w[k] |= V4_PREFIX;
+        } else w[k + 1] = <u32>changetype<usize>(p);
         k += PEER_WORDS;
       }
       flat++;

@@ -18,7 +18,7 @@ import { Policy, compilePolicy, policyKey, matchedAt, NO_PEER_MATCH } from "./po
 import { Isolation, NOT_ISOLATED } from "./podtable";
 import { PodTable } from "../pod-table";
 import { PortIndex } from "../port-index";
-import { peerIndex, flagsOf, policyOf, ruleOf } from "./rule-index";
+import { peerIndex, flagsOf, serialOf, ruleOf } from "./rule-index";
 
 // Reason codes. Accepts carry the deciding policy's serial (FIRST_SERIAL and
 // up); denies carry DENY_FLAG | pod id << 1 | direction, and explain lists the
@@ -276,7 +276,7 @@ export class NetworkPolicyEvaluator extends Evaluator {
         if (flat < 0) break;
         const at = peerIndex(data, flat, subject.namespace, this.peerFor(flagsOf(data, flat), peer), family, peerAddr);
         if (at == NO_PEER_MATCH) continue;
-        d.reason = unchecked(policies[policyOf(data, flat)]).serial;
+        d.reason = serialOf(data, flat);
         d.rule = packRule(ingress, ruleOf(data, flat), at, PortIndex.portAt);
         return Verdict.Accept;
       }

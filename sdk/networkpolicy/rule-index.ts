@@ -11,15 +11,20 @@
 // Peer object of every candidate — at ten thousand policies those objects are
 // spread over tens of MiB and every chase is a cache miss.
 //   per rule (RULE_WORDS): its policy's flags, its first peer's word offset,
-//     policy index << 16 | rule index
-//   per peer (PEER_WORDS): kind, selector or ipBlock pointer, podSelector
-//     pointer of a namespaceSelector peer (0: none)
+//     policy index << 16 | rule index, its policy's serial (the Accept's
+//     reason, so an Accept reads no Policy object)
+//   per peer (PEER_WORDS): kind (| V4_PREFIX), then
+//     podSelector peer: the selector (sdk/peer-words.ts: pointer and serial)
+//     namespaceSelector peer: that selector, then the podSelector (0: none)
+//     ipBlock: the IPBlock's pointer, then for an IPv4 block its prefix and
+//       whether it has exceptions (a packet outside the prefix is decided
+//       from the words; one inside without exceptions too)
 // Pointers are raw: the selectors and blocks belong to the policies, which the
 // Isolation holding this index keeps alive. Word offsets are absolute.
 
 import { PortIndex, PortIndexBuilder, PortMode } from "../port-index";
 import { PodInfo, IPBlock, LabelSelector } from "../index";
-import { selectorMatches } from "../selector-memo";
+import { putSelector, hasSelectorAt, selectorAt, putV4Prefix, insideV4Prefix, V4_PREFIX } from "../peer-words";
 import { ruleIndexEnabled } from "../rule-index-switch";
 import { Policy, PEER_PODS, PEER_NAMESPACES, PEER_IPBLOCK, NO_PEER_MATCH } from "./policy";
 
@@ -28,16 +33,16 @@ import { Policy, PEER_PODS, PEER_NAMESPACES, PEER_IPBLOCK, NO_PEER_MATCH } from 
  * index would cost more memory than the scan costs time.
  */
 export const INDEX_MIN_RULES = 4;
-const RULE_WORDS = 3;
-const PEER_WORDS = 3;
+const RULE_WORDS = 4;
+const PEER_WORDS = 5;
 
 /** Rule `flat`'s policy's flags, in the index `data` of its list. */
 @inline export function flagsOf(data: StaticArray<u32>, flat: i32): u32 {
   return unchecked(data[PortIndex.extra(data) + flat * RULE_WORDS]);
 }
-/** The index of rule `flat`'s policy in the direction's policy list. */
-@inline export function policyOf(data: StaticArray<u32>, flat: i32): i32 {
-  return <i32>(unchecked(data[PortIndex.extra(data) + flat * RULE_WORDS + 2]) >> 16);
+/** The serial of rule `flat`'s policy (the reason of an Accept by it). */
+@inline export function serialOf(data: StaticArray<u32>, flat: i32): u32 {
+  return unchecked(data[PortIndex.extra(data) + flat * RULE_WORDS + 3]);
 }
 /** Rule `flat`'s index among its policy's rules of the direction. */
 @inline export function ruleOf(data: StaticArray<u32>, flat: i32): i32 {
@@ -62,18 +67,20 @@ export function peerIndex(w: StaticArray<u32>, flat: i32, namespace: string, pod
   // Host-networked pods answer to ipBlocks only (Peer.matches).
   const known = pod != null && !pod.hostNetwork;
   for (let k = start; k < end; k += PEER_WORDS) {
-    const kind = <u8>unchecked(w[k]);
-    const a = <usize>unchecked(w[k + 1]);
+    const head = unchecked(w[k]);
+    const kind = <u8>head;
     let hit = false;
-    if (kind == PEER_IPBLOCK) hit = changetype<IPBlock>(a).contains(family, addr);
-    else if (known) {
+    if (kind == PEER_IPBLOCK) {
+      if ((head & V4_PREFIX) != 0) {
+        hit = insideV4Prefix(w, k + 2, family, addr) && (unchecked(w[k + 4]) == 0 || changetype<IPBlock>(<usize>unchecked(w[k + 1])).contains(family, addr));
+      } else hit = changetype<IPBlock>(<usize>unchecked(w[k + 1])).contains(family, addr);
+    } else if (known) {
       const p = pod!;
       if (kind == PEER_PODS) {
-        hit = changetype<usize>(p.namespace) == changetype<usize>(namespace) && selectorMatches(changetype<LabelSelector>(a), p.labels);
+        hit = changetype<usize>(p.namespace) == changetype<usize>(namespace) && selectorAt(w, k + 1, p.labels);
       } else if (kind == PEER_NAMESPACES) {
-        hit = selectorMatches(changetype<LabelSelector>(a), p.namespaceLabels);
-        const b = <usize>unchecked(w[k + 2]);
-        if (hit && b != 0) hit = selectorMatches(changetype<LabelSelector>(b), p.labels);
+        hit = selectorAt(w, k + 1, p.namespaceLabels);
+        if (hit && hasSelectorAt(w, k + 3)) hit = selectorAt(w, k + 3, p.labels);
       }
     }
     if (hit) return (k - start) / PEER_WORDS;
@@ -122,14 +129,22 @@ export function indexRules(policies: StaticArray<Policy>, ingress: bool): PortIn
       w[at] = policies[i].flags;
       w[at + 1] = <u32>k;
       w[at + 2] = (<u32>i << 16) | <u32>j;
+      w[at + 3] = policies[i].serial;
       for (let q = 0; q < r.peers.length; q++) {
         const peer = r.peers[q];
         w[k] = peer.kind;
-        if (peer.kind == PEER_PODS) w[k + 1] = <u32>changetype<usize>(peer.podSelector);
+        if (peer.kind == PEER_PODS) putSelector(w, k + 1, peer.podSelector);
         else if (peer.kind == PEER_NAMESPACES) {
-          w[k + 1] = <u32>changetype<usize>(peer.namespaceSelector);
-          w[k + 2] = <u32>changetype<usize>(peer.podSelector);
-        } else if (peer.kind == PEER_IPBLOCK) w[k + 1] = <u32>changetype<usize>(peer.ipBlock);
+          putSelector(w, k + 1, peer.namespaceSelector);
+          putSelector(w, k + 3, peer.podSelector);
+        } else if (peer.kind == PEER_IPBLOCK) {
+          const block = peer.ipBlock!;
+          w[k + 1] = <u32>changetype<usize>(block);
+          if (putV4Prefix(w, k + 2, block.cidr)) {
+            w[k] |= V4_PREFIX;
+            w[k + 4] = block.except.length > 0 ? 1 : 0;
+          }
+        }
         k += PEER_WORDS;
       }
       flat++;

@@ -21,7 +21,9 @@ export const PROBE_PORTS = [53, 80, 81, 443, 1000, 1999, 2000, 2001, 8080, 9090]
 export const PORT_NAMES = ['http', 'metrics', 'dns'];
 /** Addresses that are no pod: inside and outside the blocks policies name. */
 const OUTSIDE_V4 = ['192.168.1.7', '192.168.2.9', '10.9.0.1', '10.1.0.200', '203.0.113.5'];
-const OUTSIDE_V6 = ['fd00:9::5', 'fd00:1::77'];
+// a01::9 and c0a8:1::3 begin with the bytes of 10.1.0.0 and 192.168.1.0: an
+// IPv6 address must not match an IPv4 block whose prefix its first word shares.
+const OUTSIDE_V6 = ['fd00:9::5', 'fd00:1::77', 'a01::9', 'c0a8:107::3', 'cb00:7105::1'];
 
 export interface RandomCluster {
   namespaceLabels: Map<string, Record<string, string>>;
