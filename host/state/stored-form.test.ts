@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Kinds, type KubeObject } from '../contract.js';
+import { Kinds, type KindKey, type KubeObject } from '../contract.js';
 import { ClusterState } from './cluster-state.js';
 import { LAST_APPLIED_ANNOTATION, storedForm } from './stored-form.js';
 
@@ -183,6 +183,33 @@ describe('what the cluster state keeps of an object', () => {
     expect(nul).not.toBe(undef);
     expect('type' in undef).toBe(true);
     expect(nul.type).toBeNull();
+  });
+
+  it('a spec holding something that is not plain JSON (a Date a YAML reader made) keeps it, and still shares its plain parts', () => {
+    const at = new Date(0);
+    const withDate = (name: string): KubeObject => ({
+      apiVersion: 'example.io/v1',
+      kind: 'Thing',
+      metadata: { name, namespace: 'shop' },
+      spec: { at, selector: { matchLabels: { app: 'web' } } },
+    });
+    const [a, b] = [withDate('a'), withDate('b')].map((o) => storedForm('example.io/v1/Thing' as KindKey, o));
+    expect(a.spec.at).toBe(at);
+    expect(Object.isFrozen(a.spec)).toBe(false);
+    expect(b.spec).not.toBe(a.spec);
+    expect(b.spec.selector).toBe(a.spec.selector);
+    // Two distinct Dates are never taken for one shared value.
+    const other = storedForm('example.io/v1/Thing' as KindKey, { ...withDate('c'), spec: { at: new Date(1), selector: { matchLabels: { app: 'web' } } } });
+    expect(other.spec.at.getTime()).toBe(1);
+  });
+
+  it('strings and numbers that would print alike are not taken for one another', () => {
+    const withSpec = (spec: Record<string, unknown>): KubeObject => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's', namespace: 'shop' }, spec });
+    const [a, b, c, d] = [{ port: 80 }, { port: '80' }, { x: 'a,1:b' }, { x: 'a', '1:b': undefined }].map((spec) => storedForm(Kinds.Service, withSpec(spec)).spec);
+    expect(a.port).toBe(80);
+    expect(b.port).toBe('80');
+    expect(c).not.toBe(d);
+    expect(c.x).toBe('a,1:b');
   });
 
   it('pods of one namespace and node share their PodInfo label sets, and a namespace label change still reaches every pod', () => {

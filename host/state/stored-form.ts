@@ -102,35 +102,71 @@ const trees = new Interner<object>();
 const treeIds = new WeakMap<object, number>();
 let nextTreeId = 1;
 
-function treeKeyPart(value: unknown): string {
-  if (value !== null && typeof value === 'object') return `#${treeIds.get(value)}`;
-  // undefined (a field present without a value) is not JSON, but it is kept as it was.
-  return value === undefined ? 'u' : JSON.stringify(value);
+/**
+ * How a child appears in its parent's key: a shared subtree by its id, a
+ * primitive by its type and value (a string with its length, so no value can
+ * read as two); undefined when the child cannot be shared (an object that is
+ * not plain JSON, such as a Date a YAML reader made), which keeps the parent
+ * from being shared too.
+ */
+function treeKeyPart(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string': return `s${value.length}:${value}`;
+    case 'number': return Object.is(value, -0) ? 'n-0' : `n${value}`;
+    case 'boolean': return value ? 't' : 'f';
+    case 'undefined': return 'u';
+    case 'object': {
+      if (value === null) return 'z';
+      const id = treeIds.get(value);
+      return id === undefined ? undefined : `#${id}`;
+    }
+    default: return undefined;
+  }
 }
 
-/** `value` with every array and object replaced by the one frozen copy of its content; the caller's objects are never frozen. */
+/**
+ * `value` with every plain array and object replaced by the one frozen copy
+ * of its content; the caller's objects are never frozen. A subtree holding
+ * something that is not plain JSON is copied unshared and unfrozen (its
+ * plain parts still shared), and the non-JSON value is kept as it was.
+ */
 export function sharedTree<T>(value: T): T {
   if (value === null || typeof value !== 'object') return value;
-  // Keys are joined, not added up: `+=` leaves a tree of cons strings in the table for every key.
-  let key: string;
-  let make: () => object;
-  if (Array.isArray(value)) {
-    const items = value.map(sharedTree);
-    key = `[${items.map(treeKeyPart).join(',')}`;
-    make = () => Object.freeze(items);
+  const isArray = Array.isArray(value);
+  if (!isArray) {
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return value;
+  }
+  // The key's parts are joined, not added up: `+=` would leave a tree of cons strings in the table for every key.
+  const parts: string[] = [isArray ? '[' : '{'];
+  let shareable = true;
+  let copy: unknown[] | Record<string, unknown>;
+  if (isArray) {
+    const source = value as unknown[];
+    const items = new Array<unknown>(source.length);
+    for (let i = 0; i < source.length; i++) {
+      const item = sharedTree(source[i]);
+      items[i] = item;
+      const part = treeKeyPart(item);
+      if (part === undefined) shareable = false;
+      else parts.push(part);
+    }
+    copy = items;
   } else {
     const source = value as Record<string, unknown>;
-    const fields = Object.keys(source);
-    const values = fields.map((f) => sharedTree(source[f]));
-    key = `{${fields.map((f, i) => `${JSON.stringify(f)}:${treeKeyPart(values[i])}`).join(',')}`;
-    make = () => {
-      const copy: Record<string, unknown> = {};
-      for (let i = 0; i < fields.length; i++) copy[fields[i]] = values[i];
-      return Object.freeze(copy);
-    };
+    const fields: Record<string, unknown> = {};
+    for (const field of Object.keys(source)) {
+      const item = sharedTree(source[field]);
+      fields[field] = item;
+      const part = treeKeyPart(item);
+      if (part === undefined) shareable = false;
+      else parts.push(`${field.length}:${field}`, part);
+    }
+    copy = fields;
   }
-  return trees.intern(key, () => {
-    const shared = make();
+  if (!shareable) return copy as T;
+  return trees.intern(parts.join(','), () => {
+    const shared = Object.freeze(copy);
     treeIds.set(shared, nextTreeId++);
     return shared;
   }) as T;
