@@ -110,7 +110,15 @@ export class Stage implements StateListener {
   readonly failurePolicy: FailurePolicy;
   readonly spec: StageSpec;
   readonly compiled: CompiledEvaluator;
-  readonly counters: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, deadlineExceeded: 0, rebuilds: 0, skipped: 0 };
+  private readonly tally: StageCounters = { decisions: 0, accept: 0, deny: 0, next: 0, traps: 0, fuelExhausted: 0, unavailable: 0, deadlineExceeded: 0, rebuilds: 0, skipped: 0 };
+  /**
+   * Records the pipelines' one-packet walks skipped by their subject masks
+   * without touching this stage (Pipeline.skipTallies): a pipeline's array and
+   * this stage's index in it, folded into the counters when they are read.
+   */
+  private readonly skipTallies: { tally: Float64Array; index: number }[] = [];
+  /** Called whenever what subjectFilter() or decidesPairs answers may have changed (Pipeline's subject masks follow it). */
+  private readonly filterWatchers: (() => void)[] = [];
   /**
    * Verdicts by direction: index `direction << 2 | verdict` (0 egress, 1
    * ingress; verdicts as in the ABI). Decisions answered without a call
@@ -121,7 +129,13 @@ export class Stage implements StateListener {
   readonly failureVerdict: number;
   /** Why the last decision used the failure policy, when it did. */
   lastFailure: StageFailure | undefined;
-  private instance: ModuleInstance | undefined;
+  private current: ModuleInstance | undefined;
+  /** The instance deciding now; every change of it may change subjectFilter() and decidesPairs. */
+  private get instance(): ModuleInstance | undefined { return this.current; }
+  private set instance(inst: ModuleInstance | undefined) {
+    this.current = inst;
+    this.filterChanged();
+  }
   private readonly kindIndex = new Map<KindKey, number>();
   private unsubscribe: (() => void) | undefined;
   private rebuildScheduled = false;
@@ -133,8 +147,18 @@ export class Stage implements StateListener {
    * to the module, and it is recomputed off the packet path (kwp_subjects
    * walks every pod: milliseconds at 10,000 pods).
    */
-  private subjectIds: Uint8Array | null = null;
-  private subjectsState: 'never' | 'fresh' | 'stale' = 'never';
+  private subjectIdsNow: Uint8Array | null = null;
+  private subjectsStateNow: 'never' | 'fresh' | 'stale' = 'never';
+  private get subjectIds(): Uint8Array | null { return this.subjectIdsNow; }
+  private set subjectIds(ids: Uint8Array | null) {
+    this.subjectIdsNow = ids;
+    this.filterChanged();
+  }
+  private get subjectsState(): 'never' | 'fresh' | 'stale' { return this.subjectsStateNow; }
+  private set subjectsState(state: 'never' | 'fresh' | 'stale') {
+    this.subjectsStateNow = state;
+    this.filterChanged();
+  }
   private subjectsRefreshScheduled = false;
   /** Set while startAsync feeds the module: deliveries wait here. */
   private feedQueue: QueuedDelivery[] | undefined;
@@ -624,7 +648,7 @@ export class Stage implements StateListener {
       this.takeSubjects(subjects);
       this.stateProblem = undefined;
       this.retry.succeeded();
-      this.counters.rebuilds++;
+      this.tally.rebuilds++;
     } catch (err) {
       this.feedQueue = undefined;
       if (this.disposed) return;
@@ -656,7 +680,7 @@ export class Stage implements StateListener {
       }
       this.instance = inst;
       this.subjectsState = 'never';
-      this.counters.rebuilds++;
+      this.tally.rebuilds++;
     } catch (again) {
       this.logger?.error({ stage: this.name }, `stage ${this.name}: rebuilding from the last state it held failed too (${(again as Error).message}); answering ${this.failurePolicy}`);
     }
@@ -675,9 +699,9 @@ export class Stage implements StateListener {
   private failed(err: unknown): void {
     const kerr = err instanceof KwpError ? err : new KwpError('KWP_ERR_TRAP', String(err));
     const failure: InstanceFailure = kerr.code === 'KWP_ERR_FUEL_EXHAUSTED' ? 'fuel' : kerr.code === 'KWP_ERR_DEADLINE_EXCEEDED' ? 'deadline' : 'trap';
-    if (failure === 'fuel') this.counters.fuelExhausted++;
-    else if (failure === 'deadline') this.counters.deadlineExceeded++;
-    else this.counters.traps++;
+    if (failure === 'fuel') this.tally.fuelExhausted++;
+    else if (failure === 'deadline') this.tally.deadlineExceeded++;
+    else this.tally.traps++;
     this.lastFailure = failure;
     const broken = this.instance;
     if (failure === 'deadline') {
@@ -748,11 +772,11 @@ export class Stage implements StateListener {
 
   /** Decides one record (direction already set). Never throws. */
   decide(record: Uint8Array): number {
-    this.counters.decisions++;
+    this.tally.decisions++;
     const inst = this.instance;
     let v: number;
     if (inst === undefined) {
-      this.counters.unavailable++;
+      this.tally.unavailable++;
       this.lastFailure = 'unavailable';
       v = this.failureVerdict;
     } else {
@@ -766,15 +790,15 @@ export class Stage implements StateListener {
       }
     }
     this.verdictsByDirection[((record[OFF_DIRECTION] & 1) << 2) | v]++;
-    if (v === Verdict.Accept) this.counters.accept++;
-    else if (v === Verdict.Deny) this.counters.deny++;
-    else this.counters.next++;
+    if (v === Verdict.Accept) this.tally.accept++;
+    else if (v === Verdict.Deny) this.tally.deny++;
+    else this.tally.next++;
     return v;
   }
 
   /** A verdict byte outside the ABI: the module is wrong, so its failure policy decides. */
   private badVerdict(v: number): number {
-    this.counters.traps++;
+    this.tally.traps++;
     this.lastFailure = 'trap';
     this.logFailure(`stage ${this.name}: module ${this.compiled.meta.name} returned verdict ${v}, which ABI 1 does not define; answering ${this.failurePolicy}`);
     return this.failureVerdict;
@@ -786,7 +810,7 @@ export class Stage implements StateListener {
    * `verdicts`. Never throws; counts verdicts like `decide`.
    */
   decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
-    this.counters.decisions += count;
+    this.tally.decisions += count;
     const first = this.decideChunks(records, count, false, verdicts, undefined, reasons, rules);
     this.settleVerdicts(records, count, verdicts, first);
   }
@@ -814,7 +838,7 @@ export class Stage implements StateListener {
         this.failed(err);
       }
     } else {
-      this.counters.unavailable += count;
+      this.tally.unavailable += count;
       this.lastFailure = 'unavailable';
     }
     return first;
@@ -832,7 +856,7 @@ export class Stage implements StateListener {
       this.decideVerdicts(records, count, verdicts);
       return;
     }
-    this.counters.decisions += count;
+    this.tally.decisions += count;
     let first = 0;
     try {
       await inst.decideIntoAsync(records, 0, count, verdicts);
@@ -849,7 +873,7 @@ export class Stage implements StateListener {
   /** Records from `first` on get the failure policy's verdict (a failure left them undecided); every verdict is checked and counted. */
   private settleVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, first: number): void {
     for (let i = first; i < count; i++) verdicts[i] = this.failureVerdict;
-    const c = this.counters;
+    const c = this.tally;
     for (let i = 0; i < count; i++) {
       let v = verdicts[i];
       if (v > Verdict.Pass) v = verdicts[i] = this.badVerdict(v);
@@ -888,7 +912,39 @@ export class Stage implements StateListener {
    */
   decidePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, codes?: PairCodes): void {
     const first = this.decideChunks(records, count, true, egress, ingress, undefined, undefined, codes);
-    const c = this.counters;
+    this.settlePairs(records, count, egress, ingress, first);
+  }
+
+  /**
+   * decidePairs for the one-packet walk's single record (`record32` its
+   * words): the instance's one-record pair call where it has one (fewer
+   * objects read than a batch call's, which counts after the agent slept),
+   * else decidePairs. Same verdicts, failure policy and counters.
+   */
+  decidePairOne(record: Uint8Array, record32: Uint32Array, egress: Uint8Array, ingress: Uint8Array): void {
+    const inst = this.current;
+    if (inst === undefined || inst.decidesPairOne !== true) {
+      this.decidePairs(record, 1, egress, ingress);
+      return;
+    }
+    let first = 0;
+    try {
+      const answers = inst.decidePairOne!(record32);
+      // Only the directions asked are written, as decidePairsInto does.
+      const dir = record[OFF_DIRECTION];
+      if (dir !== 1) egress[0] = answers & 0xff;
+      if (dir !== 0) ingress[0] = answers >>> 8;
+      first = 1;
+      this.lastFailure = undefined;
+    } catch (err) {
+      this.failed(err);
+    }
+    this.settlePairs(record, 1, egress, ingress, first);
+  }
+
+  /** decidePairs' accounting: records from `first` on get the failure policy, every verdict is checked and counted per direction asked. */
+  private settlePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, first: number): void {
+    const c = this.tally;
     const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {
       const dir = records[i * RECORD_SIZE + OFF_DIRECTION];
@@ -966,9 +1022,53 @@ export class Stage implements StateListener {
     }).unref();
   }
 
+  /** The stage's counters, with the skips the pipelines tallied for it folded in. */
+  get counters(): StageCounters {
+    const c = this.tally;
+    for (const { tally, index } of this.skipTallies) {
+      const n = tally[index];
+      if (n === 0) continue;
+      tally[index] = 0;
+      c.decisions += n;
+      c.next += n;
+      c.skipped += n;
+    }
+    return c;
+  }
+
+  /**
+   * A pipeline counts this stage's skipped records in `tally[index]` (as
+   * countSkipped would), so that skipping the stage reads none of its memory;
+   * the counters fold them in. Returns the release, which folds in what is
+   * left first.
+   */
+  addSkipTally(tally: Float64Array, index: number): () => void {
+    const entry = { tally, index };
+    this.skipTallies.push(entry);
+    return () => {
+      void this.counters;
+      const at = this.skipTallies.indexOf(entry);
+      if (at >= 0) this.skipTallies.splice(at, 1);
+    };
+  }
+
+  /** `watcher` runs whenever subjectFilter() or decidesPairs may answer differently; returns the unsubscribe. */
+  watchFilter(watcher: () => void): () => void {
+    this.filterWatchers.push(watcher);
+    return () => {
+      const at = this.filterWatchers.indexOf(watcher);
+      if (at >= 0) this.filterWatchers.splice(at, 1);
+    };
+  }
+
+  private filterChanged(): void {
+    const watchers = this.filterWatchers;
+    for (let i = 0; i < watchers.length; i++) watchers[i]();
+  }
+
   /** Counts `count` records answered Next through the subject filter. */
   countSkipped(count: number): void {
-    const c = this.counters;
+    const c = this.tally;
     c.decisions += count;
     c.next += count;
     c.skipped += count;

@@ -94,12 +94,14 @@ interface IdleThread {
 
 /**
  * The one spare: started when an engine that feeds in threads is made
- * (prepareFeedThread) and again once a feed that took it settles, so that
+ * (prepareFeedThread) and again once no feed runs any more, so that
  * the next feed finds a thread that has already started and loaded. It is
  * not referenced (it keeps no process alive) and holds no instance: about
  * 3 MiB of an idle isolate.
  */
 let spare: IdleThread | undefined;
+/** Feeds started and not settled yet, process-wide. */
+let runningFeeds = 0;
 
 function startIdleThread(): IdleThread {
   const worker = startPackageWorker(new URL('./feed-worker.js', import.meta.url), { resourceLimits: FEED_THREAD_LIMITS });
@@ -173,6 +175,7 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
   const data: FeedThreadData = { module, compiled: rest, port: port2, signal };
   let worker: Worker | undefined;
   let settled = false;
+  runningFeeds++;
   let settle: (image: FedImage | undefined, err?: unknown) => void = () => {};
   const result = new Promise<FedImage>((resolve, reject) => {
     settle = (image, err) => {
@@ -182,8 +185,8 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
       Atomics.notify(signal, 0);
       port1.close();
       void worker?.terminate();
-      // The next feed's thread starts now, while this one's result is used.
-      prepareFeedThread();
+      // The next feed's thread starts once no feed runs: its start would take a core from theirs.
+      if (--runningFeeds === 0) prepareFeedThread();
       if (image) resolve(image);
       else reject(err);
     };

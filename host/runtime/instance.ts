@@ -2,6 +2,7 @@
 // Every call into the module goes through `guarded`, which refills the fuel
 // tank and turns traps into typed errors; after a trap the instance is marked
 // broken and must not be called again (its heap may be half-updated).
+import { fueledCall } from './fueled-call.js';
 import { KwpError } from '../errors.js';
 import type { AbiExports } from '../abi/exports.js';
 import { DECISION_CACHE_STATS_SIZE } from '../abi/exports.js';
@@ -152,6 +153,10 @@ export interface ModuleInstance {
   decideIntoAsync?(records: Uint8Array, first: number, n: number, verdicts: Uint8Array): Promise<void>;
   /** Whether decidePairsInto may be called: the module offers kwp_decide_pair (ABI 1.4) and this instance calls it. */
   readonly decidesPairs?: boolean;
+  /** Whether decidePairOne may be called (EvaluatorInstance.decidePairOne). */
+  readonly decidesPairOne?: boolean;
+  /** Optional (decidesPairOne): decidePairsInto for one record given as its sixteen words; returns `egress | ingress << 8`. */
+  decidePairOne?(record: Uint32Array): number;
   /**
    * Optional (decidesPairs): decides records `first .. first+n` of `records`,
    * each in the direction(s) its direction byte asks for (0 egress, 1
@@ -207,6 +212,7 @@ function readPairWord(mem: Uint8Array, p: number): number {
 
 /** Module memory is little-endian; a Uint32Array reads it as such only on a little-endian host. */
 const WORD_READS = endianness() === 'LE';
+const RECORD_WORDS = RECORD_SIZE >> 2;
 
 export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   readonly compiled: CompiledEvaluator;
@@ -214,6 +220,10 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   private readonly memory: WebAssembly.Memory;
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
+  /** `decide` with the tank filled in the same call (fueled-call.ts), when the module's exports allow it. */
+  private readonly decideFueled: ((tank: number, count: number) => number) | undefined;
+  /** The same for kwp_decide_pair. */
+  private decidePairFueled: ((tank: number, count: number) => number) | undefined;
   /** kwp_decide_pair, when the module offers it (kwp_pair_results gave an area), else undefined. */
   private decidePair: ((count: number) => number) | undefined;
   /** The pair area's address (ABI 1.4), 0 when the module decides one direction per call. */
@@ -277,6 +287,7 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     this.memory = memory ?? this.exports.memory;
     this.fuel = this.exports.kwp_fuel;
     this.decide = this.exports.kwp_decide;
+    this.decideFueled = fueledCall(this.fuel, this.decide);
     if (options.image) for (const _ of this.restore(options.image));
     this.readBatchArea();
   }
@@ -299,6 +310,7 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   private readPairArea(): void {
     this.pairPtr = 0;
     this.decidePair = undefined;
+    this.decidePairFueled = undefined;
     const { major, minor } = this.compiled.meta.abi;
     const results = this.exports.kwp_pair_results;
     const decide = this.exports.kwp_decide_pair;
@@ -312,6 +324,7 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     }
     this.pairPtr = ptr;
     this.decidePair = decide;
+    this.decidePairFueled = fueledCall(this.fuel, decide);
   }
 
   get decidesPairs(): boolean { return this.decidePair !== undefined; }
@@ -578,11 +591,14 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
    * The packet path's call into the module: no closure, one fuel refill.
    * Same failure semantics as `guarded`.
    */
-  private runDecide(n: number, fuel = this.decideFuel * n, decide = this.decide, name = 'kwp_decide'): void {
+  private runDecide(n: number, fuel = this.decideFuel * n, decide = this.decide, fueled = this.decideFueled, name = 'kwp_decide'): void {
     if (this.broken) throw this.broken;
-    this.fuel.value = fuel;
     try {
-      decide(n);
+      if (fueled !== undefined) fueled(fuel, n);
+      else {
+        this.fuel.value = fuel;
+        decide(n);
+      }
     } catch (err) {
       throw this.trapped(err, fuel, name);
     }
@@ -616,7 +632,7 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
       return;
     }
     this.writeBatch(records, first, n);
-    this.runDecide(n, this.decideFuel * directions, decide, 'kwp_decide_pair');
+    this.runDecide(n, this.decideFuel * directions, decide, this.decidePairFueled, 'kwp_decide_pair');
     const mem = this.bytes();
     if (codes !== undefined) {
       this.readPairCodes(records, first, n, egress, ingress, codes);
@@ -642,6 +658,40 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   answerWords(): Uint32Array | undefined { return this.words(); }
   get batchReasonWord(): number { return (this.batchPtr + OFF_REASON) >> 2; }
   get pairReasonWord(): number { return (this.pairPtr + PAIR_OFF_REASON) >> 2; }
+
+  /**
+   * decidePairsInto for the one-packet walk's single record, given as its
+   * sixteen words: copied into the batch area word by word (no
+   * TypedArray.set, whose builtin is cold after the agent slept), the pair
+   * call made, and the answers returned as `egress | ingress << 8` (ingress
+   * Next when egress is denied; the direction not asked is 0). Undefined
+   * when the instance cannot take this path (no pair call, an unaligned
+   * batch area, a big-endian host): then decidePairsInto.
+   */
+  decidePairOne(record: Uint32Array): number {
+    if (this.broken) throw this.broken;
+    const words = this.words()!;
+    const base = this.batchPtr;
+    const w = base >> 2;
+    for (let i = 0; i < RECORD_WORDS; i++) words[w + i] = record[i];
+    const dir = record[0] & 0xff;
+    const fuel = dir === DIRECTION_BOTH ? this.decideFuel * 2 : this.decideFuel;
+    try {
+      this.decidePairFueled!(fuel, 1);
+    } catch (err) {
+      throw this.trapped(err, fuel, 'kwp_decide_pair');
+    }
+    const mem = this.bytes();
+    const v = mem[base + OFF_VERDICT];
+    if (dir === 0) return v;
+    if (dir === 1) return v << 8;
+    return v | ((v === Verdict.Deny ? Verdict.Next : mem[this.pairPtr + PAIR_OFF_VERDICT]) << 8);
+  }
+
+  /** Whether decidePairOne may be called. */
+  get decidesPairOne(): boolean {
+    return this.decidePairFueled !== undefined && WORD_READS && (this.batchPtr & 3) === 0;
+  }
 
   /**
    * decidePairsInto's reading of the answers while flows are recorded: the

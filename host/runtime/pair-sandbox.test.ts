@@ -3,7 +3,7 @@
 // two kwp_decide calls would, cannot point the host outside its memory, and
 // cannot hand back a verdict the ABI does not define; its failures take the
 // stage's failure policy like every other decision.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { compileEvaluator } from './loader.js';
 import { EvaluatorInstance } from './instance.js';
 import type { SandboxLimits } from './limits.js';
@@ -53,8 +53,8 @@ function record(direction: number, srcPort = 0): Uint8Array {
   return r;
 }
 
-/** The largest loop count one kwp_decide_pair call of `direction` survives, found by bisection. */
-function survivableLoops(limits: Partial<SandboxLimits>, direction: number): number {
+/** The largest loop count one kwp_decide_pair call of `direction` survives, found by bisection (`one`: through decidePairOne). */
+function survivableLoops(limits: Partial<SandboxLimits>, direction: number, one = false): number {
   const compiled = load(pairModule(LOOP_BY_SOURCE_PORT), limits);
   let ok = 0;
   let bad = 65535;
@@ -62,7 +62,9 @@ function survivableLoops(limits: Partial<SandboxLimits>, direction: number): num
     const mid = (ok + bad) >> 1;
     const inst = new EvaluatorInstance(compiled);
     try {
-      inst.decidePairsInto(record(direction, mid), 0, 1, new Uint8Array(1), new Uint8Array(1));
+      const rec = record(direction, mid);
+      if (one) inst.decidePairOne(new Uint32Array(rec.buffer));
+      else inst.decidePairsInto(rec, 0, 1, new Uint8Array(1), new Uint8Array(1));
       ok = mid;
     } catch (err) {
       expect((err as { code?: string }).code).toBe('KWP_ERR_FUEL_EXHAUSTED');
@@ -144,5 +146,42 @@ describe("a module's both-directions call is sandboxed like kwp_decide", () => {
     expect([egress[0], ingress[0]]).toEqual([Verdict.Deny, Verdict.Next]);
     expect(stage.counters.traps).toBe(0);
     expect(stage.counters.decisions).toBe(1);
+  });
+});
+
+describe("the one-packet walk's one-record pair call is the same sandboxed call", () => {
+  it('gets the same tank as the batch call for each direction asked', () => {
+    const limits = { fuelPerDecision: 2000 };
+    for (const direction of [0, 1, DIRECTION_BOTH]) expect(survivableLoops(limits, direction, true)).toBe(survivableLoops(limits, direction));
+  });
+
+  it("is what Stage.decidePairOne calls, with decidePairs' verdicts, failure policy and counters", () => {
+    const cases: Array<[string, string, number]> = [
+      ['both accepted', answer(Verdict.Accept, Verdict.Accept), DIRECTION_BOTH],
+      ['egress denied: ingress not read', answer(Verdict.Deny, 77), DIRECTION_BOTH],
+      ['egress only', answer(Verdict.Accept, Verdict.Deny), 0],
+      ['ingress only', answer(Verdict.Deny, Verdict.Accept), 1],
+      ['a bogus ingress verdict', answer(Verdict.Accept, 9), DIRECTION_BOTH],
+      ['a bogus egress verdict', answer(200, Verdict.Accept), DIRECTION_BOTH],
+      ['a call that never ends', INFINITE_LOOP, DIRECTION_BOTH],
+    ];
+    for (const [name, body, direction] of cases) {
+      const got = (['batch', 'one'] as const).map((how) => {
+        const compiled = load(pairModule(body), { fuelPerDecision: 5000 });
+        const stage = new Stage({ name: 'paired', module: 'x', failurePolicy: 'fail-closed' }, compiled, new ClusterState());
+        stage.start();
+        const egress = new Uint8Array([0xee]);
+        const ingress = new Uint8Array([0xee]);
+        const rec = record(direction);
+        const inst = (stage as unknown as { current: EvaluatorInstance }).current;
+        const one = vi.spyOn(inst, 'decidePairOne');
+        if (how === 'one') stage.decidePairOne(rec, new Uint32Array(rec.buffer), egress, ingress);
+        else stage.decidePairs(rec, 1, egress, ingress);
+        expect(one).toHaveBeenCalledTimes(how === 'one' ? 1 : 0);
+        // The direction not asked keeps what it had.
+        return { egress: egress[0], ingress: ingress[0], counters: { ...stage.counters }, byDirection: [...stage.verdictsByDirection], failure: stage.lastFailure };
+      });
+      expect(got[1], name).toEqual(got[0]);
+    }
   });
 });
