@@ -158,3 +158,51 @@ describe.each([
     for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(0);
   }, 180_000);
 });
+
+describe('flow recording on the one-packet path', () => {
+  it("records a stage's failure as Failure at that stage, with no codes, as the recorded chunk walk records it", () => {
+    const cluster = generateCluster(SCALE, 11);
+    const state = loadState(cluster);
+    const engine = engineFor(state);
+    // np fails closed, and its module's calls throw: the packet's first np call fails.
+    const failing = (): Pipeline => {
+      const stages = spec({ decisionCache: false }, false).stages.map((s) => (s.name === 'np' ? { ...s, failurePolicy: 'fail-closed' as const } : s));
+      const p = engine.build({ stages }, 'pipeline', REVISION);
+      const np = p.stages.find((s) => s.name === 'np')!;
+      const inst = (np as unknown as { current: { decidePairOne(): number; decidePairsInto(): void } }).current;
+      const fail = (): never => { throw new Error('np fails'); };
+      vi.spyOn(inst, 'decidePairOne').mockImplementation(fail);
+      vi.spyOn(inst, 'decidePairsInto').mockImplementation(fail);
+      return p;
+    };
+    let failures = 0;
+    let inPlace = 0;
+    for (const packet of generateFlows(cluster, 24, 11).packets) {
+      const single = failing();
+      const chunk = failing();
+      const walk = vi.spyOn(single as unknown as { allowsRecordedInPlace(p: unknown, f: unknown): boolean | undefined }, 'allowsRecordedInPlace');
+      for (const p of [single, chunk]) p.flowBuffer = new FlowBuffer(16);
+      // The one-packet walk first: pipelines built alike share their stages' instances, so a failure breaks both.
+      const allowed = single.allows(packet) ? 1 : 0;
+      const out = new Uint8Array(1);
+      chunk.allowsBatch([packet], out);
+      expect(allowed).toBe(out[0]);
+      if (walk.mock.results[0]?.value !== undefined) inPlace++;
+      const got = slots(single.flowBuffer!, single);
+      expect(got).toEqual(slots(chunk.flowBuffer!, chunk));
+      for (let dir = 0; dir < 2; dir++) {
+        const d = single.flowBuffer!.direction(0, dir);
+        if (d.outcome === Outcome.Failure) {
+          failures++;
+          expect(single.stages[d.stage].name).toBe('np');
+          expect([d.reason, d.rule]).toEqual([0, 0]);
+        }
+      }
+      single.dispose();
+      chunk.dispose();
+    }
+    // The one-packet walk recorded in place, and np's failures were among what it recorded.
+    expect(inPlace).toBeGreaterThan(0);
+    expect(failures).toBeGreaterThan(0);
+  }, 120_000);
+});

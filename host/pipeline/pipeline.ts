@@ -101,6 +101,9 @@ export class Pipeline {
   private readonly codeAt = new Int32Array(2 * BATCH_RECORDS);
   /** Per enforcing stage, where its pair call leaves its answers in this chunk; per pipeline position, its module's memory after the call. */
   private readonly answerSources: Array<PairAnswers | undefined> = [];
+  /** Each enforcing stage's one-record pair answers while the masks are valid, and whether all stages have them (refreshMasks). */
+  private readonly oneSources: Array<PairAnswers | undefined> = [];
+  private oneInPlace = false;
   private readonly answerWords: Array<Uint32Array | undefined> = [];
   /**
    * Whether allowsBatch may walk both directions at once when every
@@ -202,6 +205,15 @@ export class Pipeline {
       this.masks = masks;
       this.maskAlways = always;
       this.maskPairs = pairs;
+      // Whether allowsRecordedInPlace may record in place, and from where: what each
+      // stage's instance answers, which changes only with the instance (a notice, so a rebuild here).
+      let inPlace = pairs === stages.length;
+      for (let s = 0; s < stages.length && inPlace; s++) {
+        const source = stages[s].pairAnswersInPlace(1);
+        this.oneSources[s] = source;
+        if (source === undefined) inPlace = false;
+      }
+      this.oneInPlace = inPlace;
       this.masksValid = true;
       return;
     }
@@ -352,6 +364,11 @@ export class Pipeline {
    * same verdict; a full buffer costs the record, never the decision.
    */
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
+    // The unrecorded walk's masked one-record pair calls, when it can record in place.
+    if (this.masksValid && this.oneInPlace && this.auditing.length === 0 && this.walksInFlight === 0 && !this.state.multiclusterMode) {
+      const allowed = this.allowsRecordedInPlace(packet, flows);
+      if (allowed !== undefined) return allowed;
+    }
     // While every stage decides pairs: the batched walk's recorded pair walk,
     // for a chunk of one (one module call per stage; the one-direction walk
     // below makes two). Not while an asynchronous walk holds the batch scratch.
@@ -394,6 +411,94 @@ export class Pipeline {
     }
     flows.setAllowed(slot, allowed);
     return allowed;
+  }
+
+  /**
+   * `allowsRecording` on `allows`' own walk (decideOneInPairs: the subject
+   * masks, one one-record pair call per stage asked), for a pipeline whose
+   * enforcing stages all decide pairs, without audit stages, outside
+   * multicluster mode: per direction a stage decides, its outcome word and
+   * where its module left the codes, and the record written in one pass
+   * after the walk (FlowBuffer.recordChunk, a chunk of one), as
+   * decideChunkRecordedInPlace does for a chunk. So recording adds the
+   * outcome words and the slot's stores to the walk `allows` makes without
+   * it, not another walk. Taken while every enforcing stage leaves its
+   * one-record answers in place (oneInPlace, found with the masks);
+   * undefined, before any stage is asked, for an ICMP packet (whose egress
+   * walks on after an ingress deny): the caller then takes the recorded
+   * chunk walk.
+   */
+  private allowsRecordedInPlace(packet: Packet, flows: FlowBuffer): boolean | undefined {
+    const state = this.state;
+    const srcId = state.podIdByIP(packet.src);
+    const dstId = state.podIdByIP(packet.dst);
+    const rec = this.record;
+    const rec32 = this.record32;
+    encodeRecordWords(rec32, rec, 0, packet, srcId, dstId);
+    if (rec32[ICMP_WORD] !== 0) return undefined;
+    const stages = this.enforcing;
+    const masks = this.masks;
+    const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
+    const sources = this.oneSources;
+    const outcomes = this.outcomeWords;
+    const codeAt = this.codeAt;
+    // 0 is Default (stage -1): what a direction no stage decides keeps.
+    outcomes[0] = 0;
+    outcomes[1] = 0;
+    const egress = this.oneEgress;
+    const ingress = this.oneIngress;
+    let need = NEED_BOTH;
+    for (let s = 0; s < stages.length && need !== 0 && need !== NEED_DENIED; s++) {
+      if ((ask & (1 << s)) === 0) {
+        // Counted per direction, as the one-direction walk counts them.
+        this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
+        continue;
+      }
+      const stage = stages[s];
+      const both = need === NEED_BOTH;
+      rec[OFF_DIRECTION] = need - 1;
+      stage.decidePairOne(rec, rec32, egress, ingress);
+      const stageIndex = this.enforcingIndex[s];
+      const tag = (stageIndex + 1) << 8;
+      // A failed call's verdicts are its failure policy's: Failure, no codes.
+      const failed = stage.lastFailure !== undefined;
+      const source = sources[s]!;
+      if (!failed) this.answerWords[stageIndex] = source.answerWords();
+      if ((need & NEED_EGRESS) !== 0) {
+        const v = egress[0];
+        if (v === Verdict.Deny || v === Verdict.Accept) {
+          codeAt[0] = source.batchReasonWord;
+          if (v === Verdict.Deny) {
+            outcomes[0] = (failed ? Outcome.Failure : Outcome.Deny) | tag;
+            // Ingress is never asked after an egress deny.
+            outcomes[1] = Outcome.Skipped;
+            need = NEED_DENIED;
+            continue;
+          }
+          outcomes[0] = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+          need &= ~NEED_EGRESS;
+        }
+      }
+      if ((need & NEED_INGRESS) !== 0) {
+        const v = ingress[0];
+        if (v === Verdict.Deny || v === Verdict.Accept) {
+          // A pair's ingress answer is in its pair area entry; an ingress-only record's in the record.
+          codeAt[1] = both ? source.pairReasonWord : source.batchReasonWord;
+          need &= ~NEED_INGRESS;
+          if (v === Verdict.Accept) outcomes[1] = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+          else {
+            outcomes[1] = (failed ? Outcome.Failure : Outcome.Deny) | tag;
+            // As decideChunkRecorded: the drain walks an undecided egress on (finishEgress).
+            if ((need & NEED_EGRESS) !== 0) outcomes[0] = Outcome.Pending | tag;
+            need = NEED_DENIED;
+          }
+        }
+      }
+    }
+    const verdict = this.oneVerdict;
+    verdict[0] = need === NEED_DENIED ? 0 : 1;
+    flows.recordChunk(rec32, RECORD_SIZE >> 2, 1, this.revision, verdict, 0, outcomes, codeAt, this.answerWords);
+    return need !== NEED_DENIED;
   }
 
   /**
