@@ -462,6 +462,8 @@ export class Pipeline {
       const tag = (stageIndex + 1) << 8;
       // A failed call's verdicts are its failure policy's: Failure, no codes.
       const failed = stage.lastFailure !== undefined;
+      const accept = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+      const deny = (failed ? Outcome.Failure : Outcome.Deny) | tag;
       const source = sources[s]!;
       if (!failed) this.answerWords[stageIndex] = source.answerWords();
       if ((need & NEED_EGRESS) !== 0) {
@@ -469,13 +471,13 @@ export class Pipeline {
         if (v === Verdict.Deny || v === Verdict.Accept) {
           codeAt[0] = source.batchReasonWord;
           if (v === Verdict.Deny) {
-            outcomes[0] = (failed ? Outcome.Failure : Outcome.Deny) | tag;
+            outcomes[0] = deny;
             // Ingress is never asked after an egress deny.
             outcomes[1] = Outcome.Skipped;
             need = NEED_DENIED;
             continue;
           }
-          outcomes[0] = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+          outcomes[0] = accept;
           need &= ~NEED_EGRESS;
         }
       }
@@ -485,9 +487,9 @@ export class Pipeline {
           // A pair's ingress answer is in its pair area entry; an ingress-only record's in the record.
           codeAt[1] = both ? source.pairReasonWord : source.batchReasonWord;
           need &= ~NEED_INGRESS;
-          if (v === Verdict.Accept) outcomes[1] = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+          if (v === Verdict.Accept) outcomes[1] = accept;
           else {
-            outcomes[1] = (failed ? Outcome.Failure : Outcome.Deny) | tag;
+            outcomes[1] = deny;
             // As decideChunkRecorded: the drain walks an undecided egress on (finishEgress).
             if ((need & NEED_EGRESS) !== 0) outcomes[0] = Outcome.Pending | tag;
             need = NEED_DENIED;
