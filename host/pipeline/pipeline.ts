@@ -80,6 +80,17 @@ export class Pipeline {
   private flows: FlowBuffer | undefined;
   /** The pair walk's state per record of a chunk: bit 0 egress still undecided, bit 1 ingress; NEED_DENIED once a stage denied. */
   private readonly need = new Uint8Array(BATCH_RECORDS);
+  /** The pair walk's chunk, per record: the enforcing stages its pods' subject masks ask (startPairs, while the masks are valid). */
+  private readonly askBits = new Uint8Array(BATCH_RECORDS);
+  /**
+   * Whether the batched pair walk lets instances take a part of a chunk
+   * straight from the encoded records (askPairs); off, it packs them first
+   * as it did before. On by default; a switch so that tests and the bench
+   * can compare the two in one process.
+   */
+  pickedPairs = true;
+  /** Whether askBits holds this chunk's bits: the masks were valid when the chunk started. */
+  private chunkMasked = false;
   private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
   /** `allows`'s pair walk verdicts: its own, since allows also runs while an asynchronous batch walk holds the batch scratch. */
   /** allowsRecording's chunk of one for the recorded pair walk, and its verdict. */
@@ -104,6 +115,20 @@ export class Pipeline {
   /** Each enforcing stage's one-record pair answers while the masks are valid, and whether all stages have them (refreshMasks). */
   private readonly oneSources: Array<PairAnswers | undefined> = [];
   private oneInPlace = false;
+  /**
+   * Whether every enforcing stage decides pairs and its module's answers
+   * follow from the record (its source port excepted) and the module's
+   * state (an SDK decision cache is on: Evaluator.cachesDecisions), found
+   * with the masks: then the recorded `allows` leaves the deciding stages'
+   * codes to the drain (allowsRecordedDeferred).
+   */
+  private oneDeferred = false;
+  /**
+   * Whether the recorded `allows` may leave codes to the drain
+   * (allowsRecordedDeferred) where the stages allow it; false keeps the walk
+   * that copies them (allowsRecordedInPlace), which tests compare it with.
+   */
+  attributesInDrain = true;
   private readonly answerWords: Array<Uint32Array | undefined> = [];
   /**
    * Whether allowsBatch may walk both directions at once when every
@@ -214,6 +239,7 @@ export class Pipeline {
         if (source === undefined) inPlace = false;
       }
       this.oneInPlace = inPlace;
+      this.oneDeferred = pairs === stages.length && stages.every((stage) => stage.decisionCacheStats() !== undefined);
       this.masksValid = true;
       return;
     }
@@ -231,6 +257,8 @@ export class Pipeline {
   set flowBuffer(buffer: FlowBuffer | undefined) {
     this.flows = buffer;
     buffer?.register(this.revision, this);
+    // Each stage drains the buffer before its module changes, so the drain asks what decided (attributeDeferred, finishEgress).
+    if (buffer) for (const stage of this.stages) stage.guardFlows(buffer);
   }
 
   /**
@@ -364,6 +392,11 @@ export class Pipeline {
    * same verdict; a full buffer costs the record, never the decision.
    */
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
+    // The unrecorded walk itself, its codes left to the drain, when the stages' answers allow it.
+    if (this.masksValid && this.oneDeferred && this.attributesInDrain && this.auditing.length === 0 && !this.state.multiclusterMode) {
+      const allowed = this.allowsRecordedDeferred(packet, flows);
+      if (allowed !== undefined) return allowed;
+    }
     // The unrecorded walk's masked one-record pair calls, when it can record in place.
     if (this.masksValid && this.oneInPlace && this.auditing.length === 0 && this.walksInFlight === 0 && !this.state.multiclusterMode) {
       const allowed = this.allowsRecordedInPlace(packet, flows);
@@ -411,6 +444,111 @@ export class Pipeline {
     }
     flows.setAllowed(slot, allowed);
     return allowed;
+  }
+
+  /**
+   * `allowsRecording` as `allows` walks without it (decideOneInPairs: the
+   * subject masks, one one-record pair call per stage asked), for a pipeline
+   * whose enforcing stages all decide pairs and answer from the record and
+   * their state alone (oneDeferred), without audit stages, outside
+   * multicluster mode. The walk keeps what it knows anyway: which stage ended
+   * each direction, whether that stage failed (its failure policy answered)
+   * and the verdict; the slot gets the record's words and one outcome word
+   * per direction (FlowBuffer.recordOne), and an Accept's or a Deny's reason
+   * and rule codes are left to the drain, which asks the deciding stage once
+   * per key (attributeDeferred) before any of the stages' modules changes
+   * (FlowBuffer.settle), so it asks the state that decided. Undefined,
+   * before any stage is asked, for an ICMP packet (the slot keeps no ICMP
+   * type for the drain to ask with): the caller then takes another walk.
+   */
+  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean | undefined {
+    const state = this.state;
+    const srcId = state.podIdByIP(packet.src);
+    const dstId = state.podIdByIP(packet.dst);
+    const rec = this.record;
+    const rec32 = this.record32;
+    encodeRecordWords(rec32, rec, 0, packet, srcId, dstId);
+    if (rec32[ICMP_WORD] !== 0) return undefined;
+    const stages = this.enforcing;
+    const masks = this.masks;
+    const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
+    const egress = this.oneEgress;
+    const ingress = this.oneIngress;
+    // 0 is Default (stage -1): what a direction no stage decides keeps.
+    let egressWord = 0;
+    let ingressWord = 0;
+    let need = NEED_BOTH;
+    for (let s = 0; s < stages.length; s++) {
+      if ((ask & (1 << s)) === 0) {
+        // Counted per direction, as the one-direction walk counts them.
+        this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
+        continue;
+      }
+      const stage = stages[s];
+      rec[OFF_DIRECTION] = need - 1;
+      stage.decidePairOne(rec, rec32, egress, ingress);
+      if ((need & NEED_EGRESS) !== 0) {
+        const v = egress[0];
+        if (v === Verdict.Deny) {
+          egressWord = this.outcomeWord(s, Outcome.Deny);
+          // Ingress is never asked after an egress deny.
+          ingressWord = Outcome.Skipped;
+          need = NEED_DENIED;
+          break;
+        }
+        if (v === Verdict.Accept) {
+          egressWord = this.outcomeWord(s, Outcome.Accept);
+          need &= ~NEED_EGRESS;
+        }
+      }
+      if ((need & NEED_INGRESS) !== 0) {
+        const v = ingress[0];
+        if (v === Verdict.Deny) {
+          ingressWord = this.outcomeWord(s, Outcome.Deny);
+          // As decideChunkRecorded: the drain walks an undecided egress on (finishEgress).
+          if ((need & NEED_EGRESS) !== 0) egressWord = Outcome.Pending | ((this.enforcingIndex[s] + 1) << 8);
+          need = NEED_DENIED;
+          break;
+        }
+        if (v === Verdict.Accept) ingressWord = this.outcomeWord(s, Outcome.Accept);
+        if (v === Verdict.Accept) need &= ~NEED_INGRESS;
+      }
+      if (need === 0) break;
+    }
+    const allowed = need !== NEED_DENIED;
+    flows.recordOne(rec32, 0, this.revision, allowed, egressWord, ingressWord, true);
+    return allowed;
+  }
+
+  /** A direction enforcing stage `s` just ended with `outcome` (Accept or Deny), as its slot word: Failure when the stage's failure policy answered. */
+  private outcomeWord(s: number, outcome: number): number {
+    return (this.enforcing[s].lastFailure !== undefined ? Outcome.Failure : outcome) | ((this.enforcingIndex[s] + 1) << 8);
+  }
+
+  /**
+   * The drain's end of allowsRecordedDeferred (SlotFlag.CodesDeferred): asks
+   * the stage that accepted or denied each direction of the connection in
+   * `slot` for its reason and rule codes, with the slot's record, and
+   * writes them to the slot. Exact because the buffer is drained before any
+   * stage's module changes (FlowBuffer.settle) and the stages answer from
+   * the record and their state alone (oneDeferred): the stage answers as it
+   * answered the packet. Not a decision: the stages count nothing. A stage
+   * that cannot be asked any more (its instance broke) or answers another
+   * verdict leaves the direction's codes 0 (FlowBuffer.unattributed).
+   */
+  attributeDeferred(flows: FlowBuffer, slot: number): void {
+    if (!flows.codesDeferred(slot)) return;
+    flows.recordOf(slot, this.drainRecord32);
+    const rec = this.drainRecord;
+    for (let dir = EGRESS; dir <= INGRESS; dir++) {
+      const d = flows.direction(slot, dir);
+      if (d.outcome !== Outcome.Accept && d.outcome !== Outcome.Deny) continue;
+      const stage = this.stages[d.stage];
+      rec[OFF_DIRECTION] = dir;
+      const v = stage === undefined ? -1 : stage.codesFor(rec, flows.words, flows.codesWord(slot, dir));
+      if (v !== (d.outcome === Outcome.Accept ? Verdict.Accept : Verdict.Deny)) flows.codesLost(slot, dir);
+    }
+    flows.codesAsked(slot);
   }
 
   /**
@@ -698,7 +836,7 @@ export class Pipeline {
     const ingress = this.ingressVerdicts;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, n, count, undefined);
+      const m = this.askPairs(stage, s, n, count, undefined, true);
       if (m === 0) continue;
       for (let j = 0; j < m; j++) {
         const r = selected[j];
@@ -725,7 +863,12 @@ export class Pipeline {
     for (let i = 0; i < count; i++) out[start + i] = need[i] === NEED_DENIED ? 0 : 1;
   }
 
-  /** Sets each record's `need` (multicluster: a remote end's direction is not asked) and lists those with any in `pending`; returns how many. */
+  /**
+   * Sets each record's `need` (multicluster: a remote end's direction is not
+   * asked) and lists those with any in `pending`; returns how many. While the
+   * subject masks are valid, each record's stages to ask go to `askBits`
+   * (two bytes of the masks a record, instead of two filter lookups a stage).
+   */
   private startPairs(count: number): number {
     const need = this.need;
     const pending = this.pending;
@@ -735,43 +878,75 @@ export class Pipeline {
       need[i] = w;
       if (w !== 0) pending[n++] = i;
     }
+    this.chunkMasked = this.masksValid;
+    if (this.chunkMasked) {
+      const masks = this.masks;
+      const size = masks.length;
+      const always = this.maskAlways;
+      const bits = this.askBits;
+      const src = this.srcIds;
+      const dst = this.dstIds;
+      for (let i = 0; i < count; i++) {
+        const a = src[i];
+        const b = dst[i];
+        bits[i] = always | (a < size ? masks[a] : 0) | (b < size ? masks[b] : 0);
+      }
+    }
     return n;
   }
 
   /**
    * One stage's call of the pair walk: the records of `pending[0..n)` that
    * touch one of the stage's subjects go to the module (their indices in
-   * `selectedIdx`, packed into `work` unless they are the whole chunk), each
-   * asking for the directions its `need` still has; verdicts by position in
-   * the call to `verdicts` (egress) and `ingressVerdicts`. Returns how many
-   * were asked.
+   * `selectedIdx`), each asking for the directions its `need` still has;
+   * verdicts by position in the call to `verdicts` (egress) and
+   * `ingressVerdicts`. Returns how many were asked. `s` is the stage's
+   * place among the enforcing stages: while the chunk's masks hold (no
+   * stage's filter changed since it started) the records are picked by
+   * their mask bit `s` and the skips go to the pipeline's tally, else by
+   * the stage's filter. With `pick` (no codes wanted) a part of the chunk
+   * is copied by the instance straight from the encoded chunk into its
+   * batch area (Stage.decidePairsPicked); otherwise, or where the instance
+   * cannot, it is packed into `work` first. The whole chunk goes as it is.
    */
-  private askPairs(stage: Stage, n: number, count: number, codes: PairCodes | undefined): number {
+  private askPairs(stage: Stage, s: number, n: number, count: number, codes: PairCodes | undefined, pick: boolean): number {
     const enc = this.encoded;
     const need = this.need;
     const pending = this.pending;
     const selected = this.selectedIdx;
-    const subjects = stage.subjectFilter();
     let m = 0;
     // Skipped records are counted per direction, as the one-direction walk counts them.
     let skipped = 0;
-    if (subjects === null) {
-      for (let k = 0; k < n; k++) selected[m++] = pending[k];
-    } else {
-      const none = subjects.length === 0;
+    if (this.chunkMasked && this.masksValid) {
+      const bits = this.askBits;
+      const bit = 1 << s;
       for (let k = 0; k < n; k++) {
         const r = pending[k];
-        if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+        if ((bits[r] & bit) !== 0) selected[m++] = r;
         else skipped += (need[r] & NEED_BOTH) === NEED_BOTH ? 2 : 1;
       }
+      if (skipped > 0) this.skipTally[s] += skipped;
+    } else {
+      const subjects = stage.subjectFilter();
+      if (subjects === null) {
+        for (let k = 0; k < n; k++) selected[m++] = pending[k];
+      } else {
+        const none = subjects.length === 0;
+        for (let k = 0; k < n; k++) {
+          const r = pending[k];
+          if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+          else skipped += (need[r] & NEED_BOTH) === NEED_BOTH ? 2 : 1;
+        }
+      }
+      if (skipped > 0) stage.countSkipped(skipped);
     }
-    if (skipped > 0) stage.countSkipped(skipped);
     if (m === 0) return 0;
     // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
     for (let j = 0; j < m; j++) enc[selected[j] * RECORD_SIZE + OFF_DIRECTION] = (need[selected[j]] & NEED_BOTH) - 1;
     // `selected` ascends, so all of the chunk selected is the encoded records as they are.
     let batch = enc;
     if (m !== count) {
+      if (pick && this.pickedPairs && stage.decidePairsPicked(enc, this.encoded32, selected, m, this.verdicts, this.ingressVerdicts)) return m;
       this.pack(selected, m);
       batch = this.work;
     }
@@ -823,7 +998,7 @@ export class Pipeline {
     const codes = this.pairCodes;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, n, count, codes);
+      const m = this.askPairs(stage, s, n, count, codes, false);
       if (m === 0) continue;
       const stageIndex = this.enforcingIndex[s];
       const failed = stage.lastFailure !== undefined;
@@ -927,7 +1102,7 @@ export class Pipeline {
     const icmp = this.encoded32;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, n, count, undefined);
+      const m = this.askPairs(stage, s, n, count, undefined, false);
       if (m === 0) continue;
       const stageIndex = this.enforcingIndex[s];
       const tag = (stageIndex + 1) << 8;
