@@ -5,6 +5,7 @@ import { describe, it, expect } from 'vitest';
 import { encodeRecord, RECORD_SIZE } from '../abi/record.js';
 import type { Packet } from '../contract.js';
 import { FlowBuffer, Outcome, SLOT_WORDS } from './flow-buffer.js';
+import { SlotKeys } from './slot-keys.js';
 
 const v4 = (a: number, b: number): Packet => ({
   family: 4, protocol: 6, src: new Uint8Array([10, 0, 0, a]), dst: new Uint8Array([10, 0, 1, b]),
@@ -81,5 +82,39 @@ describe('FlowBuffer.recordChunk', () => {
     buffer.drain((slot) => seen.push(buffer.srcPod(slot)));
     expect(seen).toEqual([2, 1]);
     expect(buffer.dropped).toBe(1);
+  });
+});
+
+describe('FlowBuffer.recordOne with codes left to the drain', () => {
+  it('writes the record and outcome words, reads its Accept and Deny as codeless until the drain asks, and keys it without the code words', () => {
+    const records = chunk();
+    const buffer = new FlowBuffer(4);
+    // Leftovers of an earlier use of the slots: a deferred slot must not read them as codes.
+    buffer.words.fill(0xdead);
+    const accept = Outcome.Accept | (2 << 8);
+    const deny = Outcome.Deny | (4 << 8);
+    buffer.recordOne(records, 0, 9, false, accept, deny, true);
+    buffer.recordOne(records, 0, 9, false, accept, deny, true);
+    const claimed = new FlowBuffer(4);
+    const slot = claimed.claim(records, 0, 9, false);
+    claimed.setOutcome(slot, 0, Outcome.Accept, 1);
+    claimed.setOutcome(slot, 1, Outcome.Deny, 3);
+    for (const s of [0, 1]) {
+      expect(buffer.codesDeferred(s)).toBe(true);
+      expect(buffer.allowed(s)).toBe(false);
+      expect([buffer.srcPod(s), buffer.dstPod(s), buffer.dstPort(s), buffer.revision(s)]).toEqual([claimed.srcPod(0), claimed.dstPod(0), claimed.dstPort(0), 9]);
+      expect(buffer.direction(s, 0)).toEqual({ outcome: Outcome.Accept, stage: 1, reason: 0, rule: 0 });
+      expect(buffer.direction(s, 1)).toEqual({ outcome: Outcome.Deny, stage: 3, reason: 0, rule: 0 });
+    }
+    // Slot 1's leftovers differ from slot 0's: the two are one key while their codes are the drain's.
+    buffer.words[SLOT_WORDS + 9] = 7;
+    const keys = new SlotKeys();
+    expect(keys.entryOf(buffer, 0)).toBe(~0);
+    expect(keys.entryOf(buffer, 1)).toBe(0);
+    // The drain asked: the codes are the slot's from now on.
+    buffer.words.set([11, 12], buffer.codesWord(0, 1));
+    buffer.codesAsked(0);
+    expect(buffer.codesDeferred(0)).toBe(false);
+    expect(buffer.direction(0, 1)).toEqual({ outcome: Outcome.Deny, stage: 3, reason: 11, rule: 12 });
   });
 });

@@ -48,7 +48,17 @@ export const W_TIME = 7;
 export const W_DIRECTIONS = 8;
 export const SLOT_WORDS = 14;
 /** Byte 0 of a slot: its flags. */
-export const SlotFlag = { Allowed: 1, Audited: 2 } as const;
+export const SlotFlag = {
+  Allowed: 1,
+  Audited: 2,
+  /**
+   * An Accept's or a Deny's reason and rule codes are not in the slot yet:
+   * the one-packet walk left them to the drain (Pipeline.attributeDeferred),
+   * which asks the deciding stage once per key and interval, under the
+   * state the packet was decided with (`settle`).
+   */
+  CodesDeferred: 4,
+} as const;
 /** Words per slot in `v6`: both addresses. */
 export const V6_WORDS = 8;
 /** Words per slot in `audits`: per direction and audit stage, verdict + 1 (0: not decided), reason, rule. */
@@ -96,6 +106,15 @@ export class FlowBuffer {
    */
   private readonly pipelines = new Map<number, unknown>();
   private lastPipeline: unknown;
+  /**
+   * What `settle` runs: the recorder's drain, before a stage's module
+   * changes (FlowRecorder). Set by whoever drains this buffer.
+   */
+  beforeChange: (() => void) | undefined;
+  private settling = false;
+  private draining = false;
+  /** Deferred codes the drain could not ask for (the deciding stage's instance was gone or answered otherwise): recorded without a policy. */
+  unattributed = 0;
 
   constructor(capacity = 16384) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`flow buffer capacity must be a positive integer, got ${capacity}`);
@@ -204,6 +223,46 @@ export class FlowBuffer {
   }
 
   /**
+   * The whole record of one connection in one call, after its walk
+   * (Pipeline.allowsRecordedDeferred): the encoded record's words from word
+   * `at` of `record` as `claim` copies them, the verdict, and each
+   * direction's outcome word (`egress`, `ingress`, as `setOutcome` writes
+   * them). With `deferred` the codes of an Accept or a Deny are left to the
+   * drain (SlotFlag.CodesDeferred): nothing but the words the walk knows is
+   * written. A full ring counts the connection in `dropped`.
+   */
+  recordOne(record: Uint32Array, at: number, revision: number, allowed: boolean, egress: number, ingress: number, deferred: boolean): void {
+    if (this.count === this.capacity) {
+      this.dropped++;
+      return;
+    }
+    let slot = this.head + this.count;
+    if (slot >= this.capacity) slot -= this.capacity;
+    this.count++;
+    if (++this.sinceTick >= CLOCK_EVERY) this.tick();
+    this.fill(slot, record, at, revision, this.clock, false, (allowed ? SlotFlag.Allowed : 0) | (deferred ? SlotFlag.CodesDeferred : 0));
+    const p = slot * SLOT_WORDS + W_DIRECTIONS;
+    this.words[p] = egress;
+    this.words[p + 3] = ingress;
+  }
+
+  /**
+   * Runs `beforeChange` (the recorder's drain) unless it is running already:
+   * what a stage calls before its module's state or instance changes
+   * (Stage.guardFlows), so every record whose codes were left to the drain
+   * is attributed by the module state that decided it.
+   */
+  settle(): void {
+    if (this.settling || this.draining || this.beforeChange === undefined) return;
+    this.settling = true;
+    try {
+      this.beforeChange();
+    } finally {
+      this.settling = false;
+    }
+  }
+
+  /**
    * Takes up to `count` slots for a batch's claims, the first at `reserved`
    * (the ring wraps after the last); returns how many (the rest are counted
    * in `dropped`). One capacity and one clock check for the batch.
@@ -307,6 +366,26 @@ export class FlowBuffer {
   dstPod(slot: number): number { return this.words[slot * SLOT_WORDS + 3]; }
   revision(slot: number): number { return this.words[slot * SLOT_WORDS + W_REVISION]; }
   allowed(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Allowed) !== 0; }
+  /** Whether the slot's Accept and Deny codes are still the drain's to ask for (SlotFlag.CodesDeferred). */
+  codesDeferred(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.CodesDeferred) !== 0; }
+
+  /** The drain asked for the deferred codes: they are in the slot now (setDirection). */
+  codesAsked(slot: number): void {
+    this.bytes[slot * SLOT_BYTES] &= ~SlotFlag.CodesDeferred;
+  }
+
+  /** Where in `words` direction `dir`'s reason code sits (its rule code follows). */
+  codesWord(slot: number, dir: number): number {
+    return slot * SLOT_WORDS + W_DIRECTIONS + dir * 3 + 1;
+  }
+
+  /** Direction `dir`'s deferred codes could not be asked for: 0, counted in `unattributed` (the outcome and stage stay). */
+  codesLost(slot: number, dir: number): void {
+    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
+    this.words[i + 1] = 0;
+    this.words[i + 2] = 0;
+    this.unattributed++;
+  }
   audited(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Audited) !== 0; }
 
   /**
@@ -358,7 +437,7 @@ export class FlowBuffer {
     const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
     const w = this.words;
     const outcome = w[i] & 0xff;
-    const coded = namesPolicy(outcome);
+    const coded = namesPolicy(outcome) && !this.codesDeferred(slot);
     return { outcome, stage: (w[i] >>> 8) - 1, reason: coded ? w[i + 1] : 0, rule: coded ? w[i + 2] : 0 };
   }
 
@@ -380,12 +459,19 @@ export class FlowBuffer {
    * burst never holds the event loop (and the packets behind it) for long.
    */
   drain(visit: (slot: number) => void, max = Infinity): number {
+    // A drain inside a drain (a module call of the drain's that changes a stage) would visit its slots twice.
+    if (this.draining) return 0;
     this.tick();
     const n = Math.min(this.count, max);
-    for (let k = 0; k < n; k++) {
-      let slot = this.head + k;
-      if (slot >= this.capacity) slot -= this.capacity;
-      visit(slot);
+    this.draining = true;
+    try {
+      for (let k = 0; k < n; k++) {
+        let slot = this.head + k;
+        if (slot >= this.capacity) slot -= this.capacity;
+        visit(slot);
+      }
+    } finally {
+      this.draining = false;
     }
     this.head = (this.head + n) % this.capacity;
     this.count -= n;

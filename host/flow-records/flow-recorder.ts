@@ -11,7 +11,7 @@ import { formatIP } from '../net/ip.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
 import type { Attribution } from '../abi/attribution.js';
-import { FlowBuffer, MAX_AUDIT_STAGES, Outcome } from './flow-buffer.js';
+import { FlowBuffer, MAX_AUDIT_STAGES, namesPolicy, Outcome } from './flow-buffer.js';
 import type { FlowAction, FlowAudit, FlowDirection, FlowRecord } from './flow-record.js';
 import { protocolName } from './flow-record.js';
 import { workloadOf } from './workload.js';
@@ -107,6 +107,24 @@ export class FlowRecorder {
     if (!(this.intervalMs >= 100)) throw new RangeError(`flow interval must be at least 100 ms, got ${this.intervalMs}`);
     if (!(Number.isInteger(this.ringSize) && this.ringSize >= 1)) throw new RangeError(`flow ring size must be a positive integer, got ${this.ringSize}`);
     this.buffer = new FlowBuffer(options.bufferCapacity ?? 16384);
+    this.buffer.beforeChange = () => this.settle();
+  }
+
+  /**
+   * Before a stage's module changes (a delivery, a new instance, disposal:
+   * FlowBuffer.settle): every pending connection is aggregated now, so the
+   * codes its walk left to the drain, the egress walks it left
+   * (finishEgress) and the attribution text of its codes are asked of the
+   * module state that decided it; and the keys known so far are forgotten,
+   * since a key leaves its codes to the state it was first seen under.
+   */
+  private settle(): void {
+    this.drain();
+    if (this.keys.size > 0) {
+      this.keys.clear();
+      this.byKey = [];
+    }
+    this.attributions.clear();
   }
 
   /** Starts recording the pipelines `tap` activates, with timers that do not keep the process alive. */
@@ -227,6 +245,14 @@ export class FlowRecorder {
   /** The open record a connection with a new key belongs to: an existing one with the same attribution, or a new one. */
   private entryFor(pipeline: Pipeline | undefined, slot: number): OpenRecord {
     const b = this.buffer;
+    // The one-packet walk left the deciding stages' codes to the drain: asked once per key (and state).
+    if (b.codesDeferred(slot)) {
+      if (pipeline) pipeline.attributeDeferred(b, slot);
+      else {
+        for (let dir = 0; dir < 2; dir++) if (namesPolicy(b.direction(slot, dir).outcome)) b.codesLost(slot, dir);
+        b.codesAsked(slot);
+      }
+    }
     // The pair walk left this denied connection's egress to the drain: walked once per key and interval.
     if (b.direction(slot, 0).outcome === Outcome.Pending) pipeline?.finishEgress(b, slot);
     const src = this.end('src', b.srcPod(slot), slot);

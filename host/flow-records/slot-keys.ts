@@ -46,9 +46,12 @@ export class SlotKeys {
     const w = buffer.words;
     const o = slot * SLOT_WORDS;
     let h = 0x811c9dc5;
-    // A direction's codes count only where its outcome keeps them (an Accept, a Deny): elsewhere they are whatever the slot held before.
-    const egressCoded = namesPolicy(w[o + W_DIRECTIONS] & 0xff);
-    const ingressCoded = namesPolicy(w[o + W_DIRECTIONS + 3] & 0xff);
+    // A direction's codes count only where its outcome keeps them (an Accept, a Deny) and the walk wrote
+    // them: elsewhere they are whatever the slot held before. Codes left to the drain are not asked
+    // for known keys: they follow from the rest of the key and the stage's state (Pipeline.attributeDeferred).
+    const deferred = buffer.codesDeferred(slot);
+    const egressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS] & 0xff);
+    const ingressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS + 3] & 0xff);
     for (let i = 0, j = 0; i < SLOT_WORDS; i++) {
       if (i === W_TIME) continue;
       let v = i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];

@@ -104,6 +104,20 @@ export class Pipeline {
   /** Each enforcing stage's one-record pair answers while the masks are valid, and whether all stages have them (refreshMasks). */
   private readonly oneSources: Array<PairAnswers | undefined> = [];
   private oneInPlace = false;
+  /**
+   * Whether every enforcing stage decides pairs and its module's answers
+   * follow from the record (its source port excepted) and the module's
+   * state (an SDK decision cache is on: Evaluator.cachesDecisions), found
+   * with the masks: then the recorded `allows` leaves the deciding stages'
+   * codes to the drain (allowsRecordedDeferred).
+   */
+  private oneDeferred = false;
+  /**
+   * Whether the recorded `allows` may leave codes to the drain
+   * (allowsRecordedDeferred) where the stages allow it; false keeps the walk
+   * that copies them (allowsRecordedInPlace), which tests compare it with.
+   */
+  attributesInDrain = true;
   private readonly answerWords: Array<Uint32Array | undefined> = [];
   /**
    * Whether allowsBatch may walk both directions at once when every
@@ -214,6 +228,7 @@ export class Pipeline {
         if (source === undefined) inPlace = false;
       }
       this.oneInPlace = inPlace;
+      this.oneDeferred = pairs === stages.length && stages.every((stage) => stage.decisionCacheStats() !== undefined);
       this.masksValid = true;
       return;
     }
@@ -231,6 +246,8 @@ export class Pipeline {
   set flowBuffer(buffer: FlowBuffer | undefined) {
     this.flows = buffer;
     buffer?.register(this.revision, this);
+    // Each stage drains the buffer before its module changes, so the drain asks what decided (attributeDeferred, finishEgress).
+    if (buffer) for (const stage of this.stages) stage.guardFlows(buffer);
   }
 
   /**
@@ -364,6 +381,11 @@ export class Pipeline {
    * same verdict; a full buffer costs the record, never the decision.
    */
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
+    // The unrecorded walk itself, its codes left to the drain, when the stages' answers allow it.
+    if (this.masksValid && this.oneDeferred && this.attributesInDrain && this.auditing.length === 0 && !this.state.multiclusterMode) {
+      const allowed = this.allowsRecordedDeferred(packet, flows);
+      if (allowed !== undefined) return allowed;
+    }
     // The unrecorded walk's masked one-record pair calls, when it can record in place.
     if (this.masksValid && this.oneInPlace && this.auditing.length === 0 && this.walksInFlight === 0 && !this.state.multiclusterMode) {
       const allowed = this.allowsRecordedInPlace(packet, flows);
@@ -411,6 +433,111 @@ export class Pipeline {
     }
     flows.setAllowed(slot, allowed);
     return allowed;
+  }
+
+  /**
+   * `allowsRecording` as `allows` walks without it (decideOneInPairs: the
+   * subject masks, one one-record pair call per stage asked), for a pipeline
+   * whose enforcing stages all decide pairs and answer from the record and
+   * their state alone (oneDeferred), without audit stages, outside
+   * multicluster mode. The walk keeps what it knows anyway: which stage ended
+   * each direction, whether that stage failed (its failure policy answered)
+   * and the verdict; the slot gets the record's words and one outcome word
+   * per direction (FlowBuffer.recordOne), and an Accept's or a Deny's reason
+   * and rule codes are left to the drain, which asks the deciding stage once
+   * per key (attributeDeferred) before any of the stages' modules changes
+   * (FlowBuffer.settle), so it asks the state that decided. Undefined,
+   * before any stage is asked, for an ICMP packet (the slot keeps no ICMP
+   * type for the drain to ask with): the caller then takes another walk.
+   */
+  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean | undefined {
+    const state = this.state;
+    const srcId = state.podIdByIP(packet.src);
+    const dstId = state.podIdByIP(packet.dst);
+    const rec = this.record;
+    const rec32 = this.record32;
+    encodeRecordWords(rec32, rec, 0, packet, srcId, dstId);
+    if (rec32[ICMP_WORD] !== 0) return undefined;
+    const stages = this.enforcing;
+    const masks = this.masks;
+    const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
+    const egress = this.oneEgress;
+    const ingress = this.oneIngress;
+    // 0 is Default (stage -1): what a direction no stage decides keeps.
+    let egressWord = 0;
+    let ingressWord = 0;
+    let need = NEED_BOTH;
+    for (let s = 0; s < stages.length; s++) {
+      if ((ask & (1 << s)) === 0) {
+        // Counted per direction, as the one-direction walk counts them.
+        this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
+        continue;
+      }
+      const stage = stages[s];
+      rec[OFF_DIRECTION] = need - 1;
+      stage.decidePairOne(rec, rec32, egress, ingress);
+      if ((need & NEED_EGRESS) !== 0) {
+        const v = egress[0];
+        if (v === Verdict.Deny) {
+          egressWord = this.outcomeWord(s, Outcome.Deny);
+          // Ingress is never asked after an egress deny.
+          ingressWord = Outcome.Skipped;
+          need = NEED_DENIED;
+          break;
+        }
+        if (v === Verdict.Accept) {
+          egressWord = this.outcomeWord(s, Outcome.Accept);
+          need &= ~NEED_EGRESS;
+        }
+      }
+      if ((need & NEED_INGRESS) !== 0) {
+        const v = ingress[0];
+        if (v === Verdict.Deny) {
+          ingressWord = this.outcomeWord(s, Outcome.Deny);
+          // As decideChunkRecorded: the drain walks an undecided egress on (finishEgress).
+          if ((need & NEED_EGRESS) !== 0) egressWord = Outcome.Pending | ((this.enforcingIndex[s] + 1) << 8);
+          need = NEED_DENIED;
+          break;
+        }
+        if (v === Verdict.Accept) ingressWord = this.outcomeWord(s, Outcome.Accept);
+        if (v === Verdict.Accept) need &= ~NEED_INGRESS;
+      }
+      if (need === 0) break;
+    }
+    const allowed = need !== NEED_DENIED;
+    flows.recordOne(rec32, 0, this.revision, allowed, egressWord, ingressWord, true);
+    return allowed;
+  }
+
+  /** A direction enforcing stage `s` just ended with `outcome` (Accept or Deny), as its slot word: Failure when the stage's failure policy answered. */
+  private outcomeWord(s: number, outcome: number): number {
+    return (this.enforcing[s].lastFailure !== undefined ? Outcome.Failure : outcome) | ((this.enforcingIndex[s] + 1) << 8);
+  }
+
+  /**
+   * The drain's end of allowsRecordedDeferred (SlotFlag.CodesDeferred): asks
+   * the stage that accepted or denied each direction of the connection in
+   * `slot` for its reason and rule codes, with the slot's record, and
+   * writes them to the slot. Exact because the buffer is drained before any
+   * stage's module changes (FlowBuffer.settle) and the stages answer from
+   * the record and their state alone (oneDeferred): the stage answers as it
+   * answered the packet. Not a decision: the stages count nothing. A stage
+   * that cannot be asked any more (its instance broke) or answers another
+   * verdict leaves the direction's codes 0 (FlowBuffer.unattributed).
+   */
+  attributeDeferred(flows: FlowBuffer, slot: number): void {
+    if (!flows.codesDeferred(slot)) return;
+    flows.recordOf(slot, this.drainRecord32);
+    const rec = this.drainRecord;
+    for (let dir = EGRESS; dir <= INGRESS; dir++) {
+      const d = flows.direction(slot, dir);
+      if (d.outcome !== Outcome.Accept && d.outcome !== Outcome.Deny) continue;
+      const stage = this.stages[d.stage];
+      rec[OFF_DIRECTION] = dir;
+      const v = stage === undefined ? -1 : stage.codesFor(rec, flows.words, flows.codesWord(slot, dir));
+      if (v !== (d.outcome === Outcome.Accept ? Verdict.Accept : Verdict.Deny)) flows.codesLost(slot, dir);
+    }
+    flows.codesAsked(slot);
   }
 
   /**

@@ -137,6 +137,8 @@ export class Stage implements StateListener {
     this.filterChanged();
   }
   private readonly kindIndex = new Map<KindKey, number>();
+  /** The flow buffers whose records this stage's module may still be asked about (Pipeline.flowBuffer, attributeDeferred). */
+  private readonly flowGuards = new Set<{ settle(): void }>();
   private unsubscribe: (() => void) | undefined;
   private rebuildScheduled = false;
   private disposed = false;
@@ -295,10 +297,25 @@ export class Stage implements StateListener {
     if (this.subjectsState === 'never' && this.instance !== undefined && !this.instance.broken) this.refreshSubjects();
   }
 
+  /**
+   * Flow records decided by this stage go to `buffer`: it is drained before
+   * the module's state or instance changes (a delivery, a new instance,
+   * disposal), so the drain asks the module that decided them.
+   */
+  guardFlows(buffer: { settle(): void }): void {
+    this.flowGuards.add(buffer);
+  }
+
+  /** Before the module's state or instance changes: each flow buffer's pending records are drained (FlowBuffer.settle). */
+  private settleFlows(): void {
+    for (const buffer of this.flowGuards) buffer.settle();
+  }
+
   /** Releases one holder; the last one stops the instance and the state subscription. */
   dispose(): void {
     if (this.disposed) return;
     if (--this.holders > 0) return;
+    this.settleFlows();
     this.disposed = true;
     this.retry.cancel();
     this.workerFeed?.cancel();
@@ -642,6 +659,7 @@ export class Stage implements StateListener {
         inst.close();
         return;
       }
+      this.settleFlows();
       this.instance?.close();
       this.instance = inst;
       this.held = held;
@@ -1100,6 +1118,26 @@ export class Stage implements StateListener {
     out[at + 1] = inst.lastRule();
   }
 
+  /**
+   * The drain's question (Pipeline.attributeDeferred): the verdict the
+   * module gives `record` (direction set) now, its reason and rule codes to
+   * `out[at]` and `out[at + 1]`; -1 without a healthy instance or when the
+   * call fails (which breaks it, as any call). Not a decision: nothing is counted.
+   */
+  codesFor(record: Uint8Array, out: Uint32Array, at: number): number {
+    const inst = this.current;
+    if (inst === undefined || inst.broken) return -1;
+    try {
+      const v = inst.decideOne(record);
+      out[at] = inst.lastReason();
+      out[at + 1] = inst.lastRule();
+      return v;
+    } catch (err) {
+      this.failed(err);
+      return -1;
+    }
+  }
+
   /** The reason and rule codes of the last `decide`, for flow records (0, 0 after a failure). */
   lastCodes(): { reason: number; rule: number } {
     const inst = this.instance;
@@ -1184,6 +1222,7 @@ export class Stage implements StateListener {
         return;
       }
     }
+    this.settleFlows();
     try {
       fn(inst);
     } catch (err) {

@@ -1,0 +1,124 @@
+// Deferred attribution (Pipeline.allowsRecordedDeferred): the recorded
+// one-packet walk keeps only the outcome and deciding stage of each
+// direction and leaves the reason and rule codes to the drain, which asks
+// the deciding stage once per key. That is exact only because each stage
+// drains the buffer before its module changes (FlowBuffer.settle). Here the
+// same packets, decided one at a time by a pipeline that defers and by one
+// that copies the codes in its walk (allowsRecordedInPlace), with a policy
+// change, pod label changes and a pipeline swap between them while records
+// are pending, must make the same flow records.
+import { describe, it, expect, vi } from 'vitest';
+import { Kinds, type Decision, type KubeObject, type Packet } from '../contract.js';
+import { defaultPipeline, type PipelineSpec } from './spec.js';
+import type { Pipeline } from './pipeline.js';
+import type { Stage } from './stage.js';
+import { generateCluster, generateFlows, type Scale } from '../../bench/generator.js';
+import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
+import { seededRandom } from '../dataplane/seeded-random.js';
+import { FlowRecorder } from '../flow-records/flow-recorder.js';
+import type { FlowRecord } from '../flow-records/flow-record.js';
+
+const SCALE: Scale = { name: 'deferred-attribution', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
+
+/** The default pipeline, its stage names suffixed with `suffix` (a different name is a different stage: a swap to it retires every stage). */
+function spec(suffix: string): PipelineSpec {
+  return { stages: defaultPipeline().stages.map((s) => ({ ...s, name: s.name + suffix })) };
+}
+
+/** The recorder's records without their times, in a stable order. */
+function records(recorder: FlowRecorder): Array<Omit<FlowRecord, 'firstSeen' | 'lastSeen'>> {
+  return recorder.flush().map(({ firstSeen: _f, lastSeen: _l, ...rest }) => rest).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+}
+
+/** What the explained path says decided a packet: the verdict and each direction's last stage trace. */
+function explained(p: Pipeline, packet: Packet): string {
+  const d: Decision = p.evaluate(packet);
+  const last = (r: Decision['egress']) => JSON.stringify(r.trace[r.trace.length - 1] ?? null);
+  return `${d.allowed} ${last(d.egress)} ${last(d.ingress)}`;
+}
+
+describe('deferred attribution on the recorded one-packet path', () => {
+  it('makes the records the walk that copies the codes makes, across a policy change, pod label changes and a pipeline swap with records pending', () => {
+    let deferredWalks = 0;
+    let asked = 0;
+    let changedAnswers = 0;
+    for (const seed of [21, 22]) {
+      const cluster = generateCluster(SCALE, seed);
+      const state = loadState(cluster);
+      const engine = engineFor(state, { feedThreads: false });
+      const random = seededRandom(seed);
+      const deferring = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
+      const copying = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
+      let pair: Pipeline[] = [];
+      let revision = 10;
+      const build = (suffix: string): void => {
+        // One revision for both: it is part of every record.
+        const next = [engine.build(spec(suffix), 'pipeline', revision), engine.build(spec(suffix), 'pipeline', revision)];
+        revision++;
+        next[1].attributesInDrain = false;
+        next[0].flowBuffer = deferring.buffer;
+        next[1].flowBuffer = copying.buffer;
+        const deferred = vi.spyOn(next[0] as unknown as { allowsRecordedDeferred(p: Packet, f: unknown): boolean | undefined }, 'allowsRecordedDeferred');
+        const codes = next[0].stages.map((s: Stage) => vi.spyOn(s, 'codesFor'));
+        // The retired pipelines' stages are disposed (none is shared with the new ones): their modules go with them.
+        for (const p of pair) p.dispose();
+        pair = next;
+        counted.push(() => {
+          deferredWalks += deferred.mock.results.filter((r) => r.value !== undefined).length;
+          asked += codes.reduce((n, spy) => n + spy.mock.calls.length, 0);
+        });
+      };
+      const counted: Array<() => void> = [];
+      // Each stage's subject masks, which the deferring walk needs (rebuilt off the packet path after a change).
+      const decide = (packets: Packet[]): void => {
+        for (const p of pair) p.refreshMasks();
+        for (const packet of packets) expect(pair[0].allows(packet), JSON.stringify(packet)).toBe(pair[1].allows(packet));
+      };
+      build('');
+      const tcp = generateFlows(cluster, 400, seed).packets;
+      // And ICMP echo requests: the slot keeps no ICMP type, so those take a walk that copies the codes.
+      const packets = [...tcp, ...tcp.slice(0, 30).map((p) => ({ ...p, protocol: 1, srcPort: 0, dstPort: 0, icmpType: 8, icmpCode: 0 }))];
+      const before = packets.map((p) => explained(pair[1], p));
+      decide(packets);
+      // A policy change with the records above pending: every NetworkPolicy of two namespaces deleted, one by one.
+      const namespaces = new Set(cluster.networkPolicies.slice(0, 2).map((np) => np.metadata.namespace));
+      for (const np of cluster.networkPolicies.filter((o) => namespaces.has(o.metadata.namespace))) state.apply(Kinds.NetworkPolicy, { type: 'delete', object: np });
+      cluster.networkPolicies = cluster.networkPolicies.filter((o) => !namespaces.has(o.metadata.namespace));
+      decide(packets);
+      // Policies renamed: the same rules, so the same verdicts and deciding stages (and keys), under other names.
+      const renamed = cluster.networkPolicies.map((np) => ({ ...np, metadata: { ...np.metadata, name: `${np.metadata.name}-renamed` } }));
+      for (const [i, np] of cluster.networkPolicies.entries()) {
+        state.apply(Kinds.NetworkPolicy, { type: 'delete', object: np });
+        state.apply(Kinds.NetworkPolicy, { type: 'upsert', object: renamed[i] });
+      }
+      cluster.networkPolicies = renamed;
+      decide(packets);
+      // Pod label changes (and a NetworkPolicy added, a ClusterNetworkPolicy deleted), records still pending.
+      for (let round = 0; round < 3; round++) {
+        changeBetweenRounds(cluster, state, random, round);
+        const at = Math.floor(random() * cluster.pods.length);
+        const pod = cluster.pods[at];
+        const relabelled: KubeObject = { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, app: `moved-${round}` } } };
+        cluster.pods[at] = relabelled;
+        state.apply(Kinds.Pod, { type: 'upsert', object: relabelled });
+        decide(packets.slice(round * 100, round * 100 + 150));
+      }
+      // The changes changed what decides some of the packets recorded before them.
+      changedAnswers += packets.filter((p, i) => explained(pair[1], p) !== before[i]).length;
+      // A swap with records of the retired revision pending: its stages are disposed with it.
+      build('-next');
+      decide(packets);
+      for (const c of counted) c();
+      const [got, want] = [records(deferring), records(copying)];
+      expect(want.length).toBeGreaterThan(20);
+      expect(got).toHaveLength(want.length);
+      for (let i = 0; i < want.length; i++) expect(got[i], `record ${i}`).toEqual(want[i]);
+      expect(deferring.buffer.unattributed).toBe(0);
+      for (const p of pair) p.dispose();
+    }
+    // The deferring pipeline did defer, and the drain asked its stages.
+    expect(deferredWalks).toBeGreaterThan(1000);
+    expect(asked).toBeGreaterThan(50);
+    expect(changedAnswers).toBeGreaterThan(10);
+  }, 180_000);
+});
