@@ -321,7 +321,8 @@ export class Stage implements StateListener {
     this.workerFeed?.cancel();
     this.unsubscribe?.();
     this.unsubscribe = undefined;
-    this.instance?.close();
+    // Retired by a swap: the next feeding swap of this module may restore into its memory.
+    this.instance?.close(true);
     this.instance = undefined;
     this.held = undefined;
     this.onDisposed?.();

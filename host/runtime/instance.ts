@@ -191,8 +191,13 @@ export interface ModuleInstance {
   decisionCacheStats(): DecisionCacheStats | undefined;
   /** 'all', or the pod ids the module selects; a count above `maxIds` (the pods delivered) means all. */
   subjects(maxIds?: number): 'all' | number[];
-  /** Frees what the instance holds beyond its memory (an isolated one's thread). Idempotent. */
-  close(): void;
+  /**
+   * Frees what the instance holds beyond its memory (an isolated one's
+   * thread). Idempotent. `keepMemory`: the instance is retired by a swap
+   * (its stage disposed), and the next feeding swap of its module may
+   * restore into its memory (EvaluatorInstance, RETIRED_MEMORY_KEEP_MS).
+   */
+  close(keepMemory?: boolean): void;
   /**
    * Isolated instances only: while `feeding` is set, configuration and
    * delivery calls return at once and run in the instance's thread; `settle`
@@ -503,15 +508,18 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
 
   /**
    * Nothing to free (the garbage collector takes the instance with its last
-   * reference), but the memory is kept for the next restore of this module
-   * (RETIRED_MEMORY_KEEP_MS), so a closed instance must never run again:
-   * every later call throws.
+   * reference), but with `keepMemory` the memory is kept for the next
+   * restore of this module (RETIRED_MEMORY_KEEP_MS), so a closed instance
+   * must never run again: every later call throws.
    */
-  close(): void {
+  close(keepMemory = false): void {
     if (this.closed) return;
     this.closed = true;
     this.broken ??= new KwpError('KWP_ERR_INTERNAL', `module ${this.name}: called after its instance was closed`);
-    if (this.ownsMemory) keepRetiredMemory(this.compiled, this.memory, this.memoryCapPages);
+    // Only a swap's: an instance replaced by a rebuild or a bulk refresh has its successor
+    // restored already, and its memory kept would only add to the RSS (6-7 MiB in the memory
+    // bench's child, which refreshes every stage once from an empty state).
+    if (keepMemory && this.ownsMemory) keepRetiredMemory(this.compiled, this.memory, this.memoryCapPages);
   }
 
   /** The memory view, re-created when memory.grow detached the old buffer. */

@@ -142,7 +142,7 @@ describe('an instance made from a memory image', () => {
     await expect(EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: arriving(cut) }, 0)).rejects.toThrow(/piece 1 of the memory image has/);
   });
 
-  it('restored in slices, takes the memory of the last closed instance of its module and cap, and leaves nothing of what that one held', async () => {
+  it('restored in slices, takes the memory of the last instance of its module and cap a swap retired, and leaves nothing of what that one held', async () => {
     // The closed instance held a bigger state; the image is a smaller one's, as big as that memory.
     const bigger = new ClusterState();
     for (const [kind, objects] of clusterObjects(generateCluster({ ...SHAPE, pods: 600, networkPolicies: 100 }, 6))) bigger.replace(kind, objects);
@@ -151,7 +151,7 @@ describe('an instance made from a memory image', () => {
     const retiredPages = retired.memoryBytes / 65536;
     const expected: MemoryImage = { ...original.image(), pages: retiredPages };
     expect(retiredPages).toBeGreaterThanOrEqual(original.image().pages);
-    retired.close();
+    retired.close(true);
     expect(() => retired.decideOne(new Uint8Array(RECORD_SIZE))).toThrow(/after its instance was closed/);
     const Real = WebAssembly.Memory;
     let made = 0;
@@ -169,9 +169,15 @@ describe('an instance made from a memory image', () => {
       // Taken once, and only for the same cap.
       await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: original.image() }, 0);
       expect(made).toBe(1);
-      restored.close();
+      restored.close(true);
       await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 2048, image: original.image() }, 0);
       expect(made).toBe(2);
+      // An instance closed but not retired by a swap leaves no memory to take.
+      const rebuilt = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 4096, image: original.image() }, 0);
+      expect(made).toBe(3);
+      rebuilt.close();
+      await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 4096, image: original.image() }, 0);
+      expect(made).toBe(4);
     } finally {
       (WebAssembly as { Memory: typeof WebAssembly.Memory }).Memory = Real;
     }
