@@ -76,7 +76,7 @@ describe('deferred attribution on the recorded one-packet path', () => {
       };
       build('');
       const tcp = generateFlows(cluster, 400, seed).packets;
-      // And ICMP echo requests: the slot keeps no ICMP type, so those take a walk that copies the codes.
+      // And ICMP echo requests: the deferring walk keeps their type for the drain, the copying one takes the chunk walk.
       const packets = [...tcp, ...tcp.slice(0, 30).map((p) => ({ ...p, protocol: 1, srcPort: 0, dstPort: 0, icmpType: 8, icmpCode: 0 }))];
       const before = packets.map((p) => explained(pair[1], p));
       decide(packets);

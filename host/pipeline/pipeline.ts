@@ -118,6 +118,8 @@ export class Pipeline {
    * that copies them (allowsRecordedInPlace), which tests compare it with.
    */
   attributesInDrain = true;
+  /** The flow buffers this pipeline has recorded to (flowBuffer). */
+  private readonly recordedTo = new Set<FlowBuffer>();
   private readonly answerWords: Array<Uint32Array | undefined> = [];
   /**
    * Whether allowsBatch may walk both directions at once when every
@@ -246,8 +248,12 @@ export class Pipeline {
   set flowBuffer(buffer: FlowBuffer | undefined) {
     this.flows = buffer;
     buffer?.register(this.revision, this);
-    // Each stage drains the buffer before its module changes, so the drain asks what decided (attributeDeferred, finishEgress).
-    if (buffer) for (const stage of this.stages) stage.guardFlows(buffer);
+    // Each stage drains the buffer before its module changes, and the pipeline before it is disposed,
+    // so the drain asks what decided (attributeDeferred, finishEgress).
+    if (buffer) {
+      this.recordedTo.add(buffer);
+      for (const stage of this.stages) stage.guardFlows(buffer);
+    }
   }
 
   /**
@@ -383,8 +389,7 @@ export class Pipeline {
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
     // The unrecorded walk itself, its codes left to the drain, when the stages' answers allow it.
     if (this.masksValid && this.oneDeferred && this.attributesInDrain && this.auditing.length === 0 && !this.state.multiclusterMode) {
-      const allowed = this.allowsRecordedDeferred(packet, flows);
-      if (allowed !== undefined) return allowed;
+      return this.allowsRecordedDeferred(packet, flows);
     }
     // The unrecorded walk's masked one-record pair calls, when it can record in place.
     if (this.masksValid && this.oneInPlace && this.auditing.length === 0 && this.walksInFlight === 0 && !this.state.multiclusterMode) {
@@ -446,18 +451,18 @@ export class Pipeline {
    * per direction (FlowBuffer.recordOne), and an Accept's or a Deny's reason
    * and rule codes are left to the drain, which asks the deciding stage once
    * per key (attributeDeferred) before any of the stages' modules changes
-   * (FlowBuffer.settle), so it asks the state that decided. Undefined,
-   * before any stage is asked, for an ICMP packet (the slot keeps no ICMP
-   * type for the drain to ask with): the caller then takes another walk.
+   * (FlowBuffer.settle), so it asks the state that decided. An ICMP
+   * packet too: its slot keeps the ICMP type and code (FlowBuffer.icmp), so
+   * an egress left undecided by an ingress deny is walked on by the drain
+   * (finishEgress) as any other.
    */
-  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean | undefined {
+  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean {
     const state = this.state;
     const srcId = state.podIdByIP(packet.src);
     const dstId = state.podIdByIP(packet.dst);
     const rec = this.record;
     const rec32 = this.record32;
     encodeRecordWords(rec32, rec, 0, packet, srcId, dstId);
-    if (rec32[ICMP_WORD] !== 0) return undefined;
     const stages = this.enforcing;
     const masks = this.masks;
     const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
@@ -1422,6 +1427,8 @@ export class Pipeline {
   /** Releases this pipeline's hold on each stage (a stage shared with another live pipeline keeps running); once. */
   dispose(): void {
     if (this.disposed) return;
+    // The records this pipeline decided are drained while its stages can still be asked (attributeDeferred, finishEgress).
+    for (const buffer of this.recordedTo) buffer.settle();
     this.disposed = true;
     this.masksValid = false;
     for (const release of this.releases.splice(0)) release();
