@@ -206,20 +206,24 @@ export class FlowBuffer {
    * stage's module left them: words `codeAt[2 i + d]` and the next of
    * `answers[stage]`, the stage being the outcome word's. No audit stages
    * (their verdicts need the slot before the walk: claimBatch). Connections
-   * the full ring cannot take are counted in `dropped`.
+   * the full ring cannot take are counted in `dropped`. With `deferred`
+   * the codes are left to the drain (SlotFlag.CodesDeferred; `codeAt` and
+   * `answers` are not read), as `recordOne` leaves them.
    */
-  recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>): void {
+  recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>, deferred = false): void {
     const capacity = this.capacity;
     const n = this.reserve(count);
     let slot = this.reserved;
     const clock = this.clock;
     const w = this.words;
+    const flags = deferred ? SlotFlag.CodesDeferred : 0;
     for (let i = 0, at = 0; i < n; i++, at += stride) {
       // The verdict is known: it goes in with word 0 (no setAllowed).
-      this.fill(slot, records, at, revision, clock, false, allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0);
+      this.fill(slot, records, at, revision, clock, false, (allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0) | flags);
       for (let d = 0, k = 2 * i, p = slot * SLOT_WORDS + W_DIRECTIONS; d < 2; d++, k++, p += 3) {
         const word = outcomes[k];
         w[p] = word;
+        if (deferred) continue;
         const outcome = word & 0xff;
         if (outcome !== Outcome.Accept && outcome !== Outcome.Deny) continue;
         const from = answers[(word >>> 8) - 1]!;

@@ -1057,6 +1057,8 @@ export class Pipeline {
     const egress = this.verdicts;
     const ingress = this.ingressVerdicts;
     const icmp = this.encoded32;
+    // As allowsRecordedDeferred: where the stages' answers follow from the record and their state, the codes are the drain's to ask.
+    const deferred = this.oneDeferred && this.attributesInDrain;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
       const m = this.askPairs(stage, n, count, undefined);
@@ -1068,7 +1070,7 @@ export class Pipeline {
       const accept = (failed ? Outcome.Failure : Outcome.Accept) | tag;
       const deny = (failed ? Outcome.Failure : Outcome.Deny) | tag;
       const source = this.answerSources[s]!;
-      if (!failed) this.answerWords[stageIndex] = source.answerWords();
+      if (!failed && !deferred) this.answerWords[stageIndex] = source.answerWords();
       const batchWord = source.batchReasonWord;
       const pairWord = source.pairReasonWord;
       for (let j = 0; j < m; j++) {
@@ -1080,7 +1082,7 @@ export class Pipeline {
         if ((w & NEED_EGRESS) !== 0) {
           const v = egress[j];
           if (v === Verdict.Deny || v === Verdict.Accept) {
-            codeAt[e] = batchWord + j * (RECORD_SIZE >> 2);
+            if (!deferred) codeAt[e] = batchWord + j * (RECORD_SIZE >> 2);
             if (v === Verdict.Deny) {
               outcomes[e] = deny;
               // Ingress is never asked after an egress deny.
@@ -1096,13 +1098,14 @@ export class Pipeline {
           const v = ingress[j];
           if (v === Verdict.Deny || v === Verdict.Accept) {
             // A pair's ingress answer is in its pair area entry; an ingress-only record's in the record.
-            codeAt[e + 1] = both ? pairWord + j * (PAIR_RESULT_SIZE >> 2) : batchWord + j * (RECORD_SIZE >> 2);
+            if (!deferred) codeAt[e + 1] = both ? pairWord + j * (PAIR_RESULT_SIZE >> 2) : batchWord + j * (RECORD_SIZE >> 2);
             w &= ~NEED_INGRESS;
             if (v === Verdict.Accept) outcomes[e + 1] = accept;
             else {
               outcomes[e + 1] = deny;
               if ((w & NEED_EGRESS) === 0) w = NEED_DENIED;
-              else if (icmp[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
+              // The drain walks a deferred slot's egress on with its ICMP type (FlowBuffer.icmp).
+              else if (!deferred && icmp[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
               else {
                 // As decideChunkRecorded: the drain walks this egress on (finishEgress).
                 outcomes[e] = Outcome.Pending | tag;
@@ -1119,7 +1122,7 @@ export class Pipeline {
       const w = need[i];
       out[start + i] = w !== NEED_DENIED && (w & INGRESS_DENIED) === 0 ? 1 : 0;
     }
-    flows.recordChunk(this.encoded32, RECORD_SIZE >> 2, count, this.revision, out, start, outcomes, codeAt, this.answerWords);
+    flows.recordChunk(this.encoded32, RECORD_SIZE >> 2, count, this.revision, out, start, outcomes, codeAt, this.answerWords, deferred);
   }
 
   /**
