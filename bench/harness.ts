@@ -78,6 +78,18 @@ export function cacheCounts(pipeline: Pipeline): { hits: number; misses: number 
   return { hits, misses };
 }
 
+/** The stages of `pipeline` that broke or answered by their failure policy, as "name: traps 3" lines (none when healthy). */
+export function stageProblems(pipeline: Pipeline): string[] {
+  const problems: string[] = [];
+  for (const stage of pipeline.stages) {
+    const c = stage.counters;
+    const failures = { traps: c.traps, fuelExhausted: c.fuelExhausted, deadlineExceeded: c.deadlineExceeded, unavailable: c.unavailable };
+    const seen = Object.entries(failures).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+    if (!stage.healthy || seen.length > 0) problems.push(`${stage.name}${stage.healthy ? '' : ' (broken)'}${seen.length ? `: ${seen.join(', ')}` : ''}`);
+  }
+  return problems;
+}
+
 export function allowAllSpec(): PipelineSpec {
   return { stages: [{ name: 'allow-all', module: 'allow-all' }] };
 }

@@ -80,6 +80,17 @@ export class Pipeline {
   private flows: FlowBuffer | undefined;
   /** The pair walk's state per record of a chunk: bit 0 egress still undecided, bit 1 ingress; NEED_DENIED once a stage denied. */
   private readonly need = new Uint8Array(BATCH_RECORDS);
+  /** The pair walk's chunk, per record: the enforcing stages its pods' subject masks ask (startPairs, while the masks are valid). */
+  private readonly askBits = new Uint8Array(BATCH_RECORDS);
+  /**
+   * Whether the batched pair walk lets instances take a part of a chunk
+   * straight from the encoded records (askPairs); off, it packs them first
+   * as it did before. On by default; a switch so that tests and the bench
+   * can compare the two in one process.
+   */
+  pickedPairs = true;
+  /** Whether askBits holds this chunk's bits: the masks were valid when the chunk started. */
+  private chunkMasked = false;
   private readonly ingressVerdicts = new Uint8Array(BATCH_RECORDS);
   /** `allows`'s pair walk verdicts: its own, since allows also runs while an asynchronous batch walk holds the batch scratch. */
   /** allowsRecording's chunk of one for the recorded pair walk, and its verdict. */
@@ -830,7 +841,7 @@ export class Pipeline {
     const ingress = this.ingressVerdicts;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, n, count, undefined);
+      const m = this.askPairs(stage, s, n, count, undefined, true);
       if (m === 0) continue;
       for (let j = 0; j < m; j++) {
         const r = selected[j];
@@ -857,7 +868,12 @@ export class Pipeline {
     for (let i = 0; i < count; i++) out[start + i] = need[i] === NEED_DENIED ? 0 : 1;
   }
 
-  /** Sets each record's `need` (multicluster: a remote end's direction is not asked) and lists those with any in `pending`; returns how many. */
+  /**
+   * Sets each record's `need` (multicluster: a remote end's direction is not
+   * asked) and lists those with any in `pending`; returns how many. While the
+   * subject masks are valid, each record's stages to ask go to `askBits`
+   * (two bytes of the masks a record, instead of two filter lookups a stage).
+   */
   private startPairs(count: number): number {
     const need = this.need;
     const pending = this.pending;
@@ -867,43 +883,75 @@ export class Pipeline {
       need[i] = w;
       if (w !== 0) pending[n++] = i;
     }
+    this.chunkMasked = this.masksValid;
+    if (this.chunkMasked) {
+      const masks = this.masks;
+      const size = masks.length;
+      const always = this.maskAlways;
+      const bits = this.askBits;
+      const src = this.srcIds;
+      const dst = this.dstIds;
+      for (let i = 0; i < count; i++) {
+        const a = src[i];
+        const b = dst[i];
+        bits[i] = always | (a < size ? masks[a] : 0) | (b < size ? masks[b] : 0);
+      }
+    }
     return n;
   }
 
   /**
    * One stage's call of the pair walk: the records of `pending[0..n)` that
    * touch one of the stage's subjects go to the module (their indices in
-   * `selectedIdx`, packed into `work` unless they are the whole chunk), each
-   * asking for the directions its `need` still has; verdicts by position in
-   * the call to `verdicts` (egress) and `ingressVerdicts`. Returns how many
-   * were asked.
+   * `selectedIdx`), each asking for the directions its `need` still has;
+   * verdicts by position in the call to `verdicts` (egress) and
+   * `ingressVerdicts`. Returns how many were asked. `s` is the stage's
+   * place among the enforcing stages: while the chunk's masks hold (no
+   * stage's filter changed since it started) the records are picked by
+   * their mask bit `s` and the skips go to the pipeline's tally, else by
+   * the stage's filter. With `pick` (no codes wanted) a part of the chunk
+   * is copied by the instance straight from the encoded chunk into its
+   * batch area (Stage.decidePairsPicked); otherwise, or where the instance
+   * cannot, it is packed into `work` first. The whole chunk goes as it is.
    */
-  private askPairs(stage: Stage, n: number, count: number, codes: PairCodes | undefined): number {
+  private askPairs(stage: Stage, s: number, n: number, count: number, codes: PairCodes | undefined, pick: boolean): number {
     const enc = this.encoded;
     const need = this.need;
     const pending = this.pending;
     const selected = this.selectedIdx;
-    const subjects = stage.subjectFilter();
     let m = 0;
     // Skipped records are counted per direction, as the one-direction walk counts them.
     let skipped = 0;
-    if (subjects === null) {
-      for (let k = 0; k < n; k++) selected[m++] = pending[k];
-    } else {
-      const none = subjects.length === 0;
+    if (this.chunkMasked && this.masksValid) {
+      const bits = this.askBits;
+      const bit = 1 << s;
       for (let k = 0; k < n; k++) {
         const r = pending[k];
-        if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+        if ((bits[r] & bit) !== 0) selected[m++] = r;
         else skipped += (need[r] & NEED_BOTH) === NEED_BOTH ? 2 : 1;
       }
+      if (skipped > 0) this.skipTally[s] += skipped;
+    } else {
+      const subjects = stage.subjectFilter();
+      if (subjects === null) {
+        for (let k = 0; k < n; k++) selected[m++] = pending[k];
+      } else {
+        const none = subjects.length === 0;
+        for (let k = 0; k < n; k++) {
+          const r = pending[k];
+          if (!none && (subjects[this.srcIds[r]] === 1 || subjects[this.dstIds[r]] === 1)) selected[m++] = r;
+          else skipped += (need[r] & NEED_BOTH) === NEED_BOTH ? 2 : 1;
+        }
+      }
+      if (skipped > 0) stage.countSkipped(skipped);
     }
-    if (skipped > 0) stage.countSkipped(skipped);
     if (m === 0) return 0;
     // need 1, 2, 3 asks for egress, ingress, both: direction byte 0, 1, DIRECTION_BOTH.
     for (let j = 0; j < m; j++) enc[selected[j] * RECORD_SIZE + OFF_DIRECTION] = (need[selected[j]] & NEED_BOTH) - 1;
     // `selected` ascends, so all of the chunk selected is the encoded records as they are.
     let batch = enc;
     if (m !== count) {
+      if (pick && this.pickedPairs && stage.decidePairsPicked(enc, this.encoded32, selected, m, this.verdicts, this.ingressVerdicts)) return m;
       this.pack(selected, m);
       batch = this.work;
     }
@@ -955,7 +1003,7 @@ export class Pipeline {
     const codes = this.pairCodes;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, n, count, codes);
+      const m = this.askPairs(stage, s, n, count, codes, false);
       if (m === 0) continue;
       const stageIndex = this.enforcingIndex[s];
       const failed = stage.lastFailure !== undefined;
@@ -1061,7 +1109,7 @@ export class Pipeline {
     const deferred = this.oneDeferred && this.attributesInDrain;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, n, count, undefined);
+      const m = this.askPairs(stage, s, n, count, undefined, false);
       if (m === 0) continue;
       const stageIndex = this.enforcingIndex[s];
       const tag = (stageIndex + 1) << 8;

@@ -790,7 +790,6 @@ export class Stage implements StateListener {
 
   /** Decides one record (direction already set). Never throws. */
   decide(record: Uint8Array): number {
-    this.tally.decisions++;
     const inst = this.instance;
     let v: number;
     if (inst === undefined) {
@@ -808,9 +807,6 @@ export class Stage implements StateListener {
       }
     }
     this.verdictsByDirection[((record[OFF_DIRECTION] & 1) << 2) | v]++;
-    if (v === Verdict.Accept) this.tally.accept++;
-    else if (v === Verdict.Deny) this.tally.deny++;
-    else this.tally.next++;
     return v;
   }
 
@@ -828,7 +824,6 @@ export class Stage implements StateListener {
    * `verdicts`. Never throws; counts verdicts like `decide`.
    */
   decideVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
-    this.tally.decisions += count;
     const first = this.decideChunks(records, count, false, verdicts, undefined, reasons, rules);
     this.settleVerdicts(records, count, verdicts, first);
   }
@@ -874,7 +869,6 @@ export class Stage implements StateListener {
       this.decideVerdicts(records, count, verdicts);
       return;
     }
-    this.tally.decisions += count;
     let first = 0;
     try {
       await inst.decideIntoAsync(records, 0, count, verdicts);
@@ -891,14 +885,11 @@ export class Stage implements StateListener {
   /** Records from `first` on get the failure policy's verdict (a failure left them undecided); every verdict is checked and counted. */
   private settleVerdicts(records: Uint8Array, count: number, verdicts: Uint8Array, first: number): void {
     for (let i = first; i < count; i++) verdicts[i] = this.failureVerdict;
-    const c = this.tally;
+    const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {
       let v = verdicts[i];
       if (v > Verdict.Pass) v = verdicts[i] = this.badVerdict(v);
-      this.verdictsByDirection[((records[i * RECORD_SIZE + OFF_DIRECTION] & 1) << 2) | v]++;
-      if (v === Verdict.Accept) c.accept++;
-      else if (v === Verdict.Deny) c.deny++;
-      else c.next++;
+      byDirection[((records[i * RECORD_SIZE + OFF_DIRECTION] & 1) << 2) | v]++;
     }
   }
 
@@ -960,9 +951,51 @@ export class Stage implements StateListener {
     this.settlePairs(record, 1, egress, ingress, first);
   }
 
+  /**
+   * decidePairs for the records of `records` (a chunk as words, direction
+   * bytes set) at the indices `picked[0..n)`, copied by the instance
+   * straight into its batch area; answers by position in the call, with
+   * decidePairs' failure policy and counters. Returns false, having asked and
+   * counted nothing, when the instance cannot take them in one such call
+   * (then the caller packs them for decidePairs).
+   */
+  decidePairsPicked(records: Uint8Array, records32: Uint32Array, picked: Int32Array, n: number, egress: Uint8Array, ingress: Uint8Array): boolean {
+    const inst = this.current;
+    if (inst === undefined || inst.broken !== undefined || inst.decidePairsPicked === undefined) return false;
+    let first = 0;
+    try {
+      if (!inst.decidePairsPicked(records32, picked, n, egress, ingress)) return false;
+      first = n;
+      this.lastFailure = undefined;
+    } catch (err) {
+      this.failed(err);
+    }
+    this.settlePicked(records, picked, n, egress, ingress, first);
+    return true;
+  }
+
+  /** settlePairs for picked records: record `picked[i]`'s direction, its answers at `i`. */
+  private settlePicked(records: Uint8Array, picked: Int32Array, n: number, egress: Uint8Array, ingress: Uint8Array, first: number): void {
+    const byDirection = this.verdictsByDirection;
+    for (let i = 0; i < n; i++) {
+      const dir = records[picked[i] * RECORD_SIZE + OFF_DIRECTION];
+      let v: number;
+      if (dir !== 1) {
+        if (i >= first) egress[i] = this.failureVerdict;
+        v = egress[i];
+        if (v > Verdict.Pass) v = egress[i] = this.badVerdict(v);
+        byDirection[v]++;
+        if (dir === 0 || v === Verdict.Deny) continue;
+      }
+      if (i >= first) ingress[i] = this.failureVerdict;
+      v = ingress[i];
+      if (v > Verdict.Pass) v = ingress[i] = this.badVerdict(v);
+      byDirection[4 | v]++;
+    }
+  }
+
   /** decidePairs' accounting: records from `first` on get the failure policy, every verdict is checked and counted per direction asked. */
   private settlePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, first: number): void {
-    const c = this.tally;
     const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {
       const dir = records[i * RECORD_SIZE + OFF_DIRECTION];
@@ -971,21 +1004,13 @@ export class Stage implements StateListener {
         if (i >= first) egress[i] = this.failureVerdict;
         v = egress[i];
         if (v > Verdict.Pass) v = egress[i] = this.badVerdict(v);
-        c.decisions++;
         byDirection[v]++;
-        if (v === Verdict.Accept) c.accept++;
-        else if (v === Verdict.Deny) c.deny++;
-        else c.next++;
         if (dir === 0 || v === Verdict.Deny) continue;
       }
       if (i >= first) ingress[i] = this.failureVerdict;
       v = ingress[i];
       if (v > Verdict.Pass) v = ingress[i] = this.badVerdict(v);
-      c.decisions++;
       byDirection[4 | v]++;
-      if (v === Verdict.Accept) c.accept++;
-      else if (v === Verdict.Deny) c.deny++;
-      else c.next++;
     }
   }
 
@@ -1040,17 +1065,26 @@ export class Stage implements StateListener {
     }).unref();
   }
 
-  /** The stage's counters, with the skips the pipelines tallied for it folded in. */
+  /**
+   * The stage's counters, with the skips the pipelines tallied for it folded
+   * in. Decisions and their verdicts are not counted per decision: every
+   * decision the module or the failure policy answered is one increment of
+   * verdictsByDirection, so they are derived from it here (Pass counts as
+   * next, as it always did), plus the skips, which are all Next.
+   */
   get counters(): StageCounters {
     const c = this.tally;
     for (const { tally, index } of this.skipTallies) {
       const n = tally[index];
       if (n === 0) continue;
       tally[index] = 0;
-      c.decisions += n;
-      c.next += n;
       c.skipped += n;
     }
+    const v = this.verdictsByDirection;
+    c.accept = v[Verdict.Accept] + v[4 | Verdict.Accept];
+    c.deny = v[Verdict.Deny] + v[4 | Verdict.Deny];
+    c.next = v[Verdict.Next] + v[Verdict.Pass] + v[4 | Verdict.Next] + v[4 | Verdict.Pass] + c.skipped;
+    c.decisions = c.accept + c.deny + c.next;
     return c;
   }
 
@@ -1086,10 +1120,7 @@ export class Stage implements StateListener {
 
   /** Counts `count` records answered Next through the subject filter. */
   countSkipped(count: number): void {
-    const c = this.tally;
-    c.decisions += count;
-    c.next += count;
-    c.skipped += count;
+    this.tally.skipped += count;
   }
 
   get batchCapacity(): number { return this.instance?.batchCapacity ?? 64; }

@@ -185,3 +185,132 @@ describe("the one-packet walk's one-record pair call is the same sandboxed call"
     }
   });
 });
+
+describe("the batched pair walk's picked records are asked as the packed ones", () => {
+  const CAPACITY = 64;
+  /**
+   * A 1.4 module taking 64 records a call, answering each from its source
+   * port: egress verdict bits 0–1, ingress bits 2–3 (Pass included), bit 8 a
+   * verdict outside the ABI, and bits 9–15 a loop of that many times 64
+   * steps, so that a record with a high port runs the call out of fuel.
+   */
+  const byPort = sandboxModule({
+    abiVersion: ABI_1_4,
+    omitExports: ['kwp_batch_capacity'],
+    fields: [
+      `(func (export "kwp_batch_capacity") (result i32) (i32.const ${CAPACITY}))`,
+      `(func (export "kwp_pair_results") (result i32) (i32.const ${BATCH + CAPACITY * RECORD_SIZE}))`,
+      `(func (export "kwp_decide_pair") (param $count i32) (result i32) (local $i i32) (local $r i32) (local $p i32) (local $n i32)
+        (block $end (loop $next
+          (br_if $end (i32.ge_u (local.get $i) (local.get $count)))
+          (local.set $r (i32.add (i32.const ${BATCH}) (i32.mul (local.get $i) (i32.const ${RECORD_SIZE}))))
+          (local.set $p (i32.load16_u offset=${OFF_SRC_PORT} (local.get $r)))
+          (local.set $n (i32.shl (i32.shr_u (local.get $p) (i32.const 9)) (i32.const 6)))
+          (block $done (loop $spin
+            (br_if $done (i32.eqz (local.get $n)))
+            (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+            (br $spin)))
+          (i32.store8 offset=52 (local.get $r)
+            (select (i32.const 9) (i32.and (local.get $p) (i32.const 3)) (i32.and (local.get $p) (i32.const 256))))
+          (i32.store8 (i32.add (i32.const ${BATCH + CAPACITY * RECORD_SIZE}) (i32.shl (local.get $i) (i32.const 4)))
+            (i32.and (i32.shr_u (local.get $p) (i32.const 2)) (i32.const 3)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br $next)))
+        (i32.const 0))`,
+    ],
+  });
+
+  /** A small deterministic generator (the mix must be the same on every run). */
+  function rng(seed: number): () => number {
+    let x = seed >>> 0 || 1;
+    return () => {
+      x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+      return x / 0x100000000;
+    };
+  }
+
+  it('gives the same answers, failure policy and counters as packing them for decidePairs, over a generated mix with failing calls', () => {
+    const compiled = load(byPort, { fuelPerDecision: 3000 });
+    const random = rng(20);
+    let picked = 0;
+    let failed = 0;
+    let denied = 0;
+    for (let trial = 0; trial < 300; trial++) {
+      const chunk = new Uint8Array(CAPACITY * RECORD_SIZE);
+      const chunk32 = new Uint32Array(chunk.buffer);
+      const failing = random() < 0.2;
+      for (let i = 0; i < CAPACITY; i++) {
+        const at = i * RECORD_SIZE;
+        chunk[at + OFF_DIRECTION] = [0, 1, DIRECTION_BOTH][Math.floor(random() * 3)];
+        chunk[at + 1] = 4;
+        // Mostly valid verdicts; in a failing trial some records carry a bogus verdict or a long loop.
+        let port = Math.floor(random() * 16);
+        if (failing && random() < 0.1) port |= random() < 0.5 ? 256 : 0xfe00;
+        chunk[at + OFF_SRC_PORT] = port & 0xff;
+        chunk[at + OFF_SRC_PORT + 1] = port >> 8;
+        // The rest of the record is noise the module does not read: it must arrive all the same.
+        for (let b = 20; b < 52; b++) chunk[at + b] = Math.floor(random() * 256);
+      }
+      const m = 1 + Math.floor(random() * (CAPACITY - 1));
+      // Ascending indices, as the walk selects them.
+      const pool = Array.from({ length: CAPACITY }, (_, i) => i).sort(() => random() - 0.5).slice(0, m).sort((a, b) => a - b);
+      const indices = Int32Array.from(pool);
+      const policy = random() < 0.5 ? 'fail-closed' : 'fail-open';
+      const ask = (how: 'picked' | 'packed') => {
+        const stage = new Stage({ name: 'by-port', module: 'x', failurePolicy: policy }, compiled, new ClusterState());
+        stage.start();
+        const inst = (stage as unknown as { current: EvaluatorInstance }).current;
+        const batches: number[][] = [];
+        const write = vi.spyOn(inst as unknown as { runDecide: () => void }, 'runDecide');
+        const egress = new Uint8Array(CAPACITY).fill(0xee);
+        const ingress = new Uint8Array(CAPACITY).fill(0xee);
+        let took = true;
+        if (how === 'picked') took = stage.decidePairsPicked(chunk, chunk32, indices, m, egress, ingress);
+        else {
+          const packed = new Uint8Array(m * RECORD_SIZE);
+          for (let j = 0; j < m; j++) packed.set(chunk.subarray(indices[j] * RECORD_SIZE, (indices[j] + 1) * RECORD_SIZE), j * RECORD_SIZE);
+          stage.decidePairs(packed, m, egress, ingress);
+        }
+        // What the module saw: its batch area after the call, without the verdict bytes it wrote.
+        const mem = new Uint8Array((inst as unknown as { memory: WebAssembly.Memory }).memory.buffer);
+        for (let j = 0; j < m; j++) batches.push([...mem.subarray(BATCH + j * RECORD_SIZE, BATCH + j * RECORD_SIZE + 52)]);
+        return { took, egress: [...egress], ingress: [...ingress], counters: { ...stage.counters }, byDirection: [...stage.verdictsByDirection], failure: stage.lastFailure, batches, usedSetter: write.mock.calls.length };
+      };
+      const a = ask('picked');
+      const b = ask('packed');
+      expect(a.took, `trial ${trial}`).toBe(true);
+      // The picked call goes straight to the fueled export, not through the batch call's runDecide.
+      expect(a.usedSetter, `trial ${trial}`).toBe(0);
+      expect(b.usedSetter, `trial ${trial}`).toBeGreaterThan(0);
+      const { usedSetter: _a, ...pickedAnswers } = a;
+      const { usedSetter: _b, ...packedAnswers } = b;
+      expect(pickedAnswers, `trial ${trial}`).toEqual(packedAnswers);
+      picked++;
+      if (a.failure !== undefined) failed++;
+      if (a.failure === 'fuel') expect(a.counters.fuelExhausted).toBe(1);
+      if (a.byDirection[Verdict.Deny] + a.byDirection[4 | Verdict.Deny] > 0) denied++;
+    }
+    // The mix covered what it is for: calls that failed (fuel and bogus verdicts) and ones that denied.
+    expect(picked).toBe(300);
+    expect(failed).toBeGreaterThan(10);
+    expect(denied).toBeGreaterThan(100);
+  });
+
+  it('declines, having asked and counted nothing, what one call cannot take; the walk then packs the records', () => {
+    const compiled = load(byPort, { fuelPerDecision: 3000 });
+    const stage = new Stage({ name: 'by-port', module: 'x' }, compiled, new ClusterState());
+    stage.start();
+    const chunk = new Uint8Array((CAPACITY + 1) * RECORD_SIZE);
+    const indices = Int32Array.from({ length: CAPACITY + 1 }, (_, i) => i);
+    const egress = new Uint8Array(CAPACITY + 1);
+    const ingress = new Uint8Array(CAPACITY + 1);
+    expect(stage.decidePairsPicked(chunk, new Uint32Array(chunk.buffer), indices, CAPACITY + 1, egress, ingress)).toBe(false);
+    // A tank over the 31-bit limit: decidePairsInto halves the call, the picked call declines.
+    const greedy = new Stage({ name: 'greedy', module: 'x' }, load(byPort, { fuelPerDecision: 30_000_000 }), new ClusterState());
+    greedy.start();
+    for (let i = 0; i < CAPACITY; i++) chunk[i * RECORD_SIZE + OFF_DIRECTION] = DIRECTION_BOTH;
+    expect(greedy.decidePairsPicked(chunk, new Uint32Array(chunk.buffer), indices, CAPACITY, egress, ingress)).toBe(false);
+    expect(stage.counters.decisions + greedy.counters.decisions).toBe(0);
+    expect(stage.lastFailure).toBeUndefined();
+  });
+});
