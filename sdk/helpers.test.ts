@@ -352,7 +352,20 @@ describe('decodePodInfo', () => {
 
   it('decodes every field of a record', () => {
     expect(decode(podOf(1))).toBe(1);
-    expect(described()).toBe('pod-1|shop|node-1||app=cart,tier=api|team=red,kubernetes.io/metadata.name=shop|zone=a|http:8080/6,dns:53/17');
+    expect(described()).toBe('pod-1|shop|node-1||app=cart,tier=api|team=red,kubernetes.io/metadata.name=shop|zone=a|http:8080/6,dns:53/17|4:10.0.0.1');
+  });
+
+  it('keeps every address of a pod in the order sent, one, none or several of either family', () => {
+    const v6 = '2001:db8::7';
+    const v6Bytes = '32.1.13.184.0.0.0.0.0.0.0.0.0.0.0.7';
+    decode(podOf(11, { ips: [] }));
+    expect(described()).toMatch(/\|$/);
+    decode(podOf(12, { ips: [v6] }));
+    expect(described().split('|').pop()).toBe(`6:${v6Bytes}`);
+    decode(podOf(13, { ips: ['10.0.0.13', v6] }));
+    expect(described().split('|').pop()).toBe(`4:10.0.0.13,6:${v6Bytes}`);
+    decode(podOf(14, { ips: [v6, '10.0.0.14', '10.0.1.14'] }));
+    expect(described().split('|').pop()).toBe(`6:${v6Bytes},4:10.0.0.14,4:10.0.1.14`);
   });
 
   it('gives a pod whose label sets and ports another pod sent in the same bytes that pod\'s copies, without decoding them again', () => {
@@ -360,11 +373,12 @@ describe('decodePodInfo', () => {
     const first = ids();
     const before = allocations;
     decode(podOf(3));
-    // The pod's own parts only: its PodInfo and reader, its name, its address list (with the defaults PodInfo starts with).
-    // Decoding the sections again was 64 allocations (their strings, the keys built to share them).
-    expect(allocations - before).toBeLessThanOrEqual(12);
+    // The record's buffer (the host's alloc call) and the pod's own parts only: its PodInfo and its name; its one
+    // address is kept in the PodInfo. Decoding the sections again was 64 allocations (their strings, the keys built
+    // to share them); a reader per record, the defaults PodInfo started with and an address list made it 10.
+    expect(allocations - before).toBe(3);
     expect(ids()).toEqual(first);
-    expect(described()).toBe('pod-3|shop|node-1||app=cart,tier=api|team=red,kubernetes.io/metadata.name=shop|zone=a|http:8080/6,dns:53/17');
+    expect(described()).toBe('pod-3|shop|node-1||app=cart,tier=api|team=red,kubernetes.io/metadata.name=shop|zone=a|http:8080/6,dns:53/17|4:10.0.0.3');
   });
 
   it('shares equal namespace labels between namespaces, and decodes a section whose bytes differ anew', () => {
@@ -378,7 +392,7 @@ describe('decodePodInfo', () => {
     expect(changed[1]).not.toBe(nsLabels);
     expect(changed[2]).toBe(nodeLabels);
     expect(changed[3]).not.toBe(ports);
-    expect(described()).toBe('pod-6|shop|node-1||app=cart,tier=db|team=blue|zone=a|http:8081/6');
+    expect(described()).toBe('pod-6|shop|node-1||app=cart,tier=db|team=blue|zone=a|http:8081/6|4:10.0.0.6');
   });
 
   it('refuses a truncated record, also when the sections it has were seen before', () => {

@@ -61,7 +61,12 @@ export class PodTable<T> {
   set(pod: PodInfo, value: T | null): void {
     const id = pod.id;
     if (id == 0) return;
-    if ((this.count + 1) << 1 > this.pods.length) this.grow();
+    // Grown at 3/4 full: every stage holds every pod, and at half full the
+    // 10,000-pod table was 32,768 slots (768 KiB of a stage's memory, and the
+    // freed smaller tables beside it); now 16,384 (61 % full). Linear probing
+    // costs about 1.8 probes for a hit at 61 % (2.5 at 3/4) against 1.5 at
+    // half, four slots to a cache line.
+    if ((this.count + 1) * 4 > this.pods.length * 3) this.grow();
     const cells = this.cells;
     const mask = this.mask;
     let i = this.home(id);

@@ -20,6 +20,10 @@ export class PodAddress {
   constructor(public family: u8, public bytes: StaticArray<u8>) {}
 }
 
+// What a PodInfo starts with and what a pod without container ports shares:
+// port lists are shared between pods (sharedPortList), so none is written to.
+const NO_PORTS: ContainerPort[] = [];
+
 export class PodInfo {
   id: u32 = 0;
   hostNetwork: bool = false;
@@ -30,8 +34,58 @@ export class PodInfo {
   labels: Labels = NO_LABELS;
   namespaceLabels: Labels = NO_LABELS;
   nodeLabels: Labels = NO_LABELS;
-  ports: ContainerPort[] = [];
-  addresses: PodAddress[] = [];
+  ports: ContainerPort[] = NO_PORTS;
+  /** How many addresses the host sent (ABI.md's u8 count, so at most 255). */
+  addressCount: i32 = 0;
+  // Nearly every pod has one address (two for dual-stack), and every stage
+  // holds every pod: the first address sits in the PodInfo itself (its family
+  // and its 16 bytes as two words), and only a pod with more than one has a
+  // list, of the addresses after the first. A PodAddress object and its bytes
+  // per pod were two allocations and 60 bytes of a module's heap each.
+  private firstLow: u64 = 0;
+  private firstHigh: u64 = 0;
+  private moreAddresses: PodAddress[] | null = null;
+  private firstFamily: u8 = 0;
+
+  /** The family (4 or 6) of address `i` (0 ≤ i < addressCount). */
+  addressFamily(i: i32): u8 {
+    return i == 0 ? this.firstFamily : this.moreAddresses![i - 1].family;
+  }
+
+  /** Address `i` (0 ≤ i < addressCount) as a new PodAddress: allocates, the decision path does not use it. */
+  address(i: i32): PodAddress {
+    if (i != 0) return this.moreAddresses![i - 1];
+    const bytes = new StaticArray<u8>(16);
+    store<u64>(changetype<usize>(bytes), this.firstLow);
+    store<u64>(changetype<usize>(bytes), this.firstHigh, 8);
+    return new PodAddress(this.firstFamily, bytes);
+  }
+
+  /** Every address, in the order the host sent them, as a new list (allocates; see address). */
+  get addresses(): PodAddress[] {
+    const n = this.addressCount;
+    const out = new Array<PodAddress>(n);
+    for (let i = 0; i < n; i++) unchecked(out[i] = this.address(i));
+    return out;
+  }
+
+  /** Takes `n` address slots (ABI.md: family, then 16 bytes) from module memory at `at`, the first inline (decodePodInfo's step). */
+  setAddresses(at: usize, n: i32): void {
+    this.addressCount = n;
+    if (n == 0) return;
+    this.firstFamily = load<u8>(at);
+    this.firstLow = load<u64>(at + 1);
+    this.firstHigh = load<u64>(at + 9);
+    if (n == 1) return;
+    const more = new Array<PodAddress>(n - 1);
+    for (let i = 1; i < n; i++) {
+      const slot = at + <usize>i * 17;
+      const bytes = new StaticArray<u8>(16);
+      memory.copy(changetype<usize>(bytes), slot + 1, 16);
+      unchecked(more[i - 1] = new PodAddress(load<u8>(slot), bytes));
+    }
+    this.moreAddresses = more;
+  }
 
   /** The container port named `name` with protocol `protocol`, or -1. */
   namedPort(name: string, protocol: u8): i32 {
@@ -219,9 +273,16 @@ function sharedPortList(r: RecordReader): ContainerPort[] {
   return ports;
 }
 
+// One reader for every record: decoding does not re-enter itself, and a reader
+// per record was an allocation per pod upsert.
+const reader = new RecordReader(0, 0);
+
 /** Decodes a PodInfo record; null when the record is truncated. */
 export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
-  const r = new RecordReader(ptr, ptr + len);
+  const r = reader;
+  r.pos = ptr;
+  r.end = ptr + len;
+  r.ok = true;
   const pod = new PodInfo();
   pod.id = r.u32();
   const flags = r.u8();
@@ -236,16 +297,8 @@ export function decodePodInfo(ptr: usize, len: usize): PodInfo | null {
   pod.nodeLabels = r.sharedLabels(scopeLabels);
   pod.ports = sharedPortList(r);
   const nIPs = <i32>r.u8();
-  const addrs = new Array<PodAddress>(0);
-  for (let i = 0; i < nIPs && r.ok; i++) {
-    const family = r.u8();
-    if (r.pos + 16 > r.end) { r.ok = false; break; }
-    const bytes = new StaticArray<u8>(16);
-    memory.copy(changetype<usize>(bytes), r.pos, 16);
-    r.pos += 16;
-    addrs.push(new PodAddress(family, bytes));
-  }
-  pod.addresses = addrs;
-  if (!r.ok || pod.id == 0) return null;
+  if (!r.ok || r.pos + <usize>nIPs * 17 > r.end || pod.id == 0) return null;
+  pod.setAddresses(r.pos, nIPs);
+  r.pos += <usize>nIPs * 17;
   return pod;
 }

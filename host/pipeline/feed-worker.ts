@@ -59,7 +59,11 @@ function feed(data: FeedThreadData): void {
     for (const _ of feedCalls(inst, first.begin.config, streamedList(data, pods), objects));
     const subjects = inst.subjects(pods.n);
     const image = inst.image();
-    post({ done: { image, subjects } }, [image.data.buffer as ArrayBuffer, image.blocks.buffer as ArrayBuffer]);
+    // The pieces wait on the stream's port, which the stage reads only as its restore copies them
+    // (instance.ts, IMAGE_PIECE_BLOCKS); they are in its queue before `done` is posted.
+    for (const piece of image.data) data.port.postMessage(piece, [piece.buffer as ArrayBuffer]);
+    const pieces = image.data.length;
+    post({ done: { image: { ...image, data: [] }, subjects, pieces } }, [image.blocks.buffer as ArrayBuffer]);
   } catch (err) {
     if (!(err instanceof Abandoned)) {
       // With the instance's memory, so the stage can tell whether a bigger cap would help (stage.ts, biggerCap).

@@ -14,7 +14,7 @@
 // instance code) is most of a thread's cost and cannot overlap anything the
 // feed needs: one spare thread is therefore kept started and loaded, waiting
 // to be told its module, and the next feed takes it (see `spare` below).
-import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { KwpError, type ErrorCode } from '../errors.js';
 import { startPackageWorker } from '../package-worker.js';
 import type { CompiledEvaluator } from '../runtime/loader.js';
@@ -52,7 +52,7 @@ export type FeedChunk =
 /** What the feed thread posts: its instance's log lines, then one result. */
 export type FeedMessage =
   | { log: { level: LogLevel; message: string; fields?: Record<string, unknown> } }
-  | { done: FedImage }
+  | { done: FedImage & { pieces: number } }
   | { error: { code: string; message: string; memory?: FedMemory } };
 
 /** The memory of the instance a feed failed in. */
@@ -183,7 +183,8 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
       settled = true;
       Atomics.store(signal, 1, 1);
       Atomics.notify(signal, 0);
-      port1.close();
+      // An image's pieces are read from the port by the restore, which closes it after the last one.
+      if (!image) port1.close();
       void worker?.terminate();
       // The next feed's thread starts once no feed runs: its start would take a core from theirs.
       if (--runningFeeds === 0) prepareFeedThread();
@@ -201,7 +202,18 @@ export function startFeedThread(compiled: CompiledEvaluator, logger?: HostLogger
     worker.postMessage(data, [port2]);
     worker.on('message', (m: FeedMessage) => {
       if ('log' in m) logger?.[m.log.level](m.log.fields ?? {}, m.log.message);
-      else if ('done' in m) settle(m.done);
+      else if ('done' in m) {
+        const { image, subjects, pieces } = m.done;
+        let taken = 0;
+        image.nextPiece = () => {
+          const got = taken < pieces ? receiveMessageOnPort(port1) : undefined;
+          if (!got) throw new KwpError('KWP_ERR_INSTANTIATE', `the thread that fed module ${compiled.meta.name} sent ${taken} of its image's ${pieces} pieces`);
+          if (++taken === pieces) port1.close();
+          return got.message as Uint8Array;
+        };
+        if (pieces === 0) port1.close();
+        settle({ image, subjects });
+      }
       else {
         const error = new KwpError(m.error.code as ErrorCode, m.error.message);
         settle(undefined, m.error.memory ? new ModuleFeedFailure(error, m.error.memory) : error);

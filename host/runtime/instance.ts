@@ -80,13 +80,71 @@ export interface MemoryImage {
   pages: number;
   /** Byte offsets of the IMAGE_BLOCK-sized blocks that are not all zero, ascending. */
   blocks: Uint32Array;
-  /** Those blocks' bytes, one after another. */
-  data: Uint8Array;
+  /**
+   * Those blocks' bytes, one after another, in pieces of IMAGE_PIECE_BLOCKS
+   * blocks (the last may have fewer), each its own buffer.
+   */
+  data: Uint8Array[];
   globals: Array<number | bigint>;
+  /**
+   * When set, the restore takes the pieces from it, in order, instead of
+   * from `data`: a feed thread's image, received one piece at a time.
+   */
+  nextPiece?: () => Uint8Array;
 }
 
 /** The unit of a memory image: the size of an OS page, what is resident or not. */
 export const IMAGE_BLOCK = 4096;
+
+/**
+ * The blocks in one piece of an image's data (256 KiB). A feed thread sends
+ * its image as these pieces, and the stage's restore receives each only when
+ * it copies it and drops it after: V8 counts a buffer this thread holds as
+ * external memory against the old generation's limit, and a piece that dies
+ * before two scavenges is freed by the next one. The whole image in one
+ * message (9 MiB for np at the default scale) was counted at once, enough to
+ * start the marking of a mark-compact in the packet path's thread.
+ */
+export const IMAGE_PIECE_BLOCKS = 64;
+
+/**
+ * How long a closed instance's memory is kept for the next restore of the
+ * same module with the same cap. A swap that feeds a stage anew closes the
+ * stage it replaces a swap or two later (the agent keeps the previous
+ * pipeline for rollback), and the next such swap restores into that memory:
+ * no new memory, so V8 counts no new external memory against the old
+ * generation's limit (a new memory of 11 MiB for np at the default scale is
+ * most of what set off a mark-compact of the packet path's thread in every
+ * feeding swap), and the retired one is not freed by that collection either.
+ * Kept no longer than this, so a memory nobody restores into again costs its
+ * resident pages for a while, not for good.
+ */
+export const RETIRED_MEMORY_KEEP_MS = 60_000;
+
+interface RetiredMemory { memory: WebAssembly.Memory; capPages: number; timer: ReturnType<typeof setTimeout> }
+
+/** One retired memory per module (its last closed instance's), while it is kept. */
+const retiredMemories = new WeakMap<CompiledEvaluator, RetiredMemory>();
+
+/** Takes `compiled`'s retired memory when its maximum is `capPages` and it is no bigger than `pages`; else undefined. */
+function takeRetiredMemory(compiled: CompiledEvaluator, capPages: number, pages: number): WebAssembly.Memory | undefined {
+  const retired = retiredMemories.get(compiled);
+  if (!retired || retired.capPages !== capPages || retired.memory.buffer.byteLength / 65536 > pages) return undefined;
+  retiredMemories.delete(compiled);
+  clearTimeout(retired.timer);
+  return retired.memory;
+}
+
+function keepRetiredMemory(compiled: CompiledEvaluator, memory: WebAssembly.Memory, capPages: number): void {
+  const before = retiredMemories.get(compiled);
+  if (before) clearTimeout(before.timer);
+  const timer = setTimeout(() => { if (retiredMemories.get(compiled)?.memory === memory) retiredMemories.delete(compiled); }, RETIRED_MEMORY_KEEP_MS);
+  timer.unref();
+  retiredMemories.set(compiled, { memory, capPages, timer });
+}
+
+/** The most blocks a restore scans for what to clear between two of its slices (1 MiB). */
+const CLEAR_SCAN_BLOCKS = 256;
 
 /** Offsets of the blocks of `u8` (a whole number of blocks) holding a byte that is not zero. */
 function nonZeroBlocks(u8: Uint8Array): number[] {
@@ -238,8 +296,11 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   batchCapacity = 0;
   private readonly decideFuel: number;
   private readonly callFuel: number;
-  /** Set once a call trapped or ran out of fuel. */
+  /** Set once a call trapped or ran out of fuel, or the instance was closed. */
   broken: KwpError | undefined;
+  /** Whether the memory is the host's (imported): a closed instance's may be restored into again. */
+  private readonly ownsMemory: boolean = false;
+  private closed = false;
   private readonly logRate: LineRate;
   /** The object being upserted, until the module's first warning about it (onLog). */
   private delivering: Uint8Array | undefined;
@@ -256,7 +317,7 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
    * (limits.ts, memoryCapForState). A module that defines its memory keeps
    * the maximum it declares, which the loader held to maxMemoryPages.
    */
-  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number; image?: MemoryImage } = {}) {
+  constructor(compiled: CompiledEvaluator, private readonly logger?: HostLogger, options: { memoryPages?: number; image?: MemoryImage; memory?: WebAssembly.Memory } = {}) {
     this.compiled = compiled;
     const { major, minor } = compiled.meta.abi;
     this.attributesRules = major > 1 || minor >= ATTRIBUTION_MINOR;
@@ -268,12 +329,11 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
         throw new ModuleAbort(`abort: ${this.readAsString(msg)} at ${this.readAsString(file)}:${line}:${col}`);
       },
     };
-    // A defined memory's maximum is in the binary, at most maxMemoryPages (the loader checked).
-    let capPages = compiled.limits.maxMemoryPages;
+    const capPages = EvaluatorInstance.capPagesFor(compiled, options.memoryPages);
     if (compiled.memoryImport) {
-      const cap = Math.min(options.memoryPages ?? compiled.limits.maxMemoryPages, compiled.limits.maxStageMemoryPages);
-      capPages = Math.max(compiled.memoryImport.min, Math.min(compiled.memoryImport.max ?? cap, cap));
-      memory = new WebAssembly.Memory({ initial: compiled.memoryImport.min, maximum: capPages });
+      // A retired memory (fromImageInSlices) has this cap as its maximum, and the restore clears it.
+      memory = options.memory ?? new WebAssembly.Memory({ initial: compiled.memoryImport.min, maximum: capPages });
+      this.ownsMemory = true;
       env.memory = memory;
     }
     this.memoryCapPages = capPages;
@@ -293,6 +353,14 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     this.decideFueled = fueledCall(this.fuel, this.decide);
     if (options.image) for (const _ of this.restore(options.image));
     this.readBatchArea();
+  }
+
+  /** The most pages an instance of `compiled` asked for `memoryPages` may grow to. */
+  private static capPagesFor(compiled: CompiledEvaluator, memoryPages: number | undefined): number {
+    // A defined memory's maximum is in the binary, at most maxMemoryPages (the loader checked).
+    if (!compiled.memoryImport) return compiled.limits.maxMemoryPages;
+    const cap = Math.min(memoryPages ?? compiled.limits.maxMemoryPages, compiled.limits.maxStageMemoryPages);
+    return Math.max(compiled.memoryImport.min, Math.min(compiled.memoryImport.max ?? cap, cap));
   }
 
   /** Asks the module where its batch area is, from the state it holds now (after an image's restore, that image's). */
@@ -350,8 +418,12 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     if (this.broken) throw this.broken;
     const u8 = new Uint8Array(this.memory.buffer);
     const blocks = nonZeroBlocks(u8);
-    const data = new Uint8Array(blocks.length * IMAGE_BLOCK);
-    blocks.forEach((at, i) => data.set(u8.subarray(at, at + IMAGE_BLOCK), i * IMAGE_BLOCK));
+    const data: Uint8Array[] = [];
+    for (let first = 0; first < blocks.length; first += IMAGE_PIECE_BLOCKS) {
+      const piece = new Uint8Array(Math.min(IMAGE_PIECE_BLOCKS, blocks.length - first) * IMAGE_BLOCK);
+      for (let j = 0; j * IMAGE_BLOCK < piece.length; j++) piece.set(u8.subarray(blocks[first + j], blocks[first + j] + IMAGE_BLOCK), j * IMAGE_BLOCK);
+      data.push(piece);
+    }
     return { pages: u8.byteLength / 65536, blocks: Uint32Array.from(blocks), data, globals: this.imageGlobals().map((g) => g.value as number | bigint) };
   }
 
@@ -363,17 +435,33 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
    */
   private *restore(image: MemoryImage): Generator<void> {
     const globals = this.imageGlobals();
-    if (image.globals.length !== globals.length || image.data.byteLength !== image.blocks.length * IMAGE_BLOCK) {
-      throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image does not fit this module (${image.globals.length} globals for ${globals.length}, ${image.blocks.length} blocks in ${image.data.byteLength} bytes)`);
+    const pieces = Math.ceil(image.blocks.length / IMAGE_PIECE_BLOCKS);
+    const pieceBytes = (k: number) => Math.min(IMAGE_PIECE_BLOCKS, image.blocks.length - k * IMAGE_PIECE_BLOCKS) * IMAGE_BLOCK;
+    const pieced = image.nextPiece !== undefined || (image.data.length === pieces && image.data.every((d, k) => d.byteLength === pieceBytes(k)));
+    if (image.globals.length !== globals.length || !pieced) {
+      const bytes = image.data.reduce((n, d) => n + d.byteLength, 0);
+      throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image does not fit this module (${image.globals.length} globals for ${globals.length}, ${image.blocks.length} blocks in ${image.data.length} pieces of ${bytes} bytes)`);
     }
     if (image.pages > this.memoryCapPages) {
       throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image has ${image.pages} pages, over this instance's cap of ${this.memoryCapPages}`);
     }
     const have = this.memory.buffer.byteLength / 65536;
     if (have > image.pages) throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: the memory image has ${image.pages} pages, fewer than the ${have} the module starts with`);
-    const imaged = new Set(image.blocks);
+    // What is not zero where the image is zero (what the start function wrote, or all a retired
+    // memory held) is cleared; blocks the image has are written below. Sliced: a retired memory is
+    // the image's size, 11 MiB for np at the default scale.
     const started = new Uint8Array(this.memory.buffer);
-    for (const at of nonZeroBlocks(started)) if (!imaged.has(at)) started.fill(0, at, at + IMAGE_BLOCK);
+    const words = new Uint32Array(started.buffer);
+    const perBlock = IMAGE_BLOCK >>> 2;
+    let next = 0;
+    for (let at = 0, scanned = 0; at < started.byteLength; at += IMAGE_BLOCK) {
+      while (next < image.blocks.length && image.blocks[next] < at) next++;
+      if (next < image.blocks.length && image.blocks[next] === at) continue;
+      for (let w = at >>> 2, end = w + perBlock; w < end; w++) {
+        if (words[w] !== 0) { started.fill(0, at, at + IMAGE_BLOCK); break; }
+      }
+      if (++scanned % CLEAR_SCAN_BLOCKS === 0) yield;
+    }
     // Grown in one step. The memory's whole range is reserved when it is made, so a grow only makes
     // pages accessible (174 pages in 0.01-0.5 ms here, against 6 steps of 32 pages, one slice each);
     // the kernel zeroes a page when it is first written, by the sliced block copies below. And each
@@ -382,9 +470,15 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     if (image.pages > have) this.memory.grow(image.pages - have);
     yield;
     const u8 = new Uint8Array(this.memory.buffer);
-    for (let i = 0; i < image.blocks.length; i++) {
-      u8.set(image.data.subarray(i * IMAGE_BLOCK, (i + 1) * IMAGE_BLOCK), image.blocks[i]);
-      if ((i & 255) === 255) yield;
+    for (let k = 0; k < pieces; k++) {
+      const piece = image.nextPiece ? image.nextPiece() : image.data[k];
+      if (piece.byteLength !== pieceBytes(k)) {
+        throw new KwpError('KWP_ERR_INSTANTIATE', `module ${this.name}: piece ${k} of the memory image has ${piece.byteLength} bytes, not ${pieceBytes(k)}`);
+      }
+      for (let j = 0, i = k * IMAGE_PIECE_BLOCKS; j * IMAGE_BLOCK < piece.byteLength; j++, i++) {
+        u8.set(piece.subarray(j * IMAGE_BLOCK, (j + 1) * IMAGE_BLOCK), image.blocks[i]);
+      }
+      if ((k & 3) === 3) yield;
     }
     globals.forEach((g, i) => { g.value = image.globals[i]; });
   }
@@ -394,10 +488,12 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
    * `sliceMs` between turns of the event loop (the NetworkPolicy stage's
    * image at 100,000 policies is 176 MiB: a second and more of copying and
    * first-touch page faults in one call on a loaded node). Nothing calls the
-   * instance before it is returned.
+   * instance before it is returned. The memory is the last closed instance's of this module when it has
+   * the same cap and is no bigger than the image (RETIRED_MEMORY_KEEP_MS).
    */
   static async fromImageInSlices(compiled: CompiledEvaluator, logger: HostLogger | undefined, options: { memoryPages: number; image: MemoryImage }, sliceMs: number): Promise<EvaluatorInstance> {
-    const inst = new EvaluatorInstance(compiled, logger, { memoryPages: options.memoryPages });
+    const memory = compiled.memoryImport && takeRetiredMemory(compiled, EvaluatorInstance.capPagesFor(compiled, options.memoryPages), options.image.pages);
+    const inst = new EvaluatorInstance(compiled, logger, { memoryPages: options.memoryPages, memory });
     const slices = new TimeSlices(sliceMs);
     for (const _ of inst.restore(options.image)) if (slices.due()) await slices.yield();
     // What the constructor read from the module before its image was in: read again from the image's state.
@@ -405,8 +501,18 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     return inst;
   }
 
-  /** Nothing to free: the garbage collector takes the instance with its last reference. */
-  close(): void {}
+  /**
+   * Nothing to free (the garbage collector takes the instance with its last
+   * reference), but the memory is kept for the next restore of this module
+   * (RETIRED_MEMORY_KEEP_MS), so a closed instance must never run again:
+   * every later call throws.
+   */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.broken ??= new KwpError('KWP_ERR_INTERNAL', `module ${this.name}: called after its instance was closed`);
+    if (this.ownsMemory) keepRetiredMemory(this.compiled, this.memory, this.memoryCapPages);
+  }
 
   /** The memory view, re-created when memory.grow detached the old buffer. */
   private bytes(): Uint8Array {
@@ -549,6 +655,8 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
    * area for `lastReason()`.
    */
   decideOne(record: Uint8Array): number {
+    // Before the write: a closed instance's memory may be another instance's by now (close).
+    if (this.broken) throw this.broken;
     this.bytes().set(record, this.batchPtr);
     this.runDecide(1);
     return this.bytes()[this.batchPtr + OFF_VERDICT];
@@ -796,6 +904,7 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
    * are not written back: the batched pipeline needs only the verdicts.
    */
   decideInto(records: Uint8Array, first: number, n: number, verdicts: Uint8Array, reasons?: Uint32Array, rules?: Uint32Array): void {
+    if (this.broken) throw this.broken;
     const base = this.batchPtr;
     this.writeBatch(records, first, n);
     this.runDecide(n);

@@ -12,7 +12,7 @@ import { feedCalls } from '../pipeline/feed-order.js';
 import { encodePodInfo } from '../abi/podinfo-codec.js';
 import { ObjectOp, encodeObject } from '../abi/objects.js';
 import { encodeRecord, OFF_DIRECTION, RECORD_SIZE } from '../abi/record.js';
-import { EvaluatorInstance, IMAGE_BLOCK, type MemoryImage } from './instance.js';
+import { EvaluatorInstance, IMAGE_BLOCK, IMAGE_PIECE_BLOCKS, type MemoryImage } from './instance.js';
 import { exportMutableGlobals, IMAGE_GLOBAL_PREFIX } from './image-globals.js';
 import { compileEvaluator, type CompiledEvaluator } from './loader.js';
 import { readWasmSummary } from './wasm-binary.js';
@@ -47,6 +47,19 @@ function decisions(inst: EvaluatorInstance, state: ClusterState): string[] {
       out.push(`${v}/${inst.lastReason()}/${inst.lastRule()}`);
     }
   }
+  return out;
+}
+
+/** An image's data as one buffer. */
+function joined(image: MemoryImage): Buffer {
+  return Buffer.concat(image.data);
+}
+
+/** Blocks' bytes cut into an image's pieces. */
+function pieced(bytes: Uint8Array): Uint8Array[] {
+  const size = IMAGE_PIECE_BLOCKS * IMAGE_BLOCK;
+  const out: Uint8Array[] = [];
+  for (let at = 0; at < bytes.length; at += size) out.push(bytes.slice(at, at + size));
   return out;
 }
 
@@ -115,18 +128,67 @@ describe('an instance made from a memory image', () => {
     expect(decisions(sliced, stateOf())).toEqual(decisions(original, stateOf()));
   });
 
+  it('restored in slices from pieces taken one at a time (as a feed thread\'s image arrives), decides as the fed instance; a piece missing or cut fails the restore', async () => {
+    const original = fed(compiled, stateOf());
+    const image = original.image();
+    expect(image.data.length).toBeGreaterThan(1);
+    const arriving = (pieces: Uint8Array[]): MemoryImage => ({ ...image, data: [], nextPiece: () => pieces.shift() ?? new Uint8Array(0) });
+    const taken = [...image.data];
+    const sliced = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: arriving(taken) }, 0);
+    expect(taken).toEqual([]);
+    expect(decisions(sliced, stateOf())).toEqual(decisions(original, stateOf()));
+    await expect(EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: arriving(image.data.slice(1)) }, 0)).rejects.toThrow(/piece \d+ of the memory image has/);
+    const cut = image.data.map((d, k) => (k === 1 ? d.subarray(IMAGE_BLOCK) : d));
+    await expect(EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: arriving(cut) }, 0)).rejects.toThrow(/piece 1 of the memory image has/);
+  });
+
+  it('restored in slices, takes the memory of the last closed instance of its module and cap, and leaves nothing of what that one held', async () => {
+    // The closed instance held a bigger state; the image is a smaller one's, as big as that memory.
+    const bigger = new ClusterState();
+    for (const [kind, objects] of clusterObjects(generateCluster({ ...SHAPE, pods: 600, networkPolicies: 100 }, 6))) bigger.replace(kind, objects);
+    const retired = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: fed(compiled, bigger).image() }, 0);
+    const original = fed(compiled, stateOf());
+    const retiredPages = retired.memoryBytes / 65536;
+    const expected: MemoryImage = { ...original.image(), pages: retiredPages };
+    expect(retiredPages).toBeGreaterThanOrEqual(original.image().pages);
+    retired.close();
+    expect(() => retired.decideOne(new Uint8Array(RECORD_SIZE))).toThrow(/after its instance was closed/);
+    const Real = WebAssembly.Memory;
+    let made = 0;
+    (WebAssembly as { Memory: typeof WebAssembly.Memory }).Memory = class extends Real { constructor(d: WebAssembly.MemoryDescriptor) { super(d); made++; } };
+    try {
+      const restored = await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: { ...expected, data: [...expected.data] } }, 0);
+      expect(made).toBe(0);
+      // Its whole state is the image's: the same non-zero blocks with the same bytes, the same globals and size.
+      const now = restored.image();
+      expect(now.pages).toBe(expected.pages);
+      expect([...now.blocks]).toEqual([...expected.blocks]);
+      expect(joined(now).equals(joined(expected))).toBe(true);
+      expect(now.globals).toEqual(expected.globals);
+      expect(decisions(restored, stateOf())).toEqual(decisions(original, stateOf()));
+      // Taken once, and only for the same cap.
+      await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 1024, image: original.image() }, 0);
+      expect(made).toBe(1);
+      restored.close();
+      await EvaluatorInstance.fromImageInSlices(compiled, undefined, { memoryPages: 2048, image: original.image() }, 0);
+      expect(made).toBe(2);
+    } finally {
+      (WebAssembly as { Memory: typeof WebAssembly.Memory }).Memory = Real;
+    }
+  });
+
   it('keeps only the blocks that are not zero, and clears what the start function wrote where the image is zero', () => {
     const state = stateOf();
     const original = fed(compiled, state);
     const image = original.image();
-    expect(image.data.byteLength).toBeLessThan(image.pages * 65536);
+    expect(joined(image).byteLength).toBeLessThan(image.pages * 65536);
     expect(image.blocks.length).toBeGreaterThan(0);
     // An image that is the fed one with one block of the start function's heap zeroed: the copy has zero there too.
-    const cleared = { ...image, blocks: image.blocks.slice(1), data: image.data.slice(IMAGE_BLOCK) };
+    const cleared = { ...image, blocks: image.blocks.slice(1), data: pieced(joined(image).slice(IMAGE_BLOCK)) };
     const copy = new EvaluatorInstance(compiled, undefined, { memoryPages: 1024, image: cleared });
     const again = copy.image();
     expect([...again.blocks]).toEqual([...cleared.blocks]);
-    expect(Buffer.from(again.data).equals(Buffer.from(cleared.data))).toBe(true);
+    expect(joined(again).equals(joined(cleared))).toBe(true);
   });
 
   it('is a fresh instance when made from a fresh instance\'s image (nothing fed: every flow Next)', () => {
