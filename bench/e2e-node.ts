@@ -28,6 +28,10 @@ import { defaultPipeline } from '../host/pipeline/spec.js';
 import { ClusterState } from '../host/state/cluster-state.js';
 import { SCALES, clusterObjects, generateCluster, generateFlows } from './generator.js';
 import { allowAllSpec, engineFor } from './harness.js';
+import { JudgeTrace } from './judge-trace.js';
+import { buildPacket } from '../host/dataplane/packet-builder.js';
+import { parsePacket } from '../host/dataplane/packet-parser.js';
+import type { Packet } from '../host/contract.js';
 
 export interface E2ENodeConfig {
   pipeline: 'default' | 'allow-all';
@@ -54,6 +58,55 @@ const logger: HostLogger = {
   error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', msg, ...obj })}\n`),
 };
 
+/**
+ * Warms the JIT on the decision path before the first real packet, so that
+ * the histogram measures a running agent rather than its first thousand
+ * packets: the generator's IPv4 packets (plain Uint8Array addresses).
+ * `asQueued` (KWP_E2E_WARM=queued, run after the Dataplane started): packets
+ * shaped as the queue's instead — parsed from Buffers (the binding's
+ * payloads are Buffers, so a packet's addresses are Buffer views, whose map
+ * is not a Uint8Array's), IPv4 and IPv6, among them the lab's own pods to
+ * each other's ports. With the default warm-up a V8 log (--log-deopt) shows
+ * the path's lookups and record encoder deoptimised ("wrong map" on the
+ * addresses) right after the Dataplane starts; with `asQueued` nothing on
+ * the path deoptimises after the first judged packet, but in judge10's runs
+ * in turns that bought no measurable judge time (docs/performance.md, "The
+ * judge traced decision by decision"), so it is not the default.
+ */
+function warmUp(engine: ReturnType<typeof engineFor>, objects: KubeObject[], asQueued: boolean): void {
+  const generated = generateFlows(generateCluster(SCALES.small), 2048).packets;
+  if (!asQueued) {
+    for (let i = 0; i < 20; i++) for (const p of generated) engine.allows(p);
+    return;
+  }
+  const asBuffer = (bytes: Uint8Array) => parsePacket(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  const packets: Packet[] = [];
+  for (const p of generated) {
+    const q = asBuffer(buildPacket({ src: addressText(p.src), dst: addressText(p.dst), protocol: p.protocol, srcPort: p.srcPort, dstPort: p.dstPort, icmpType: p.icmpType, icmpCode: p.icmpCode }));
+    if (q) packets.push(q);
+  }
+  // The lab's pods, each family to each other pod of the family: the tuples the bench's client asks about, on other ports.
+  const labIPs = objects.filter((o) => o.kind === 'Pod').flatMap((o) => ((o as { status?: { podIPs?: { ip: string }[] } }).status?.podIPs ?? []).map((a) => a.ip));
+  for (const src of labIPs) {
+    for (const dst of labIPs) {
+      if (src === dst || src.includes(':') !== dst.includes(':')) continue;
+      for (let port = 1; port <= 64; port++) {
+        const q = asBuffer(buildPacket({ src, dst, protocol: 6, srcPort: 40000 + port, dstPort: 30000 + port }));
+        if (q) packets.push(q);
+      }
+    }
+  }
+  for (let i = 0; i < 20; i++) for (const p of packets) engine.allows(p);
+}
+
+/** An address's text, for the packet builder. */
+function addressText(bytes: Uint8Array): string {
+  if (bytes.length === 4) return bytes.join('.');
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(((bytes[i] << 8) | bytes[i + 1]).toString(16));
+  return groups.join(':');
+}
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.argv[2] ?? '') as E2ENodeConfig;
   const byKind = new Map<string, KubeObject[]>();
@@ -69,12 +122,9 @@ async function main(): Promise<void> {
   const engine = engineFor(state);
   engine.activate(engine.build(config.pipeline === 'default' ? defaultPipeline() : allowAllSpec()));
 
-  // Warm the JIT on the decision path before the first real packet, so the
-  // histogram measures a running agent rather than its first thousand packets.
-  if (config.synthetic) {
-    const warm = generateFlows(generateCluster(SCALES.small), 2048).packets;
-    for (let i = 0; i < 20; i++) for (const p of warm) engine.allows(p);
-  }
+  // KWP_E2E_WARM=queued: the warm-up with packets shaped as the queue's, after the Dataplane started (warmUp); by default the generator's, before it.
+  const queuedWarmUp = process.env.KWP_E2E_WARM === 'queued';
+  if (config.synthetic && !queuedWarmUp) warmUp(engine, config.objects, false);
 
   // The verdict call alone: nfq_set_verdict is a netlink send in which the
   // kernel reinjects the packet and carries it on through the stack.
@@ -116,6 +166,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     await dataplane.stop().catch(() => undefined);
+    if (trace) trace.write(traceDir!, `${config.pipeline}${config.fastPath ? '-fastpath' : ''}${config.synthetic ? '' : '-lab'}`);
     emit({ event: 'stopped' });
     process.exit(0);
   };
@@ -124,16 +175,22 @@ async function main(): Promise<void> {
   // The dataplane's histogram spans parse, judge and the verdict syscall (in
   // which the kernel reinjects the packet); this one spans the judge alone.
   const judgeMicros = new LatencyHistogram();
+  // KWP_E2E_JUDGE_TRACE (a directory): every measured decision with its gap and family, written at stop (judge-trace.ts).
+  const traceDir = process.env.KWP_E2E_JUDGE_TRACE;
+  const trace = traceDir ? new JudgeTrace() : undefined;
   const judge: PacketJudge = {
     allows(packet) {
       const t0 = performance.now();
       const allowed = engine.allows(packet);
-      judgeMicros.record((performance.now() - t0) * 1000);
+      const micros = (performance.now() - t0) * 1000;
+      judgeMicros.record(micros);
+      trace?.record(t0, micros, packet.family);
       return allowed;
     },
     interest: () => engine.interest(),
   };
   await dataplane.start(judge);
+  if (config.synthetic && queuedWarmUp) warmUp(engine, config.objects, true);
   emit({ event: 'started', mode: dataplane.queueMode, packetThreadNice: dataplane.packetThreadNice ?? null, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
 
   let markCpu = process.cpuUsage();
@@ -165,6 +222,7 @@ async function main(): Promise<void> {
     } else if (command.op === 'reset') {
       dataplane.decisionMicros.reset();
       judgeMicros.reset();
+      trace?.phase();
       verdictMicros.reset();
     } else if (command.op === 'nice') {
       // Same thread as Dataplane.start: the one running the packet path.

@@ -8,7 +8,7 @@
 // ring, off the packet path (host/flow-records/flow-recorder.ts). When the
 // drain falls behind and the ring is full, a connection is not recorded and
 // `dropped` counts it: the decision never waits for the recorder.
-import { OFF_DST_PORT, OFF_DST_POD, OFF_FAMILY, OFF_PROTOCOL, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_SRC_POD, OFF_SRC_PORT } from '../abi/record.js';
+import { OFF_DST_PORT, OFF_DST_POD, OFF_FAMILY, OFF_ICMP_TYPE, OFF_PROTOCOL, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_SRC_POD, OFF_SRC_PORT } from '../abi/record.js';
 
 /** What ended a direction's walk, as the buffer stores it. */
 export const Outcome = {
@@ -65,6 +65,8 @@ export const V6_WORDS = 8;
 export const AUDIT_WORDS = 2 * MAX_AUDIT_STAGES * 3;
 
 const SRC_POD_WORD = OFF_SRC_POD >> 2;
+/** The record's word with the ICMP type and code. */
+const ICMP_WORD = OFF_ICMP_TYPE >> 2;
 const DST_POD_WORD = OFF_DST_POD >> 2;
 const SRC_ADDR_WORD = OFF_SRC_ADDR >> 2;
 const DST_ADDR_WORD = OFF_DST_ADDR >> 2;
@@ -74,6 +76,9 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const FLAGS_SHIFT = LITTLE_ENDIAN ? 0 : 24;
 const FLAGS_MASK = 0xff << FLAGS_SHIFT;
 const FAMILY_SHIFT = LITTLE_ENDIAN ? OFF_FAMILY * 8 : 24 - OFF_FAMILY * 8;
+const PROTOCOL_SHIFT = LITTLE_ENDIAN ? OFF_PROTOCOL * 8 : 24 - OFF_PROTOCOL * 8;
+const ICMP = 1;
+const ICMPV6 = 58;
 
 /** One direction's outcome read back from the buffer. */
 export interface StoredDirection { outcome: number; stage: number; reason: number; rule: number }
@@ -90,6 +95,8 @@ export class FlowBuffer {
   /** V6_WORDS per slot, written only for IPv6 connections. */
   readonly v6: Uint32Array;
   readonly audits: Uint32Array;
+  /** One word per slot, written only for ICMP and ICMPv6 connections: the record's ICMP type and code word (the drain asks with it). */
+  readonly icmp: Uint32Array;
   /**
    * The time claims stamp: Date.now() costs as much as the rest of a claim,
    * so it is read once per CLOCK_EVERY claims and at every drain
@@ -123,6 +130,7 @@ export class FlowBuffer {
     this.bytes = new Uint8Array(this.words.buffer);
     this.v6 = new Uint32Array(capacity * V6_WORDS);
     this.audits = new Uint32Array(capacity * AUDIT_WORDS);
+    this.icmp = new Uint32Array(capacity);
   }
 
   /** Records waiting for the drain. */
@@ -163,7 +171,8 @@ export class FlowBuffer {
     w[o + W_REVISION] = revision;
     w[o + W_TIME] = clock;
     // The rare cases are out of line, so the fill stays small enough to inline.
-    if (audited || ((head >>> FAMILY_SHIFT) & 0xff) === 6) this.claimMore(record, at, slot, audited);
+    const protocol = (head >>> PROTOCOL_SHIFT) & 0xff;
+    if (audited || ((head >>> FAMILY_SHIFT) & 0xff) === 6 || protocol === ICMP || protocol === ICMPV6) this.claimMore(record, at, slot, audited);
   }
 
   /**
@@ -197,20 +206,24 @@ export class FlowBuffer {
    * stage's module left them: words `codeAt[2 i + d]` and the next of
    * `answers[stage]`, the stage being the outcome word's. No audit stages
    * (their verdicts need the slot before the walk: claimBatch). Connections
-   * the full ring cannot take are counted in `dropped`.
+   * the full ring cannot take are counted in `dropped`. With `deferred`
+   * the codes are left to the drain (SlotFlag.CodesDeferred; `codeAt` and
+   * `answers` are not read), as `recordOne` leaves them.
    */
-  recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>): void {
+  recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>, deferred = false): void {
     const capacity = this.capacity;
     const n = this.reserve(count);
     let slot = this.reserved;
     const clock = this.clock;
     const w = this.words;
+    const flags = deferred ? SlotFlag.CodesDeferred : 0;
     for (let i = 0, at = 0; i < n; i++, at += stride) {
       // The verdict is known: it goes in with word 0 (no setAllowed).
-      this.fill(slot, records, at, revision, clock, false, allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0);
+      this.fill(slot, records, at, revision, clock, false, (allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0) | flags);
       for (let d = 0, k = 2 * i, p = slot * SLOT_WORDS + W_DIRECTIONS; d < 2; d++, k++, p += 3) {
         const word = outcomes[k];
         w[p] = word;
+        if (deferred) continue;
         const outcome = word & 0xff;
         if (outcome !== Outcome.Accept && outcome !== Outcome.Deny) continue;
         const from = answers[(word >>> 8) - 1]!;
@@ -289,6 +302,13 @@ export class FlowBuffer {
       }
     }
     if (audited) this.audits.fill(0, slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS);
+    if (this.isIcmp(slot)) this.icmp[slot] = record[at + ICMP_WORD];
+  }
+
+  /** Whether the slot's connection is ICMP or ICMPv6: then `icmp` holds its type and code. */
+  isIcmp(slot: number): boolean {
+    const protocol = this.protocol(slot);
+    return protocol === ICMP || protocol === ICMPV6;
   }
 
   /**
@@ -409,8 +429,8 @@ export class FlowBuffer {
 
   /**
    * The slot's connection as a decision record (16 words, direction egress,
-   * no ICMP type or code, no results) in `out`: what the drain decides again
-   * with (Pipeline.finishEgress).
+   * no results) in `out`: what the drain decides again with
+   * (Pipeline.finishEgress, attributeDeferred).
    */
   recordOf(slot: number, out: Uint32Array): void {
     const w = this.words;
@@ -421,6 +441,7 @@ export class FlowBuffer {
     out[1] = w[o + 1];
     out[SRC_POD_WORD] = w[o + 2];
     out[DST_POD_WORD] = w[o + 3];
+    if (this.isIcmp(slot)) out[ICMP_WORD] = this.icmp[slot];
     if (this.family(slot) === 6) {
       const v = slot * V6_WORDS;
       for (let i = 0; i < 4; i++) {

@@ -8,8 +8,8 @@
 import { AUDIT_WORDS, namesPolicy, SLOT_WORDS, V6_WORDS, W_DIRECTIONS, W_TIME, type FlowBuffer } from './flow-buffer.js';
 import { OFF_SRC_PORT } from '../abi/record.js';
 
-/** Words of a key: the slot's words but its time, then its IPv6 addresses and its audit words (each only when the slot has them). */
-export const KEY_WORDS = SLOT_WORDS - 1 + V6_WORDS + AUDIT_WORDS;
+/** Words of a key: the slot's words but its time, then its IPv6 addresses, its audit words and its ICMP type and code (each only when the slot has them). */
+export const KEY_WORDS = SLOT_WORDS - 1 + V6_WORDS + AUDIT_WORDS + 1;
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** The word holding the source port, and the mask that clears the port from it. */
@@ -17,6 +17,7 @@ const SRC_PORT_WORD = OFF_SRC_PORT >> 2;
 const NO_SRC_PORT = LITTLE_ENDIAN ? 0xffff0000 : 0x0000ffff;
 const V6_AT = SLOT_WORDS - 1;
 const AUDITS_AT = V6_AT + V6_WORDS;
+const ICMP_AT = AUDITS_AT + AUDIT_WORDS;
 
 export class SlotKeys {
   /** KEY_WORDS per entry. */
@@ -66,13 +67,16 @@ export class SlotKeys {
     const audited = buffer.audited(slot);
     if (v6) h = this.take(h, buffer.v6, slot * V6_WORDS, V6_WORDS, V6_AT);
     if (audited) h = this.take(h, buffer.audits, slot * AUDIT_WORDS, AUDIT_WORDS, AUDITS_AT);
+    // The protocol is in word 0 too. The type matters to the codes left to the drain and to an egress it walks on.
+    const icmp = buffer.isIcmp(slot);
+    if (icmp) h = this.take(h, buffer.icmp, slot, 1, ICMP_AT);
     h = (h ^ (h >>> 15)) >>> 0;
     const table = this.table;
     const mask = table.length - 1;
     for (let p = h & mask; ; p = (p + 1) & mask) {
       const e = table[p] - 1;
       if (e < 0) break;
-      if (this.hashes[e] === h && this.same(e, 0, V6_AT) && (!v6 || this.same(e, V6_AT, AUDITS_AT)) && (!audited || this.same(e, AUDITS_AT, KEY_WORDS))) return e;
+      if (this.hashes[e] === h && this.same(e, 0, V6_AT) && (!v6 || this.same(e, V6_AT, AUDITS_AT)) && (!audited || this.same(e, AUDITS_AT, ICMP_AT)) && (!icmp || this.same(e, ICMP_AT, KEY_WORDS))) return e;
     }
     if (this.size === this.entries) {
       if (this.size >= this.maxEntries) this.clear();

@@ -37,11 +37,12 @@ function explained(p: Pipeline, packet: Packet): string {
   return `${d.allowed} ${last(d.egress)} ${last(d.ingress)}`;
 }
 
-describe('deferred attribution on the recorded one-packet path', () => {
+describe('deferred attribution on the recorded packet paths', () => {
   it('makes the records the walk that copies the codes makes, across a policy change, pod label changes and a pipeline swap with records pending', () => {
     let deferredWalks = 0;
     let asked = 0;
     let changedAnswers = 0;
+    let deferredChunks = 0;
     for (const seed of [21, 22]) {
       const cluster = generateCluster(SCALE, seed);
       const state = loadState(cluster);
@@ -49,6 +50,7 @@ describe('deferred attribution on the recorded one-packet path', () => {
       const random = seededRandom(seed);
       const deferring = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
       const copying = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
+      const chunks = vi.spyOn(deferring.buffer, 'recordChunk');
       let pair: Pipeline[] = [];
       let revision = 10;
       const build = (suffix: string): void => {
@@ -70,13 +72,21 @@ describe('deferred attribution on the recorded one-packet path', () => {
       };
       const counted: Array<() => void> = [];
       // Each stage's subject masks, which the deferring walk needs (rebuilt off the packet path after a change).
-      const decide = (packets: Packet[]): void => {
+      // One packet per call, or (`batched`) the batched walk, which defers the codes in its in-place chunk walk.
+      const decide = (packets: Packet[], batched = false): void => {
         for (const p of pair) p.refreshMasks();
-        for (const packet of packets) expect(pair[0].allows(packet), JSON.stringify(packet)).toBe(pair[1].allows(packet));
+        if (!batched) {
+          for (const packet of packets) expect(pair[0].allows(packet), JSON.stringify(packet)).toBe(pair[1].allows(packet));
+          return;
+        }
+        const [a, b] = [new Uint8Array(packets.length), new Uint8Array(packets.length)];
+        pair[0].allowsBatch(packets, a);
+        pair[1].allowsBatch(packets, b);
+        expect(Array.from(a)).toEqual(Array.from(b));
       };
       build('');
       const tcp = generateFlows(cluster, 400, seed).packets;
-      // And ICMP echo requests: the slot keeps no ICMP type, so those take a walk that copies the codes.
+      // And ICMP echo requests: the deferring walk keeps their type for the drain, the copying one takes the chunk walk.
       const packets = [...tcp, ...tcp.slice(0, 30).map((p) => ({ ...p, protocol: 1, srcPort: 0, dstPort: 0, icmpType: 8, icmpCode: 0 }))];
       const before = packets.map((p) => explained(pair[1], p));
       decide(packets);
@@ -84,7 +94,7 @@ describe('deferred attribution on the recorded one-packet path', () => {
       const namespaces = new Set(cluster.networkPolicies.slice(0, 2).map((np) => np.metadata.namespace));
       for (const np of cluster.networkPolicies.filter((o) => namespaces.has(o.metadata.namespace))) state.apply(Kinds.NetworkPolicy, { type: 'delete', object: np });
       cluster.networkPolicies = cluster.networkPolicies.filter((o) => !namespaces.has(o.metadata.namespace));
-      decide(packets);
+      decide(packets, true);
       // Policies renamed: the same rules, so the same verdicts and deciding stages (and keys), under other names.
       const renamed = cluster.networkPolicies.map((np) => ({ ...np, metadata: { ...np.metadata, name: `${np.metadata.name}-renamed` } }));
       for (const [i, np] of cluster.networkPolicies.entries()) {
@@ -101,14 +111,16 @@ describe('deferred attribution on the recorded one-packet path', () => {
         const relabelled: KubeObject = { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, app: `moved-${round}` } } };
         cluster.pods[at] = relabelled;
         state.apply(Kinds.Pod, { type: 'upsert', object: relabelled });
-        decide(packets.slice(round * 100, round * 100 + 150));
+        decide(packets.slice(round * 100, round * 100 + 150), round === 1);
       }
       // The changes changed what decides some of the packets recorded before them.
       changedAnswers += packets.filter((p, i) => explained(pair[1], p) !== before[i]).length;
       // A swap with records of the retired revision pending: its stages are disposed with it.
       build('-next');
+      decide(packets, true);
       decide(packets);
       for (const c of counted) c();
+      deferredChunks += chunks.mock.calls.filter((c) => c[9] === true).length;
       const [got, want] = [records(deferring), records(copying)];
       expect(want.length).toBeGreaterThan(20);
       expect(got).toHaveLength(want.length);
@@ -120,5 +132,7 @@ describe('deferred attribution on the recorded one-packet path', () => {
     expect(deferredWalks).toBeGreaterThan(1000);
     expect(asked).toBeGreaterThan(50);
     expect(changedAnswers).toBeGreaterThan(10);
+    // And the batched walk deferred too.
+    expect(deferredChunks).toBeGreaterThan(10);
   }, 180_000);
 });

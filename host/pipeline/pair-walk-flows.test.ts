@@ -29,17 +29,21 @@ function spec(config: Record<string, unknown>, audits: boolean): PipelineSpec {
 
 /**
  * A slot's words, its time left out (claims stamp a coarse clock), with its
- * audit words; one array per slot. The egress walks the pair walk left to the
- * drain (Outcome.Pending) are finished first, as the drain finishes them, in
- * a copy of the buffer (the recorder finishes the originals itself).
+ * audit words; one array per slot. The codes and the egress walks the pair
+ * walk left to the drain (SlotFlag.CodesDeferred, Outcome.Pending) are asked
+ * and finished first, as the drain does, in a copy of the buffer (the
+ * recorder does it to the originals itself).
  */
 function slots(buffer: FlowBuffer, pipeline: Pipeline, pending?: { n: number }): number[][] {
   const copy = new FlowBuffer(buffer.capacity);
   copy.words.set(buffer.words);
   copy.v6.set(buffer.v6);
   copy.audits.set(buffer.audits);
+  copy.icmp.set(buffer.icmp);
   const out: number[][] = [];
   for (let slot = 0; slot < buffer.pending; slot++) {
+    // Codes the walk left to the drain (a pipeline whose decision caches are on) are asked first, as the drain asks them.
+    if (copy.codesDeferred(slot)) pipeline.attributeDeferred(copy, slot);
     if (copy.direction(slot, 0).outcome === Outcome.Pending) {
       if (pending) pending.n++;
       pipeline.finishEgress(copy, slot);

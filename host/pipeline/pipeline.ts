@@ -129,6 +129,8 @@ export class Pipeline {
    * that copies them (allowsRecordedInPlace), which tests compare it with.
    */
   attributesInDrain = true;
+  /** The flow buffers this pipeline has recorded to (flowBuffer). */
+  private readonly recordedTo = new Set<FlowBuffer>();
   private readonly answerWords: Array<Uint32Array | undefined> = [];
   /**
    * Whether allowsBatch may walk both directions at once when every
@@ -257,8 +259,12 @@ export class Pipeline {
   set flowBuffer(buffer: FlowBuffer | undefined) {
     this.flows = buffer;
     buffer?.register(this.revision, this);
-    // Each stage drains the buffer before its module changes, so the drain asks what decided (attributeDeferred, finishEgress).
-    if (buffer) for (const stage of this.stages) stage.guardFlows(buffer);
+    // Each stage drains the buffer before its module changes, and the pipeline before it is disposed,
+    // so the drain asks what decided (attributeDeferred, finishEgress).
+    if (buffer) {
+      this.recordedTo.add(buffer);
+      for (const stage of this.stages) stage.guardFlows(buffer);
+    }
   }
 
   /**
@@ -394,8 +400,7 @@ export class Pipeline {
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
     // The unrecorded walk itself, its codes left to the drain, when the stages' answers allow it.
     if (this.masksValid && this.oneDeferred && this.attributesInDrain && this.auditing.length === 0 && !this.state.multiclusterMode) {
-      const allowed = this.allowsRecordedDeferred(packet, flows);
-      if (allowed !== undefined) return allowed;
+      return this.allowsRecordedDeferred(packet, flows);
     }
     // The unrecorded walk's masked one-record pair calls, when it can record in place.
     if (this.masksValid && this.oneInPlace && this.auditing.length === 0 && this.walksInFlight === 0 && !this.state.multiclusterMode) {
@@ -457,18 +462,18 @@ export class Pipeline {
    * per direction (FlowBuffer.recordOne), and an Accept's or a Deny's reason
    * and rule codes are left to the drain, which asks the deciding stage once
    * per key (attributeDeferred) before any of the stages' modules changes
-   * (FlowBuffer.settle), so it asks the state that decided. Undefined,
-   * before any stage is asked, for an ICMP packet (the slot keeps no ICMP
-   * type for the drain to ask with): the caller then takes another walk.
+   * (FlowBuffer.settle), so it asks the state that decided. An ICMP
+   * packet too: its slot keeps the ICMP type and code (FlowBuffer.icmp), so
+   * an egress left undecided by an ingress deny is walked on by the drain
+   * (finishEgress) as any other.
    */
-  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean | undefined {
+  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean {
     const state = this.state;
     const srcId = state.podIdByIP(packet.src);
     const dstId = state.podIdByIP(packet.dst);
     const rec = this.record;
     const rec32 = this.record32;
     encodeRecordWords(rec32, rec, 0, packet, srcId, dstId);
-    if (rec32[ICMP_WORD] !== 0) return undefined;
     const stages = this.enforcing;
     const masks = this.masks;
     const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
@@ -1100,6 +1105,8 @@ export class Pipeline {
     const egress = this.verdicts;
     const ingress = this.ingressVerdicts;
     const icmp = this.encoded32;
+    // As allowsRecordedDeferred: where the stages' answers follow from the record and their state, the codes are the drain's to ask.
+    const deferred = this.oneDeferred && this.attributesInDrain;
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
       const m = this.askPairs(stage, s, n, count, undefined, false);
@@ -1111,7 +1118,7 @@ export class Pipeline {
       const accept = (failed ? Outcome.Failure : Outcome.Accept) | tag;
       const deny = (failed ? Outcome.Failure : Outcome.Deny) | tag;
       const source = this.answerSources[s]!;
-      if (!failed) this.answerWords[stageIndex] = source.answerWords();
+      if (!failed && !deferred) this.answerWords[stageIndex] = source.answerWords();
       const batchWord = source.batchReasonWord;
       const pairWord = source.pairReasonWord;
       for (let j = 0; j < m; j++) {
@@ -1123,7 +1130,7 @@ export class Pipeline {
         if ((w & NEED_EGRESS) !== 0) {
           const v = egress[j];
           if (v === Verdict.Deny || v === Verdict.Accept) {
-            codeAt[e] = batchWord + j * (RECORD_SIZE >> 2);
+            if (!deferred) codeAt[e] = batchWord + j * (RECORD_SIZE >> 2);
             if (v === Verdict.Deny) {
               outcomes[e] = deny;
               // Ingress is never asked after an egress deny.
@@ -1139,13 +1146,14 @@ export class Pipeline {
           const v = ingress[j];
           if (v === Verdict.Deny || v === Verdict.Accept) {
             // A pair's ingress answer is in its pair area entry; an ingress-only record's in the record.
-            codeAt[e + 1] = both ? pairWord + j * (PAIR_RESULT_SIZE >> 2) : batchWord + j * (RECORD_SIZE >> 2);
+            if (!deferred) codeAt[e + 1] = both ? pairWord + j * (PAIR_RESULT_SIZE >> 2) : batchWord + j * (RECORD_SIZE >> 2);
             w &= ~NEED_INGRESS;
             if (v === Verdict.Accept) outcomes[e + 1] = accept;
             else {
               outcomes[e + 1] = deny;
               if ((w & NEED_EGRESS) === 0) w = NEED_DENIED;
-              else if (icmp[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
+              // The drain walks a deferred slot's egress on with its ICMP type (FlowBuffer.icmp).
+              else if (!deferred && icmp[r * (RECORD_SIZE >> 2) + ICMP_WORD] !== 0) w |= INGRESS_DENIED;
               else {
                 // As decideChunkRecorded: the drain walks this egress on (finishEgress).
                 outcomes[e] = Outcome.Pending | tag;
@@ -1162,7 +1170,7 @@ export class Pipeline {
       const w = need[i];
       out[start + i] = w !== NEED_DENIED && (w & INGRESS_DENIED) === 0 ? 1 : 0;
     }
-    flows.recordChunk(this.encoded32, RECORD_SIZE >> 2, count, this.revision, out, start, outcomes, codeAt, this.answerWords);
+    flows.recordChunk(this.encoded32, RECORD_SIZE >> 2, count, this.revision, out, start, outcomes, codeAt, this.answerWords, deferred);
   }
 
   /**
@@ -1470,6 +1478,8 @@ export class Pipeline {
   /** Releases this pipeline's hold on each stage (a stage shared with another live pipeline keeps running); once. */
   dispose(): void {
     if (this.disposed) return;
+    // The records this pipeline decided are drained while its stages can still be asked (attributeDeferred, finishEgress).
+    for (const buffer of this.recordedTo) buffer.settle();
     this.disposed = true;
     this.masksValid = false;
     for (const release of this.releases.splice(0)) release();
