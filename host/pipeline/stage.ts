@@ -971,35 +971,18 @@ export class Stage implements StateListener {
     } catch (err) {
       this.failed(err);
     }
-    this.settlePicked(records, picked, n, egress, ingress, first);
+    this.settlePairs(records, n, egress, ingress, first, picked);
     return true;
   }
 
-  /** settlePairs for picked records: record `picked[i]`'s direction, its answers at `i`. */
-  private settlePicked(records: Uint8Array, picked: Int32Array, n: number, egress: Uint8Array, ingress: Uint8Array, first: number): void {
-    const byDirection = this.verdictsByDirection;
-    for (let i = 0; i < n; i++) {
-      const dir = records[picked[i] * RECORD_SIZE + OFF_DIRECTION];
-      let v: number;
-      if (dir !== 1) {
-        if (i >= first) egress[i] = this.failureVerdict;
-        v = egress[i];
-        if (v > Verdict.Pass) v = egress[i] = this.badVerdict(v);
-        byDirection[v]++;
-        if (dir === 0 || v === Verdict.Deny) continue;
-      }
-      if (i >= first) ingress[i] = this.failureVerdict;
-      v = ingress[i];
-      if (v > Verdict.Pass) v = ingress[i] = this.badVerdict(v);
-      byDirection[4 | v]++;
-    }
-  }
-
-  /** decidePairs' accounting: records from `first` on get the failure policy, every verdict is checked and counted per direction asked. */
-  private settlePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, first: number): void {
+  /**
+   * decidePairs' accounting: answers from `first` on get the failure policy, every verdict is checked and counted per direction asked.
+   * With `picked`, answer `i` belongs to record `picked[i]` (decidePairsPicked); without it, to record `i`.
+   */
+  private settlePairs(records: Uint8Array, count: number, egress: Uint8Array, ingress: Uint8Array, first: number, picked?: Int32Array): void {
     const byDirection = this.verdictsByDirection;
     for (let i = 0; i < count; i++) {
-      const dir = records[i * RECORD_SIZE + OFF_DIRECTION];
+      const dir = records[(picked ? picked[i] : i) * RECORD_SIZE + OFF_DIRECTION];
       let v: number;
       if (dir !== 1) {
         if (i >= first) egress[i] = this.failureVerdict;
