@@ -608,7 +608,7 @@ export class Lab {
  * for a destination, each connect() walks that whole half of the range
  * before it finds a port (__inet_hash_connect, ~20 ms a connect): the e2e
  * bench's "slow spells" of 200-270 conn/s in every mode alike, 60 s after
- * they began (docs/performance.md, "The lab's slow spells").
+ * they began (docs/performance.md, "What is measured, and how").
  */
 async function allowTimeWaitReuse(netns: string): Promise<void> {
   await inNetnsChecked(netns, 'sysctl', ['-qw', 'net.ipv4.tcp_tw_reuse=1']);
