@@ -151,7 +151,7 @@ describe('exception handling is refused: a throw costs far more than fuel counts
     }],
     ['try', 'a try in the start function', { startBody: '(try (do (nop)) (catch_all))' }],
     ['try', 'a rethrow in kwp_configure', { fields: ['(tag $t)'], configureBody: '(try (do (throw $t)) (catch_all (rethrow 0))) (i32.const 0)' }],
-  ] as const)('a module using %s (%s) is refused at load with KWP_ERR_INSTRUMENTATION naming it', (instr, _what, opts) => {
+  ] as Array<[string, string, Parameters<typeof sandboxModule>[0]]>)('a module using %s (%s) is refused at load with KWP_ERR_INSTRUMENTATION naming it', (instr, _what, opts) => {
     const { code, message } = refusal(opts);
     expect(code).toBe('KWP_ERR_INSTRUMENTATION');
     expect(message).toContain(`exception handling (${instr})`);
