@@ -550,7 +550,7 @@ export class Pipeline {
       if (d.outcome !== Outcome.Accept && d.outcome !== Outcome.Deny) continue;
       const stage = this.stages[d.stage];
       rec[OFF_DIRECTION] = dir;
-      const v = stage === undefined ? -1 : stage.codesFor(rec, flows.words, flows.codesWord(slot, dir));
+      const v = stage === undefined ? -1 : stage.codesFor(rec, flows.codes, flows.codesWord(slot, dir));
       if (v !== (d.outcome === Outcome.Accept ? Verdict.Accept : Verdict.Deny)) flows.codesLost(slot, dir);
     }
     flows.codesAsked(slot);
