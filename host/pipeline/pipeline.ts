@@ -175,13 +175,34 @@ export class Pipeline {
     this.threaded = this.stages.some((s) => s.isolation !== 'thread');
     this.skipTally = new Float64Array(this.enforcing.length);
     if (this.enforcing.length <= MASKED_STAGES) {
-      const invalidate = () => this.masksStale();
+      const invalidate = (replaced: boolean) => {
+        if (replaced) this.forgetInstances();
+        this.masksStale();
+      };
       this.enforcing.forEach((stage, i) => {
         this.releases.push(stage.watchFilter(invalidate), stage.addSkipTally(this.skipTally, i));
       });
       // Built now, so that the first decisions (the agent's JIT warm-up among them) take the masked walk.
       this.refreshMasks();
     }
+  }
+
+  /**
+   * A stage has a new instance: what the walks kept of the instances (each
+   * stage's answers in place, views of their memories) is dropped now rather
+   * than at the masks' rebuild a turn later, so the replaced instance and its
+   * memory are not kept reachable by this pipeline (the memory bench caught a
+   * 2.7 MiB memory so: docs/performance.md, "Where the agent's memory goes").
+   * Nothing reads them before they are set again: the one-record walks wait
+   * for the masks (masksValid), a recorded chunk finds its sources first
+   * (answersStayInPlace) and sets each deciding stage's words before it
+   * records them.
+   */
+  private forgetInstances(): void {
+    this.oneSources.fill(undefined);
+    this.oneInPlace = false;
+    this.answerSources.fill(undefined);
+    this.answerWords.fill(undefined);
   }
 
   /** A stage's filter or instance changed: the masks are not read until rebuilt, one turn of the event loop later. */
@@ -235,8 +256,9 @@ export class Pipeline {
       // Whether allowsRecordedInPlace may record in place, and from where: what each
       // stage's instance answers, which changes only with the instance (a notice, so a rebuild here).
       let inPlace = pairs === stages.length;
-      for (let s = 0; s < stages.length && inPlace; s++) {
-        const source = stages[s].pairAnswersInPlace(1);
+      for (let s = 0; s < stages.length; s++) {
+        // Every entry written, so none keeps an instance from before (read only while all are in place).
+        const source = inPlace ? stages[s].pairAnswersInPlace(1) : undefined;
         this.oneSources[s] = source;
         if (source === undefined) inPlace = false;
       }

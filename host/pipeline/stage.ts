@@ -117,8 +117,12 @@ export class Stage implements StateListener {
    * this stage's index in it, folded into the counters when they are read.
    */
   private readonly skipTallies: { tally: Float64Array; index: number }[] = [];
-  /** Called whenever what subjectFilter() or decidesPairs answers may have changed (Pipeline's subject masks follow it). */
-  private readonly filterWatchers: (() => void)[] = [];
+  /**
+   * Called whenever what subjectFilter() or decidesPairs answers may have
+   * changed (Pipeline's subject masks follow it); `replaced` when a new
+   * instance took the place of the one before (see the `instance` setter).
+   */
+  private readonly filterWatchers: ((replaced: boolean) => void)[] = [];
   /**
    * Verdicts by direction: index `direction << 2 | verdict` (0 egress, 1
    * ingress; verdicts as in the ABI). Decisions answered without a call
@@ -134,7 +138,9 @@ export class Stage implements StateListener {
   private get instance(): ModuleInstance | undefined { return this.current; }
   private set instance(inst: ModuleInstance | undefined) {
     this.current = inst;
-    this.filterChanged();
+    // A new instance is only ever set between walks (a build, a rebuild), never while one decides,
+    // so watchers may drop what they kept of the one it replaces; a failure mid-walk only clears it.
+    this.filterChanged(inst !== undefined);
   }
   private readonly kindIndex = new Map<KindKey, number>();
   /** The flow buffers whose records this stage's module may still be asked about (Pipeline.flowBuffer, attributeDeferred). */
@@ -1088,8 +1094,13 @@ export class Stage implements StateListener {
     };
   }
 
-  /** `watcher` runs whenever subjectFilter() or decidesPairs may answer differently; returns the unsubscribe. */
-  watchFilter(watcher: () => void): () => void {
+  /**
+   * `watcher` runs whenever subjectFilter() or decidesPairs may answer
+   * differently, with `replaced` true when the stage has a new instance (never
+   * during a decision: what the watcher kept of the old one may go);
+   * returns the unsubscribe.
+   */
+  watchFilter(watcher: (replaced: boolean) => void): () => void {
     this.filterWatchers.push(watcher);
     return () => {
       const at = this.filterWatchers.indexOf(watcher);
@@ -1097,9 +1108,9 @@ export class Stage implements StateListener {
     };
   }
 
-  private filterChanged(): void {
+  private filterChanged(replaced = false): void {
     const watchers = this.filterWatchers;
-    for (let i = 0; i < watchers.length; i++) watchers[i]();
+    for (let i = 0; i < watchers.length; i++) watchers[i](replaced);
   }
 
   /** Counts `count` records answered Next through the subject filter. */

@@ -80,6 +80,27 @@ describe('the one-packet walk through the subject masks', () => {
     engine.active.dispose();
   });
 
+  it('lets go of a replaced instance as soon as the stage has its new one, not a turn later when the masks are rebuilt', async () => {
+    const { engine, np } = twoStages();
+    const pipeline = engine.active as unknown as { oneSources: unknown[]; answerSources: unknown[]; answerWords: unknown[] };
+    const internals = np as unknown as { current: unknown; replaceInstance(problem: object): Promise<void> };
+    const old = internals.current;
+    // The walks keep each stage's instance (its answers in place) from the masks' build on.
+    expect(pipeline.oneSources).toContain(old);
+    expect(engine.allows(between(1, 2))).toBe(false);
+    await internals.replaceInstance({ kind: 'refreshing', message: 'test', since: Date.now() });
+    expect(internals.current).not.toBe(old);
+    // Same turn: the masks are not rebuilt yet, and nothing of this pipeline reaches the old instance.
+    expect(pipeline.oneSources).not.toContain(old);
+    expect(pipeline.answerSources).not.toContain(old);
+    expect(pipeline.answerWords.every((w) => w === undefined)).toBe(true);
+    await turn();
+    expect(pipeline.oneSources).toContain(internals.current);
+    expect(engine.allows(between(1, 2))).toBe(false);
+    expect(engine.allows(between(1, 3))).toBe(true);
+    engine.active.dispose();
+  });
+
   it('gives every packet the verdict of the unindexed evaluation over random clusters and changes, with the masks rebuilt after each change', async () => {
     let compared = 0;
     let skippedByMasks = 0;

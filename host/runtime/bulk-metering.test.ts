@@ -125,3 +125,39 @@ describe('table instructions whose length cannot be metered are refused', () => 
     expect(message).toContain(name);
   });
 });
+
+describe('exception handling is refused: a throw costs far more than fuel counts, and a catch would catch the host', () => {
+  // Measured before the refusal (default tank, load average 10): a loop
+  // throwing and catching ran one decision for 1.2 to 1.7 s of CPU, and one
+  // catching env.abort's error for 0.7 s, where the tank should last ~12 ms.
+  const refusal = (opts: Parameters<typeof sandboxModule>[0]) => {
+    let message = '';
+    const code = codeOf(() => {
+      try {
+        load({ features: 'node20', ...opts }, {});
+      } catch (err) {
+        message = (err as Error).message;
+        throw err;
+      }
+    });
+    return { code, message };
+  };
+  it.each([
+    ['try', 'a loop throwing and catching its own tag', { fields: ['(tag $t)'], decideBody: '(loop $l (try (do (throw $t)) (catch_all)) (br $l)) (i32.const 0)' }],
+    ['throw', 'a throw no catch sees, in a function of its own', { fields: ['(tag $t)', '(func $thrower (throw $t))'], decideBody: '(if (local.get $count) (then (call $thrower))) (i32.const 0)' }],
+    ['try', 'a loop catching the error env.abort throws', {
+      imports: ['(import "env" "abort" (func $abort (param i32 i32 i32 i32)))'],
+      decideBody: '(loop $l (try (do (call $abort (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 2))) (catch_all)) (br $l)) (i32.const 0)',
+    }],
+    ['try', 'a try in the start function', { startBody: '(try (do (nop)) (catch_all))' }],
+    ['try', 'a rethrow in kwp_configure', { fields: ['(tag $t)'], configureBody: '(try (do (throw $t)) (catch_all (rethrow 0))) (i32.const 0)' }],
+  ] as Array<[string, string, Parameters<typeof sandboxModule>[0]]>)('a module using %s (%s) is refused at load with KWP_ERR_INSTRUMENTATION naming it', (instr, _what, opts) => {
+    const { code, message } = refusal(opts);
+    expect(code).toBe('KWP_ERR_INSTRUMENTATION');
+    expect(message).toContain(`exception handling (${instr})`);
+  });
+
+  it('a module that only declares a tag, and never throws, still loads', () => {
+    expect(refusal({ fields: ['(tag $t (param i32))'] }).code).toBeUndefined();
+  });
+});

@@ -12,7 +12,13 @@
 //
 // binaryen offers no setter for the operands of table.fill, table.copy and
 // table.init, so their length cannot be metered here: modules that use them
-// are refused (AssemblyScript never emits them). Any expression kind this
+// are refused (AssemblyScript never emits them). So are the exception
+// handling instructions (try, throw, rethrow, try_table, throw_ref): a throw
+// is one instruction that costs V8 about a microsecond (an exception object,
+// an unwind), so a loop throwing and catching paid one unit for 70 times
+// the time a unit buys, and a catch_all also catches the errors the host's
+// imports throw (env.abort), so a module could abort again and again inside
+// one call. AssemblyScript emits none of them either. Any expression kind this
 // walker does not know is refused too, rather than left unwalked, since a
 // bulk instruction could hide beneath it.
 import type BinaryenModule from 'binaryen';
@@ -61,7 +67,7 @@ function childFields(b: Binaryen): Map<number, string[]> {
   const m = new Map<number, string[]>();
   const leaf: number[] = [
     b.NopId, b.LocalGetId, b.GlobalGetId, b.ConstId, b.UnreachableId, b.PopId, b.MemorySizeId, b.DataDropId,
-    b.AtomicFenceId, b.RefNullId, b.RefFuncId, b.TableSizeId, rawId(b, 'ElemDrop'), b.RethrowId,
+    b.AtomicFenceId, b.RefNullId, b.RefFuncId, b.TableSizeId, rawId(b, 'ElemDrop'),
   ];
   for (const id of leaf) m.set(id, []);
   const withChildren: Array<[number, string[]]> = [
@@ -77,7 +83,7 @@ function childFields(b: Binaryen): Map<number, string[]> {
     [b.UnaryId, ['value']], [b.BinaryId, ['left', 'right']], [b.SelectId, ['ifTrue', 'ifFalse', 'condition']],
     [b.DropId, ['value']], [b.ReturnId, ['value']], [b.MemoryGrowId, ['delta']], [b.RefIsNullId, ['value']],
     [b.RefEqId, ['left', 'right']], [b.RefAsId, ['value']], [b.TableGetId, ['index']], [b.TableSetId, ['index', 'value']],
-    [b.TableGrowId, ['value', 'delta']], [b.TryId, ['body', 'catchBodies']], [b.ThrowId, ['operands']],
+    [b.TableGrowId, ['value', 'delta']],
     [b.TupleMakeId, ['operands']], [b.TupleExtractId, ['tuple']],
   ];
   for (const [id, fields] of withChildren) m.set(id, fields);
@@ -86,6 +92,8 @@ function childFields(b: Binaryen): Map<number, string[]> {
 
 const fieldsOf = new WeakMap<Binaryen, Map<number, string[]>>();
 const UNMETERABLE: Array<[string, string]> = [['TableFill', 'table.fill'], ['TableCopy', 'table.copy'], ['TableInit', 'table.init']];
+/** Exception handling: refused for what a throw costs and what a catch catches (see the top of this file). */
+const EXCEPTIONS: Array<[string, string]> = [['Try', 'try'], ['Throw', 'throw'], ['Rethrow', 'rethrow'], ['TryTable', 'try_table'], ['ThrowRef', 'throw_ref']];
 
 /**
  * The children of `expr` (an expression of function `fn`), read through
@@ -99,6 +107,8 @@ export function expressionChildren(b: Binaryen, expr: ExpressionRef, fn: string)
   const id = b.getExpressionId(expr);
   const known = fields.get(id);
   if (!known) {
+    const exception = EXCEPTIONS.find(([kind]) => rawId(b, kind) === id)?.[1];
+    if (exception) throw new Error(`function ${fn} uses exception handling (${exception}): a throw costs far more than fuel counts and a catch would catch the host's own errors; evaluators may not use it (AssemblyScript never emits it)`);
     const what = UNMETERABLE.find(([kind]) => rawId(b, kind) === id)?.[1] ?? `expression kind ${id}`;
     throw new Error(`function ${fn} uses ${what}, whose cost the host cannot meter; evaluators may not use it`);
   }

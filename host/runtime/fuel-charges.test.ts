@@ -100,6 +100,24 @@ describe('each charge point pays for the code it guards', () => {
   });
 });
 
+describe('a function entry pays for the locals V8 zeroes on each call', () => {
+  // 4,000 v128 locals (a function may declare 50,000 in four bytes): 4,000
+  // weighted instructions at each entry. Before, a call paid two units
+  // whatever it declared, and a loop of calls to a function of 50,000 v128
+  // locals (8.9 µs a call before tier-up) ran a decision's tank for seconds.
+  const LOCALS = 4000;
+  const CALLS = 100;
+  const decide = `(local $i i32) (loop $l (drop (call $fat (local.get $i))) (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if $l (i32.lt_u (local.get $i) (i32.const ${CALLS})))) (i32.const 0)`;
+  const bytes = sandboxModule({ fields: [`(func $fat (param $n i32) (result i32) (local ${'v128 '.repeat(LOCALS)}) (local.get $n))`], decideBody: decide, features: 'node20' });
+  const run = (fuel: number) => codeOf(() => new EvaluatorInstance(compileEvaluator(bytes, { source: 'locals.wasm', limits: { fuelPerDecision: fuel } })).decideOne(new Uint8Array(RECORD_SIZE)));
+
+  it('a loop of 100 calls to a function declaring 4,000 locals needs 100 times their 4,000 instructions', () => {
+    const perCall = LOCALS / INSTRUCTIONS_PER_UNIT;
+    expect(run(Math.floor(perCall * CALLS * 0.9))).toBe('KWP_ERR_FUEL_EXHAUSTED');
+    expect(run(Math.ceil((perCall + 4) * CALLS) + 100)).toBeUndefined();
+  });
+});
+
 describe('a call gets fuel for the state its stage holds', () => {
   // A kwp_object that counts to 30 million: 30 million units, more than fuelPerCall's 8 million, less than what 1 MiB of state adds.
   const counting = sandboxModule({

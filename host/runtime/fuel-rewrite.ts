@@ -16,8 +16,13 @@ import { chargeStaticCosts } from './fuel-charges.js';
 export type Binaryen = typeof BinaryenModule;
 
 export const FUEL_GLOBAL = 'kwp_fuel';
-/** Bump when the rewrite changes, so cached instrumented modules are not reused. */
-export const FUEL_INSTRUMENTATION_VERSION = 3;
+/**
+ * Bump when the rewrite changes, so cached instrumented modules are not reused.
+ * 4: modules using exception handling are refused, so a form cached before
+ * (a stored upload's) must be rewritten again, and refused, not loaded.
+ * 5: a function's entry pays for its declared locals (fuel-charges.ts).
+ */
+export const FUEL_INSTRUMENTATION_VERSION = 5;
 
 /**
  * The WebAssembly features of the V8 in Node 20, the set the loader's

@@ -98,6 +98,11 @@ describe('malformed and self-destructing uploads are refused with a code of thei
     ['a data segment past the end of memory', 'KWP_ERR_INSTANTIATE', sandboxModule({ memory: '(memory (export "memory") 1 16) (data (i32.const 65530) "0123456789")' })],
     ['an element segment past the end of its table', 'KWP_ERR_INSTANTIATE', sandboxModule({ fields: ['(table 2 2 funcref)', '(func $f)', '(elem (i32.const 5) $f)'], features: 'node20' })],
     ['a start function that traps', 'KWP_ERR_INSTANTIATE', sandboxModule({ startBody: '(unreachable)' })],
+    // Exception handling: a throw costs far more than fuel counts, and a catch_all catches env.abort's error (host/runtime/bulk-metering.ts).
+    ['a loop catching env.abort\'s error', 'KWP_ERR_INSTRUMENTATION', sandboxModule({
+      imports: ['(import "env" "abort" (func $abort (param i32 i32 i32 i32)))'], features: 'node20',
+      decideBody: '(loop $l (try (do (call $abort (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 2))) (catch_all)) (br $l)) (i32.const 0)' })],
+    ['a loop throwing and catching its own tag', 'KWP_ERR_INSTRUMENTATION', sandboxModule({ fields: ['(tag $t)'], features: 'node20', decideBody: '(loop $l (try (do (throw $t)) (catch_all)) (br $l)) (i32.const 0)' })],
     ['a kwp_batch pointing past the end of memory', 'KWP_ERR_SELF_TEST', sandboxModule({ fields: [] , omitExports: ['kwp_batch'], memory: '(memory (export "memory") 1 16) (func (export "kwp_batch") (result i32) (i32.const 0x7ffffff0))' })],
   ];
   it.each(cases)('%s: %s', async (_what, code, bytes) => {
