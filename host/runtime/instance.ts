@@ -597,7 +597,15 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
   private pass(data: Uint8Array, what: string): number {
     const ptr = this.guarded(() => this.exports.kwp_alloc(data.length), this.callFuel, `kwp_alloc for ${what}`);
-    this.bytes().set(data, ptr);
+    const mem = this.bytes();
+    // The pointer is the module's to choose: one outside its memory made the
+    // copy throw a bare RangeError (a 500 for a pipeline change, a state
+    // "too large" for a delivery) and left the instance in use.
+    if (ptr < 0 || ptr + data.length > mem.length) {
+      this.broken = new KwpError('KWP_ERR_TRAP', `module ${this.name}: kwp_alloc(${data.length}) for ${what} returned ${ptr >>> 0}, a buffer outside the module's memory (${mem.length} bytes)`);
+      throw this.broken;
+    }
+    mem.set(data, ptr);
     return ptr;
   }
 
