@@ -12,6 +12,7 @@ export const ErrorCatalogue = {
   KWP_ERR_IMPORT_NOT_ALLOWED: { status: 422, summary: 'The module imports something outside the ABI allowlist.' },
   KWP_ERR_IMPORT_SIGNATURE: { status: 422, summary: 'An allow-listed function import does not have exactly the type the ABI defines.' },
   KWP_ERR_EXPORT_MISSING: { status: 422, summary: 'The module lacks an export the ABI requires.' },
+  KWP_ERR_EXPORT_SIGNATURE: { status: 422, summary: 'A function export the host calls does not have exactly the type the ABI defines.' },
   KWP_ERR_MEMORY_UNBOUNDED: { status: 422, summary: 'The module defines a memory without a maximum.' },
   KWP_ERR_MEMORY_TOO_LARGE: { status: 422, summary: 'The module declares more memory than the host allows.' },
   KWP_ERR_TABLE_TOO_LARGE: { status: 422, summary: 'The module defines more tables, or larger tables, than the host allows, or a table without a maximum.' },

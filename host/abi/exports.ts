@@ -7,6 +7,23 @@ export const REQUIRED_FUNCTIONS = [
   'kwp_batch', 'kwp_batch_capacity', 'kwp_decide', 'kwp_explain', 'kwp_subjects', 'kwp_result',
 ] as const;
 
+const I32 = 0x7f;
+const fn = (params: number, results: number) => ({ params: Array(params).fill(I32), results: Array(results).fill(I32) });
+
+/**
+ * The exact type of every function export the host calls (sdk/ABI.md,
+ * "Exports"). JavaScript converts whatever a wrong type returns: an f64 or a
+ * multi-value batch address read the verdicts at NaN (every decision
+ * undefined while the stage looked healthy), an i64 one made BigInt
+ * arithmetic throw outside any call; so the loader refuses any other type.
+ */
+export const EXPORT_TYPES: Readonly<Record<string, { params: number[]; results: number[] }>> = {
+  kwp_alloc: fn(1, 1), kwp_configure: fn(2, 1), kwp_pod_upsert: fn(2, 0), kwp_pod_delete: fn(1, 0),
+  kwp_object: fn(4, 1), kwp_batch: fn(0, 1), kwp_batch_capacity: fn(0, 1), kwp_decide: fn(1, 1),
+  kwp_explain: fn(1, 1), kwp_subjects: fn(0, 1), kwp_result: fn(0, 1),
+  kwp_decision_cache_stats: fn(0, 1), kwp_attribution: fn(2, 1), kwp_pair_results: fn(0, 1), kwp_decide_pair: fn(1, 1),
+};
+
 /** Exports a module may leave out, with the minor version that added each. */
 export const OPTIONAL_FUNCTIONS = [
   { name: 'kwp_decision_cache_stats', since: { major: 1, minor: 1 } },

@@ -57,3 +57,38 @@ describe('allow-listed imports must have exactly the ABI type', () => {
     expect(refusal(sandboxModule({ imports: ['(import "kwp" "log" (global i32))'] })).code).toBe('KWP_ERR_IMPORT_NOT_ALLOWED');
   });
 });
+
+describe('a start function may call the imports before the host can see its memory', () => {
+  // The start function runs inside instantiation, before the host has the
+  // module's exports: kwp.log and env.abort read a memory that was not set,
+  // and every such module failed with "Cannot read properties of undefined".
+  const START_LOGS = '(call $log (i32.const 1) (i32.const 0) (i32.const 2))';
+  const data = '(data (i32.const 0) "hi")';
+
+  it('a start function logging from an imported memory is instantiated, and its line reaches the log', () => {
+    const lines: string[] = [];
+    const inst = new EvaluatorInstance(load(sandboxModule({ imports: [MEMORY, LOG], memory: data, startBody: START_LOGS })), loggerOf((_level, message) => lines.push(message)));
+    expect(inst.decideOne(new Uint8Array(64))).toBe(0);
+    expect(lines).toEqual(['hi']);
+  });
+
+  it('a start function logging from a memory it defines is instantiated, and the log says why its line has no text', () => {
+    const lines: string[] = [];
+    const inst = new EvaluatorInstance(load(sandboxModule({ imports: [LOG], memory: `(memory (export "memory") 1 16) ${data}`, startBody: START_LOGS })), loggerOf((_level, message) => lines.push(message)));
+    expect(inst.decideOne(new Uint8Array(64))).toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('logged by the start function');
+  });
+
+  it('a start function that aborts fails instantiation with the abort, not a TypeError of the host', () => {
+    let err: unknown;
+    try {
+      new EvaluatorInstance(load(sandboxModule({ imports: [ABORT], startBody: '(call $abort (i32.const 8) (i32.const 8) (i32.const 1) (i32.const 2))' })));
+    } catch (e) {
+      err = e;
+    }
+    expect((err as KwpError).code).toBe('KWP_ERR_INSTANTIATE');
+    expect((err as Error).message).toContain('abort: ? at ?:1:2');
+    expect((err as Error).message).not.toContain('Cannot read properties');
+  });
+});

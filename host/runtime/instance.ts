@@ -283,7 +283,12 @@ const RECORD_WORDS = RECORD_SIZE >> 2;
 export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   readonly compiled: CompiledEvaluator;
   private readonly exports: Exports;
-  private readonly memory: WebAssembly.Memory;
+  /**
+   * Unset only while the start function of a module that defines its own
+   * memory runs: that memory is an export, which the host cannot see until
+   * instantiation returns (bytes() then answers an empty view).
+   */
+  private memory: WebAssembly.Memory;
   private readonly fuel: WebAssembly.Global;
   private readonly decide: (count: number) => number;
   /** `decide` with the tank filled in the same call (fueled-call.ts), when the module's exports allow it. */
@@ -340,6 +345,8 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
       memory = options.memory ?? new WebAssembly.Memory({ initial: compiled.memoryImport.min, maximum: capPages });
       this.ownsMemory = true;
       env.memory = memory;
+      // Before instantiation: the start function may call kwp.log or env.abort, which read it.
+      this.memory = memory;
     }
     this.memoryCapPages = capPages;
     // The tank follows the state like the memory cap does: the Synced step compiles all of it in one call.
@@ -524,7 +531,10 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
 
   /** The memory view, re-created when memory.grow detached the old buffer. */
   private bytes(): Uint8Array {
-    if (this.u8.byteLength === 0) this.u8 = new Uint8Array(this.memory.buffer);
+    // A start function that logs or aborts before the host can see its own memory: an empty
+    // view, so the text reads as out of bounds ('?', a line without text) instead of a TypeError
+    // that made every such module fail to instantiate with "Cannot read properties of undefined".
+    if (this.u8.byteLength === 0 && this.memory !== undefined) this.u8 = new Uint8Array(this.memory.buffer);
     return this.u8;
   }
 
@@ -584,6 +594,10 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
     const note = rejection ? '' : this.logRate.take();
     if (note === undefined) return;
     const mem = this.bytes();
+    if (this.memory === undefined) {
+      this.logger?.[name]({ module: this.name }, `(a line logged by the start function, before the host can read a memory the module defines; import env.memory to log from it)${note}`);
+      return;
+    }
     if (ptr < 0 || len < 0 || ptr + len > mem.length) return;
     // Only the first maxLogLineBytes are decoded: one call could name all of memory.
     const max = this.compiled.limits.maxLogLineBytes;
@@ -597,7 +611,15 @@ export class EvaluatorInstance implements ModuleInstance, PairAnswers {
   /** Copies bytes into a buffer the module allocates; the callee frees it. */
   private pass(data: Uint8Array, what: string): number {
     const ptr = this.guarded(() => this.exports.kwp_alloc(data.length), this.callFuel, `kwp_alloc for ${what}`);
-    this.bytes().set(data, ptr);
+    const mem = this.bytes();
+    // The pointer is the module's to choose: one outside its memory made the
+    // copy throw a bare RangeError (a 500 for a pipeline change, a state
+    // "too large" for a delivery) and left the instance in use.
+    if (ptr < 0 || ptr + data.length > mem.length) {
+      this.broken = new KwpError('KWP_ERR_TRAP', `module ${this.name}: kwp_alloc(${data.length}) for ${what} returned ${ptr >>> 0}, a buffer outside the module's memory (${mem.length} bytes)`);
+      throw this.broken;
+    }
+    mem.set(data, ptr);
     return ptr;
   }
 

@@ -13,7 +13,7 @@ import { exportMutableGlobals, IMAGE_GLOBAL_PREFIX } from './image-globals.js';
 import { resolveLimits, TABLE_ELEMENT_BYTES, type SandboxLimits } from './limits.js';
 import { ABI_MAJOR, ABI_MINOR, ABI_VERSION_GLOBAL, splitAbiVersion } from '../abi/version.js';
 import { IMPORT_ALLOWLIST } from '../abi/imports.js';
-import { REQUIRED_FUNCTIONS } from '../abi/exports.js';
+import { EXPORT_TYPES, REQUIRED_FUNCTIONS } from '../abi/exports.js';
 
 export interface ModuleMeta {
   name: string;
@@ -220,6 +220,23 @@ function checkExports(summary: WasmSummary, hasImportedMemory: boolean, source: 
   if (!hasImportedMemory && !summary.exports.some((e) => e.kind === 'memory' && e.name === 'memory')) missing.push('memory');
   if (missing.length) {
     throw new KwpError('KWP_ERR_EXPORT_MISSING', `${source}: missing export(s) ${missing.join(', ')}; re-export "kube-wasm-policies/sdk/exports" from the entry file`);
+  }
+  checkExportTypes(summary, source);
+}
+
+/** Every export the host calls has exactly the ABI's type (EXPORT_TYPES says why). */
+function checkExportTypes(summary: WasmSummary, source: string): void {
+  const importedTypes = summary.imports.filter((i) => i.kind === 'function').map((i) => i.typeIndex);
+  for (const e of summary.exports) {
+    const expected = Object.hasOwn(EXPORT_TYPES, e.name) ? EXPORT_TYPES[e.name] : undefined;
+    if (!expected) continue;
+    const typeIndex = e.kind !== 'function' ? undefined
+      : e.index < importedTypes.length ? importedTypes[e.index] : summary.functionTypes[e.index - importedTypes.length];
+    const actual = typeIndex === undefined ? undefined : summary.types[typeIndex];
+    if (!actual || !sameFuncType(actual, expected)) {
+      const what = e.kind !== 'function' ? `a ${e.kind}` : actual ? `type ${formatFuncType(actual)}` : `type #${typeIndex}`;
+      throw new KwpError('KWP_ERR_EXPORT_SIGNATURE', `${source}: export ${e.name} is ${what}, but the ABI defines it as a function ${formatFuncType(expected)}; declare it exactly so (the SDK does)`);
+    }
   }
 }
 

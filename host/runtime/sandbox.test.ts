@@ -84,6 +84,21 @@ describe('fuel bounds a module that never returns', () => {
   });
 });
 
+describe('pointers a module hands the host are checked against its memory', () => {
+  // kwp_alloc answers a sane buffer for the self-test's `{}` (2 bytes) and one past the end of memory for anything longer.
+  it.each([['-16', '(i32.const -16)'], ['0x7ffffff0', '(i32.const 0x7ffffff0)'], ['the last byte of memory', '(i32.const 65535)']])(
+    'a kwp_alloc buffer at %s is a trap of that call (KWP_ERR_TRAP), not a bare RangeError, and the instance refuses further calls', (_what, ptr) => {
+      const alloc = `(func (export "kwp_alloc") (param $n i32) (result i32) (if (result i32) (i32.le_u (local.get $n) (i32.const 2)) (then (i32.const 1024)) (else ${ptr})))`;
+      const inst = new EvaluatorInstance(load(sandboxModule({ memory: '(memory (export "memory") 1 1)', omitExports: ['kwp_alloc'], fields: [alloc] })));
+      inst.configure({});
+      let message = '';
+      expect(codeOf(() => { try { inst.configure({ egress: 'Accept' }); } catch (err) { message = (err as Error).message; throw err; } })).toBe('KWP_ERR_TRAP');
+      expect(message).toContain('kwp_alloc(');
+      expect(message).toContain("outside the module's memory");
+      expect(codeOf(() => inst.decideOne(new Uint8Array(64)))).toBe('KWP_ERR_TRAP');
+    });
+});
+
 describe('a broken module costs its stage failure policy, never the agent', () => {
   const scripted = () => compileEvaluator(readFileSync(join(builtinWasmDir(), 'fixtures', 'scripted.wasm')), { source: 'scripted', limits: { fuelPerDecision: 200_000 } });
   const record = (port: number) => {

@@ -42,6 +42,8 @@ export interface WasmSummary {
   tables: WasmTable[];
   /** Functions the module defines (the function section's count). */
   functionCount: number;
+  /** The type index of each function the module defines, in index order after imported functions. */
+  functionTypes: number[];
   /** Entries of the element and data sections. */
   elementSegmentCount: number;
   dataSegmentCount: number;
@@ -146,7 +148,7 @@ export function readWasmSummary(bytes: Uint8Array): WasmSummary {
   const version = r.u32le();
   if (version !== 1) throw new WasmFormatError(`unsupported binary version ${version}`);
   const summary: WasmSummary = {
-    types: [], imports: [], memories: [], tables: [], functionCount: 0, elementSegmentCount: 0, dataSegmentCount: 0,
+    types: [], imports: [], memories: [], tables: [], functionCount: 0, functionTypes: [], elementSegmentCount: 0, dataSegmentCount: 0,
     globals: [], importedGlobalCount: 0, exports: [], customSections: new Map(),
   };
   while (r.pos < bytes.length) {
@@ -195,6 +197,8 @@ export function readWasmSummary(bytes: Uint8Array): WasmSummary {
       }
       case 3:
         summary.functionCount = s.u32();
+        // At most maxFunctions are accepted (checked later); a count past the section's bytes ends in WasmFormatError.
+        for (let n = summary.functionCount; n > 0; n--) summary.functionTypes.push(s.u32());
         break;
       case 4: {
         for (let n = s.u32(); n > 0; n--) {

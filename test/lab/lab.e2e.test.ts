@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Lab, formatMatrix, sweepStaleLabs } from './lab.js';
-import { listNetns } from './netns.js';
+import { inNetnsChecked, listNetns } from './netns.js';
 
 describe('the netns lab', () => {
   let lab: Lab;
@@ -65,6 +65,26 @@ describe('the netns lab', () => {
     expect((await conn.requestLateReply()).ok).toBe(true);
     expect(await conn.lateReplyArrived()).toBe(true);
     await conn.close();
+  });
+
+  it('lets a client pod reuse a local port whose connection to the same server is in TIME_WAIT for over a second', async () => {
+    // Two ephemeral ports: the client closes first, so both end in TIME_WAIT
+    // after two connections, and a third finds none free at once. After the
+    // reuse delay (1 s) the kernel may reuse them; with its default
+    // (tcp_tw_reuse=2, loopback only) it would not for 60 s.
+    const web = lab.pod('shop/web');
+    const range = (await inNetnsChecked(web.netns, 'sysctl', ['-n', 'net.ipv4.ip_local_port_range'])).stdout.trim().split(/\s+/).join(' ');
+    await inNetnsChecked(web.netns, 'sysctl', ['-qw', 'net.ipv4.ip_local_port_range=40000 40001']);
+    try {
+      expect((await lab.tcp('shop/web', 'shop/db', 80)).ok).toBe(true);
+      expect((await lab.tcp('shop/web', 'shop/db', 80)).ok).toBe(true);
+      expect((await lab.tcp('shop/web', 'shop/db', 80)).error).toBe('EADDRNOTAVAIL');
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      expect((await lab.tcp('shop/web', 'shop/db', 80)).ok).toBe(true);
+      expect((await lab.tcp('shop/web', 'shop/db', 80)).ok).toBe(true);
+    } finally {
+      await inNetnsChecked(web.netns, 'sysctl', ['-qw', `net.ipv4.ip_local_port_range=${range}`]);
+    }
   });
 
   it('writes Namespace, Node and Pod manifests matching the wiring', async () => {

@@ -103,6 +103,8 @@ describe('malformed and self-destructing uploads are refused with a code of thei
       imports: ['(import "env" "abort" (func $abort (param i32 i32 i32 i32)))'], features: 'node20',
       decideBody: '(loop $l (try (do (call $abort (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 2))) (catch_all)) (br $l)) (i32.const 0)' })],
     ['a loop throwing and catching its own tag', 'KWP_ERR_INSTRUMENTATION', sandboxModule({ fields: ['(tag $t)'], features: 'node20', decideBody: '(loop $l (try (do (throw $t)) (catch_all)) (br $l)) (i32.const 0)' })],
+    ['a kwp_batch returning an f64', 'KWP_ERR_EXPORT_SIGNATURE', sandboxModule({ omitExports: ['kwp_batch'], fields: ['(func (export "kwp_batch") (result f64) (f64.const 4096.5))'] })],
+    ['a kwp_decide taking an i64', 'KWP_ERR_EXPORT_SIGNATURE', sandboxModule({ omitExports: ['kwp_decide'], fields: ['(func (export "kwp_decide") (param i64) (result i32) (i32.const 0))'] })],
     ['a kwp_batch pointing past the end of memory', 'KWP_ERR_SELF_TEST', sandboxModule({ fields: [] , omitExports: ['kwp_batch'], memory: '(memory (export "memory") 1 16) (func (export "kwp_batch") (result i32) (i32.const 0x7ffffff0))' })],
   ];
   it.each(cases)('%s: %s', async (_what, code, bytes) => {
