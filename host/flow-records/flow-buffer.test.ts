@@ -1,10 +1,10 @@
 // FlowBuffer.recordChunk: a walked chunk's records written in one pass after
 // the walk, with the deciding stages' codes copied from where their modules
 // left them; the same slot a claim and the per-direction writes make.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { encodeRecord, RECORD_SIZE } from '../abi/record.js';
 import type { Packet } from '../contract.js';
-import { FlowBuffer, Outcome, SLOT_WORDS } from './flow-buffer.js';
+import { CODE_WORDS, FlowBuffer, Outcome, SLOT_WORDS } from './flow-buffer.js';
 import { SlotKeys } from './slot-keys.js';
 
 const v4 = (a: number, b: number): Packet => ({
@@ -55,10 +55,10 @@ describe('FlowBuffer.recordChunk', () => {
     want.setAllowed(2, true);
 
     expect(got.pending).toBe(3);
-    const time = 7;
-    const slot = (b: FlowBuffer, s: number) => Array.from(b.words.subarray(s * SLOT_WORDS, (s + 1) * SLOT_WORDS)).map((w, i) => (i === time ? 0 : w));
+    const slot = (b: FlowBuffer, s: number) => Array.from(b.words.subarray(s * SLOT_WORDS, (s + 1) * SLOT_WORDS));
     for (let s = 0; s < 3; s++) {
       expect(slot(got, s), `slot ${s}`).toEqual(slot(want, s));
+      expect(got.revision(s)).toBe(7);
       for (let dir = 0; dir < 2; dir++) expect(got.direction(s, dir)).toEqual(want.direction(s, dir));
     }
     expect(got.allowed(2)).toBe(true);
@@ -91,6 +91,7 @@ describe('FlowBuffer.recordOne with codes left to the drain', () => {
     const buffer = new FlowBuffer(4);
     // Leftovers of an earlier use of the slots: a deferred slot must not read them as codes.
     buffer.words.fill(0xdead);
+    buffer.codes.fill(0xdead);
     const accept = Outcome.Accept | (2 << 8);
     const deny = Outcome.Deny | (4 << 8);
     buffer.recordOne(records, 0, 9, false, accept, deny, true);
@@ -107,14 +108,94 @@ describe('FlowBuffer.recordOne with codes left to the drain', () => {
       expect(buffer.direction(s, 1)).toEqual({ outcome: Outcome.Deny, stage: 3, reason: 0, rule: 0 });
     }
     // Slot 1's leftovers differ from slot 0's: the two are one key while their codes are the drain's.
-    buffer.words[SLOT_WORDS + 9] = 7;
+    buffer.codes[CODE_WORDS + 3] = 7;
     const keys = new SlotKeys();
     expect(keys.entryOf(buffer, 0)).toBe(~0);
     expect(keys.entryOf(buffer, 1)).toBe(0);
     // The drain asked: the codes are the slot's from now on.
-    buffer.words.set([11, 12], buffer.codesWord(0, 1));
+    buffer.codes.set([11, 12], buffer.codesWord(0, 1));
     buffer.codesAsked(0);
     expect(buffer.codesDeferred(0)).toBe(false);
     expect(buffer.direction(0, 1)).toEqual({ outcome: Outcome.Deny, stage: 3, reason: 11, rule: 12 });
+  });
+});
+
+describe('FlowBuffer runs of claims', () => {
+  it('gives every pending slot the revision and clock reading of its claim, across revision changes, clock reads, drains and the ring\'s wrap', () => {
+    const records = chunk();
+    const buffer = new FlowBuffer(8);
+    let now = 1_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      // What each claim should read back, in claim order.
+      const want: Array<[number, number]> = [];
+      let pending: number[] = [];
+      let next = 0;
+      const one = (revision: number) => {
+        buffer.recordOne(records, 0, revision, true, 0, 0, false);
+        want.push([revision, now]);
+        pending.push(next);
+        next = (next + 1) % 8;
+      };
+      const chunkOf = (revision: number, n: number) => {
+        buffer.recordChunk(records, RECORD_SIZE >> 2, n, revision, new Uint8Array(n), 0, new Uint32Array(2 * n), new Int32Array(2 * n), [], true);
+        for (let i = 0; i < n; i++) {
+          want.push([revision, now]);
+          pending.push(next);
+          next = (next + 1) % 8;
+        }
+      };
+      const check = () => {
+        // Read back in an order other than the drain's too: the slot, not the last slot read, finds its run.
+        for (const i of [...pending.keys()].reverse()) {
+          const slot = pending[i];
+          expect([buffer.revision(slot), buffer.timeOf(slot)], `slot ${slot}`).toEqual(want[want.length - pending.length + i]);
+        }
+      };
+      buffer.tick();
+      one(3);
+      one(3);
+      one(4);
+      now = 2_000;
+      buffer.tick();
+      one(4);
+      chunkOf(4, 2);
+      chunkOf(5, 1);
+      check();
+      now = 3_000;
+      const seen: Array<[number, number]> = [];
+      expect(buffer.drain((slot) => seen.push([buffer.revision(slot), buffer.timeOf(slot)]), 5)).toBe(5);
+      expect(seen).toEqual(want.slice(0, 5));
+      pending = pending.slice(5);
+      check();
+      // The drain read the clock: the claims after it stamp the new reading, in a run of their own, and wrap the ring.
+      chunkOf(5, 3);
+      one(5);
+      now = 4_000;
+      buffer.tick();
+      one(6);
+      check();
+      seen.length = 0;
+      expect(buffer.drain((slot) => seen.push([buffer.revision(slot), buffer.timeOf(slot)]))).toBe(pending.length);
+      expect(seen).toEqual(want.slice(want.length - pending.length));
+      // Nothing pending: the next claim opens a run, with the revision it was claimed with.
+      pending = [];
+      one(6);
+      check();
+    } finally {
+      clock.mockRestore();
+    }
+  });
+});
+
+describe('SlotKeys over runs of claims', () => {
+  it('keys two connections alike in every word but the revision that decided them apart, and alike ones of one revision together', () => {
+    const records = chunk();
+    const buffer = new FlowBuffer(4);
+    for (const revision of [3, 3, 4]) buffer.recordOne(records, 0, revision, true, Outcome.Accept | (1 << 8), Outcome.Default, true);
+    const keys = new SlotKeys();
+    expect(keys.entryOf(buffer, 0)).toBe(~0);
+    expect(keys.entryOf(buffer, 1)).toBe(0);
+    expect(keys.entryOf(buffer, 2)).toBe(~1);
   });
 });

@@ -1,9 +1,11 @@
 // The packet path's half of flow recording: a preallocated ring of compact
-// records, one slot per decided connection, in one typed array. A claim
-// copies the first 13 words of the decision record the pipeline encoded
-// anyway (family, protocol, ports, pod ids, addresses) and the walk writes
-// each direction's outcome as three words: no strings, no objects, nothing
-// allocated. Everything that costs more (pod lookups, workload names,
+// records, one 32-byte slot per decided connection, in one typed array. A
+// claim copies six words of the decision record the pipeline encoded anyway
+// (family, protocol, ports, pod ids, addresses) and the walk writes one
+// outcome word per direction: no strings, no objects, nothing allocated.
+// What most connections share is kept beside the ring, not in each slot:
+// the revision and the clock once per run of claims (`runs`), the reason
+// and rule codes only where a walk copies them (`codes`). Everything that costs more (pod lookups, workload names,
 // attribution text, aggregation, JSON) happens when the recorder drains the
 // ring, off the packet path (host/flow-records/flow-recorder.ts). When the
 // drain falls behind and the ring is full, a connection is not recorded and
@@ -34,19 +36,18 @@ export const Outcome = {
 /** Audit stages whose would-be verdicts a record keeps (per direction); more are not recorded. */
 export const MAX_AUDIT_STAGES = 4;
 
-// A slot is 14 words (56 bytes; the memory a claim writes is most of its
-// cost, so nothing is kept twice). Words 0..5 are copied from the decision
-// record: 0 family, protocol and flags (its byte 0, the record's direction,
-// holds the slot's own flags), 1 both ports, 2 and 3 the pod ids, 4 and 5
-// the first word of each address; an IPv6 connection's full addresses go to
-// `v6`.
-/** Slot word: the pipeline revision that decided. */
-export const W_REVISION = 6;
-/** Slot word: the claim's clock (Date.now()), its low 32 bits. */
-export const W_TIME = 7;
-/** Slot words per direction (egress first, then ingress): outcome | (stage index + 1) << 8, reason code, rule code. */
-export const W_DIRECTIONS = 8;
-export const SLOT_WORDS = 14;
+// A slot is 8 words (32 bytes, two to a cache line: the memory a claim
+// writes is most of its cost, and a 16,384-slot ring of 56-byte slots was
+// 900 KiB written per ring, about a core's L2, which pushed the modules'
+// decision caches out). Words 0..5 are copied from the decision record: 0
+// family, protocol and flags (its byte 0, the record's direction, holds the
+// slot's own flags), 1 both ports, 2 and 3 the pod ids, 4 and 5 the first
+// word of each address; an IPv6 connection's full addresses go to `v6`.
+/** Slot words per direction (egress, then ingress): outcome | (stage index + 1) << 8. */
+export const W_DIRECTIONS = 6;
+export const SLOT_WORDS = 8;
+/** Words per slot in `codes`: per direction (egress, then ingress) the reason code and the rule code. */
+export const CODE_WORDS = 4;
 /** Byte 0 of a slot: its flags. */
 export const SlotFlag = {
   Allowed: 1,
@@ -63,6 +64,8 @@ export const SlotFlag = {
 export const V6_WORDS = 8;
 /** Words per slot in `audits`: per direction and audit stage, verdict + 1 (0: not decided), reason, rule. */
 export const AUDIT_WORDS = 2 * MAX_AUDIT_STAGES * 3;
+/** No run is open: the next claim opens one (no revision is NaN). */
+const NO_RUN = NaN;
 
 const SRC_POD_WORD = OFF_SRC_POD >> 2;
 /** The record's word with the ICMP type and code. */
@@ -98,6 +101,37 @@ export class FlowBuffer {
   /** One word per slot, written only for ICMP and ICMPv6 connections: the record's ICMP type and code word (the drain asks with it). */
   readonly icmp: Uint32Array;
   /**
+   * CODE_WORDS per slot: each direction's reason and rule codes, written
+   * only by the walks that copy them (and by the drain when it asks for the
+   * codes left to it), read only where the direction's outcome names a
+   * policy (`direction`, the drain's key): a slot whose codes are the
+   * drain's, the recorded walks' usual case, writes nothing here.
+   */
+  readonly codes: Uint32Array;
+  /**
+   * Runs of consecutive claims that share a revision and a clock reading:
+   * the sequence number of each run's first claim (claims are numbered
+   * from the buffer's first, `drained` counts those gone), its revision
+   * and its clock, in a ring of `capacity` (a run holds at least one
+   * pending claim, so it never overflows). A claim opens a run only when
+   * its revision differs from the open run's or the clock was read since
+   * (`tick` closes the run): about one per 64 claims, instead of two words
+   * in every slot.
+   */
+  private readonly runStart: Float64Array;
+  private readonly runRevision: Uint32Array;
+  private readonly runClock: Float64Array;
+  private runHead = 0;
+  private runCount = 0;
+  /** The open run's revision (NO_RUN after a tick or when nothing is pending). */
+  private openRevision = NO_RUN;
+  /** Claims drained since the buffer was made: the sequence number of the slot at `head`. */
+  private drained = 0;
+  /** The run `runOf` found last (its ring index, and the claims it spans): the drain reads slots in order. */
+  private foundRun = 0;
+  private foundFrom = 0;
+  private foundTo = -1;
+  /**
    * The time claims stamp: Date.now() costs as much as the rest of a claim,
    * so it is read once per CLOCK_EVERY claims and at every drain
    * (`tick`), which bounds a record's time error by the drain period.
@@ -131,6 +165,10 @@ export class FlowBuffer {
     this.v6 = new Uint32Array(capacity * V6_WORDS);
     this.audits = new Uint32Array(capacity * AUDIT_WORDS);
     this.icmp = new Uint32Array(capacity);
+    this.codes = new Uint32Array(capacity * CODE_WORDS);
+    this.runStart = new Float64Array(capacity);
+    this.runRevision = new Uint32Array(capacity);
+    this.runClock = new Float64Array(capacity);
   }
 
   /** Records waiting for the drain. */
@@ -152,12 +190,29 @@ export class FlowBuffer {
     if (slot >= this.capacity) slot -= this.capacity;
     this.count++;
     if (++this.sinceTick >= CLOCK_EVERY) this.tick();
-    this.fill(slot, record, at, revision, this.clock, audited, audited ? SlotFlag.Audited : 0);
+    if (revision !== this.openRevision) this.openRun(revision, this.count - 1);
+    this.fill(slot, record, at, audited, audited ? SlotFlag.Audited : 0);
     return slot;
   }
 
-  /** Writes a claimed slot: the record's words, the revision, the clock and the slot's `flags` (SlotFlag). */
-  private fill(slot: number, record: Uint32Array, at: number, revision: number, clock: number, audited: boolean, flags: number): void {
+  /**
+   * Starts a run of claims with `revision` and the clock as it reads now,
+   * its first claim `k` slots after `head` (sequence drained + k).
+   */
+  private openRun(revision: number, k: number): void {
+    let r = this.runHead + this.runCount;
+    if (r >= this.capacity) r -= this.capacity;
+    this.runStart[r] = this.drained + k;
+    this.runRevision[r] = revision;
+    this.runClock[r] = this.clock;
+    this.runCount++;
+    this.openRevision = revision;
+    // The run found last may have ended where this one starts.
+    this.foundTo = -1;
+  }
+
+  /** Writes a claimed slot: the record's words and the slot's `flags` (SlotFlag). */
+  private fill(slot: number, record: Uint32Array, at: number, audited: boolean, flags: number): void {
     const w = this.words;
     const o = slot * SLOT_WORDS;
     // Word 0 with the slot's flags in byte 0 (the record's direction), one store.
@@ -168,8 +223,6 @@ export class FlowBuffer {
     w[o + 3] = record[at + DST_POD_WORD];
     w[o + 4] = record[at + SRC_ADDR_WORD];
     w[o + 5] = record[at + DST_ADDR_WORD];
-    w[o + W_REVISION] = revision;
-    w[o + W_TIME] = clock;
     // The rare cases are out of line, so the fill stays small enough to inline.
     const protocol = (head >>> PROTOCOL_SHIFT) & 0xff;
     if (audited || ((head >>> FAMILY_SHIFT) & 0xff) === 6 || protocol === ICMP || protocol === ICMPV6) this.claimMore(record, at, slot, audited);
@@ -184,12 +237,11 @@ export class FlowBuffer {
    */
   claimBatch(records: Uint32Array, stride: number, count: number, revision: number, audited: boolean, slots: Int32Array): void {
     const capacity = this.capacity;
-    const n = this.reserve(count);
+    const n = this.reserve(count, revision);
     if (n < count) slots.fill(-1, n, count);
     let slot = this.reserved;
-    const clock = this.clock;
     for (let i = 0, at = 0; i < n; i++, at += stride) {
-      this.fill(slot, records, at, revision, clock, audited, audited ? SlotFlag.Audited : 0);
+      this.fill(slot, records, at, audited, audited ? SlotFlag.Audited : 0);
       slots[i] = slot;
       if (++slot === capacity) slot = 0;
     }
@@ -212,24 +264,27 @@ export class FlowBuffer {
    */
   recordChunk(records: Uint32Array, stride: number, count: number, revision: number, allowed: Uint8Array, allowedAt: number, outcomes: Uint32Array, codeAt: Int32Array, answers: ReadonlyArray<Uint32Array | undefined>, deferred = false): void {
     const capacity = this.capacity;
-    const n = this.reserve(count);
+    const n = this.reserve(count, revision);
     let slot = this.reserved;
-    const clock = this.clock;
     const w = this.words;
+    const codes = this.codes;
     const flags = deferred ? SlotFlag.CodesDeferred : 0;
     for (let i = 0, at = 0; i < n; i++, at += stride) {
       // The verdict is known: it goes in with word 0 (no setAllowed).
-      this.fill(slot, records, at, revision, clock, false, (allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0) | flags);
-      for (let d = 0, k = 2 * i, p = slot * SLOT_WORDS + W_DIRECTIONS; d < 2; d++, k++, p += 3) {
-        const word = outcomes[k];
-        w[p] = word;
-        if (deferred) continue;
-        const outcome = word & 0xff;
-        if (outcome !== Outcome.Accept && outcome !== Outcome.Deny) continue;
-        const from = answers[(word >>> 8) - 1]!;
-        const c = codeAt[k];
-        w[p + 1] = from[c];
-        w[p + 2] = from[c + 1];
+      this.fill(slot, records, at, false, (allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0) | flags);
+      const p = slot * SLOT_WORDS + W_DIRECTIONS;
+      w[p] = outcomes[2 * i];
+      w[p + 1] = outcomes[2 * i + 1];
+      if (!deferred) {
+        for (let d = 0, k = 2 * i, c = slot * CODE_WORDS; d < 2; d++, k++, c += 2) {
+          const word = outcomes[k];
+          const outcome = word & 0xff;
+          if (outcome !== Outcome.Accept && outcome !== Outcome.Deny) continue;
+          const from = answers[(word >>> 8) - 1]!;
+          const at = codeAt[k];
+          codes[c] = from[at];
+          codes[c + 1] = from[at + 1];
+        }
       }
       if (++slot === capacity) slot = 0;
     }
@@ -253,10 +308,11 @@ export class FlowBuffer {
     if (slot >= this.capacity) slot -= this.capacity;
     this.count++;
     if (++this.sinceTick >= CLOCK_EVERY) this.tick();
-    this.fill(slot, record, at, revision, this.clock, false, (allowed ? SlotFlag.Allowed : 0) | (deferred ? SlotFlag.CodesDeferred : 0));
+    if (revision !== this.openRevision) this.openRun(revision, this.count - 1);
+    this.fill(slot, record, at, false, (allowed ? SlotFlag.Allowed : 0) | (deferred ? SlotFlag.CodesDeferred : 0));
     const p = slot * SLOT_WORDS + W_DIRECTIONS;
     this.words[p] = egress;
-    this.words[p + 3] = ingress;
+    this.words[p + 1] = ingress;
   }
 
   /**
@@ -278,14 +334,17 @@ export class FlowBuffer {
   /**
    * Takes up to `count` slots for a batch's claims, the first at `reserved`
    * (the ring wraps after the last); returns how many (the rest are counted
-   * in `dropped`). One capacity and one clock check for the batch.
+   * in `dropped`), all of them with `revision`. One capacity, one clock and
+   * one run check for the batch.
    */
-  private reserve(count: number): number {
+  private reserve(count: number, revision: number): number {
     const free = this.capacity - this.count;
     const n = count <= free ? count : free;
     if (n < count) this.dropped += count - n;
+    if (n === 0) return 0;
     this.sinceTick += n;
     if (this.sinceTick >= CLOCK_EVERY) this.tick();
+    if (revision !== this.openRevision) this.openRun(revision, this.count);
     let slot = this.head + this.count;
     if (slot >= this.capacity) slot -= this.capacity;
     this.reserved = slot;
@@ -321,22 +380,20 @@ export class FlowBuffer {
     this.lastPipeline = pipeline;
   }
 
-  /** The clock claims stamp now; the drain reads it (after its `tick`) to turn slot times back into full ones (`timeOf`). */
-  get clockReading(): number { return this.clock; }
-
   /** Reads the clock for the claims that follow. */
   tick(): void {
     this.clock = Date.now();
     this.sinceTick = 0;
+    // The claims that follow stamp the new reading: a run of their own.
+    this.openRevision = NO_RUN;
   }
 
   /** Direction `dir` was accepted or denied (`outcome`) by `stage` (its position in the pipeline) with these codes. */
   setDirection(slot: number, dir: number, outcome: number, stage: number, reason: number, rule: number): void {
-    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
-    const w = this.words;
-    w[i] = outcome | ((stage + 1) << 8);
-    w[i + 1] = reason;
-    w[i + 2] = rule;
+    this.words[slot * SLOT_WORDS + W_DIRECTIONS + dir] = outcome | ((stage + 1) << 8);
+    const c = slot * CODE_WORDS + 2 * dir;
+    this.codes[c] = reason;
+    this.codes[c + 1] = rule;
   }
 
   /**
@@ -346,7 +403,7 @@ export class FlowBuffer {
    * them as 0 (`direction`, and the drain's key, slot-keys.ts).
    */
   setOutcome(slot: number, dir: number, outcome: number, stage: number): void {
-    this.words[slot * SLOT_WORDS + W_DIRECTIONS + dir * 3] = outcome | ((stage + 1) << 8);
+    this.words[slot * SLOT_WORDS + W_DIRECTIONS + dir] = outcome | ((stage + 1) << 8);
   }
 
   /**
@@ -355,9 +412,8 @@ export class FlowBuffer {
    * of its last decision in place, one call for both.
    */
   setDecided(slot: number, dir: number, outcome: number, stageIndex: number, stage: { lastCodesInto(out: Uint32Array, at: number): void }): void {
-    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
-    this.words[i] = outcome | ((stageIndex + 1) << 8);
-    stage.lastCodesInto(this.words, i + 1);
+    this.words[slot * SLOT_WORDS + W_DIRECTIONS + dir] = outcome | ((stageIndex + 1) << 8);
+    stage.lastCodesInto(this.codes, slot * CODE_WORDS + 2 * dir);
   }
 
   /** The connection's verdict (after both directions). */
@@ -384,7 +440,8 @@ export class FlowBuffer {
   dstPort(slot: number): number { return this.u16(slot * SLOT_BYTES + OFF_DST_PORT); }
   srcPod(slot: number): number { return this.words[slot * SLOT_WORDS + 2]; }
   dstPod(slot: number): number { return this.words[slot * SLOT_WORDS + 3]; }
-  revision(slot: number): number { return this.words[slot * SLOT_WORDS + W_REVISION]; }
+  /** The pipeline revision that decided the slot's connection (its run's), while the slot is pending. */
+  revision(slot: number): number { return this.runRevision[this.runOf(slot)]; }
   allowed(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Allowed) !== 0; }
   /** Whether the slot's Accept and Deny codes are still the drain's to ask for (SlotFlag.CodesDeferred). */
   codesDeferred(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.CodesDeferred) !== 0; }
@@ -394,27 +451,54 @@ export class FlowBuffer {
     this.bytes[slot * SLOT_BYTES] &= ~SlotFlag.CodesDeferred;
   }
 
-  /** Where in `words` direction `dir`'s reason code sits (its rule code follows). */
+  /** Where in `codes` direction `dir`'s reason code sits (its rule code follows). */
   codesWord(slot: number, dir: number): number {
-    return slot * SLOT_WORDS + W_DIRECTIONS + dir * 3 + 1;
+    return slot * CODE_WORDS + 2 * dir;
   }
 
   /** Direction `dir`'s deferred codes could not be asked for: 0, counted in `unattributed` (the outcome and stage stay). */
   codesLost(slot: number, dir: number): void {
-    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
-    this.words[i + 1] = 0;
-    this.words[i + 2] = 0;
+    const c = slot * CODE_WORDS + 2 * dir;
+    this.codes[c] = 0;
+    this.codes[c + 1] = 0;
     this.unattributed++;
   }
   audited(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Audited) !== 0; }
 
+  /** When the slot was claimed (ms since the epoch): the clock reading its run stamped, while the slot is pending. */
+  timeOf(slot: number): number {
+    return this.runClock[this.runOf(slot)];
+  }
+
   /**
-   * When the slot was claimed (ms since the epoch), given a clock reading
-   * `now` taken after the claim: the slot keeps the low 32 bits, exact for
-   * any slot younger than 49 days.
+   * The ring index of the run a pending slot's claim belongs to: the last
+   * run that started at or before the claim's sequence number. The drain
+   * reads its slots in order, so the run found last usually answers.
    */
-  timeOf(slot: number, now: number): number {
-    return now - ((now - this.words[slot * SLOT_WORDS + W_TIME]) >>> 0);
+  private runOf(slot: number): number {
+    let k = slot - this.head;
+    if (k < 0) k += this.capacity;
+    const seq = this.drained + k;
+    if (seq >= this.foundFrom && seq < this.foundTo) return this.foundRun;
+    // Binary search over the pending runs, oldest first: the last whose start is <= seq.
+    const capacity = this.capacity;
+    let lo = 0;
+    let hi = this.runCount - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      let r = this.runHead + mid;
+      if (r >= capacity) r -= capacity;
+      if (this.runStart[r] <= seq) lo = mid;
+      else hi = mid - 1;
+    }
+    let r = this.runHead + lo;
+    if (r >= capacity) r -= capacity;
+    let next = r + 1;
+    if (next >= capacity) next -= capacity;
+    this.foundRun = r;
+    this.foundFrom = this.runStart[r];
+    this.foundTo = lo + 1 < this.runCount ? this.runStart[next] : Infinity;
+    return r;
   }
 
   /** The slot's address as bytes (4 for IPv4, 16 for IPv6). */
@@ -455,11 +539,11 @@ export class FlowBuffer {
   }
 
   direction(slot: number, dir: number): StoredDirection {
-    const i = slot * SLOT_WORDS + W_DIRECTIONS + dir * 3;
-    const w = this.words;
-    const outcome = w[i] & 0xff;
+    const word = this.words[slot * SLOT_WORDS + W_DIRECTIONS + dir];
+    const outcome = word & 0xff;
     const coded = namesPolicy(outcome) && !this.codesDeferred(slot);
-    return { outcome, stage: (w[i] >>> 8) - 1, reason: coded ? w[i + 1] : 0, rule: coded ? w[i + 2] : 0 };
+    const c = slot * CODE_WORDS + 2 * dir;
+    return { outcome, stage: (word >>> 8) - 1, reason: coded ? this.codes[c] : 0, rule: coded ? this.codes[c + 1] : 0 };
   }
 
   /** Audit stage `k`'s would-be verdict in direction `dir`: verdict + 1 (0: not decided), reason, rule. */
@@ -496,9 +580,30 @@ export class FlowBuffer {
     }
     this.head = (this.head + n) % this.capacity;
     this.count -= n;
+    this.drained += n;
+    this.dropRuns();
     // Only the pipeline claims still use may be needed by the next drain, once nothing older is pending.
     if (this.count === 0) for (const revision of [...this.pipelines.keys()]) if (this.pipelines.get(revision) !== this.lastPipeline) this.pipelines.delete(revision);
     return n;
+  }
+
+  /** Forgets the runs whose claims are all drained (every run once nothing is pending). */
+  private dropRuns(): void {
+    const capacity = this.capacity;
+    if (this.count === 0) {
+      this.runHead = 0;
+      this.runCount = 0;
+      this.openRevision = NO_RUN;
+    } else {
+      while (this.runCount > 1) {
+        let next = this.runHead + 1;
+        if (next >= capacity) next -= capacity;
+        if (this.runStart[next] > this.drained) break;
+        this.runHead = next;
+        this.runCount--;
+      }
+    }
+    this.foundTo = -1;
   }
 
   private u16(p: number): number {

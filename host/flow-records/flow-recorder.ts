@@ -237,7 +237,7 @@ export class FlowRecorder {
       this.byKey[~found] = entry;
     }
     entry.count++;
-    const t = b.timeOf(slot, b.clockReading);
+    const t = b.timeOf(slot);
     if (t < entry.first) entry.first = t;
     if (t > entry.last) entry.last = t;
   }

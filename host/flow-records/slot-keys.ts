@@ -5,17 +5,24 @@
 // a connection builds no string and allocates nothing. Each key stands for
 // one aggregated record, which the recorder resolves (names, workloads,
 // attribution) once, the first time the key is seen in an interval.
-import { AUDIT_WORDS, namesPolicy, SLOT_WORDS, V6_WORDS, W_DIRECTIONS, W_TIME, type FlowBuffer } from './flow-buffer.js';
+import { AUDIT_WORDS, CODE_WORDS, namesPolicy, SLOT_WORDS, V6_WORDS, W_DIRECTIONS, type FlowBuffer } from './flow-buffer.js';
 import { OFF_SRC_PORT } from '../abi/record.js';
 
-/** Words of a key: the slot's words but its time, then its IPv6 addresses, its audit words and its ICMP type and code (each only when the slot has them). */
-export const KEY_WORDS = SLOT_WORDS - 1 + V6_WORDS + AUDIT_WORDS + 1;
+/**
+ * Words of a key: the slot's words, each direction's reason and rule codes
+ * (0 where the direction keeps none), the revision, then its IPv6
+ * addresses, its audit words and its ICMP type and code (each only when the
+ * slot has them).
+ */
+export const KEY_WORDS = SLOT_WORDS + CODE_WORDS + 1 + V6_WORDS + AUDIT_WORDS + 1;
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** The word holding the source port, and the mask that clears the port from it. */
 const SRC_PORT_WORD = OFF_SRC_PORT >> 2;
 const NO_SRC_PORT = LITTLE_ENDIAN ? 0xffff0000 : 0x0000ffff;
-const V6_AT = SLOT_WORDS - 1;
+const CODES_AT = SLOT_WORDS;
+const REVISION_AT = CODES_AT + CODE_WORDS;
+const V6_AT = REVISION_AT + 1;
 const AUDITS_AT = V6_AT + V6_WORDS;
 const ICMP_AT = AUDITS_AT + AUDIT_WORDS;
 
@@ -52,15 +59,22 @@ export class SlotKeys {
     // for known keys: they follow from the rest of the key and the stage's state (Pipeline.attributeDeferred).
     const deferred = buffer.codesDeferred(slot);
     const egressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS] & 0xff);
-    const ingressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS + 3] & 0xff);
-    for (let i = 0, j = 0; i < SLOT_WORDS; i++) {
-      if (i === W_TIME) continue;
-      let v = i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];
-      if ((i === W_DIRECTIONS + 1 || i === W_DIRECTIONS + 2) && !egressCoded) v = 0;
-      else if ((i === W_DIRECTIONS + 4 || i === W_DIRECTIONS + 5) && !ingressCoded) v = 0;
-      k[j++] = v;
+    const ingressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS + 1] & 0xff);
+    for (let i = 0; i < SLOT_WORDS; i++) {
+      const v = i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];
+      k[i] = v;
       h = Math.imul(h ^ v, 0x01000193);
     }
+    const codes = buffer.codes;
+    const c = slot * CODE_WORDS;
+    for (let i = 0; i < CODE_WORDS; i++) {
+      const v = (i < 2 ? egressCoded : ingressCoded) ? codes[c + i] : 0;
+      k[CODES_AT + i] = v;
+      h = Math.imul(h ^ v, 0x01000193);
+    }
+    const revision = buffer.revision(slot);
+    k[REVISION_AT] = revision;
+    h = Math.imul(h ^ revision, 0x01000193);
     // Word 0 holds the family and the audited flag: keys equal there have
     // the same optional parts, so only those present are filled and compared.
     const v6 = buffer.family(slot) === 6;

@@ -1,4 +1,4 @@
-// Deferred attribution (Pipeline.allowsRecordedDeferred): the recorded
+// Deferred attribution (Pipeline.decideOneRecordedDeferred): the recorded
 // one-packet walk keeps only the outcome and deciding stage of each
 // direction and leaves the reason and rule codes to the drain, which asks
 // the deciding stage once per key. That is exact only because each stage
@@ -43,6 +43,11 @@ describe('deferred attribution on the recorded packet paths', () => {
     let asked = 0;
     let changedAnswers = 0;
     let deferredChunks = 0;
+    // Stage calls of the batched walks that sent the module its part of the chunk picked from the encoded chunk, per
+    // pipeline (the two share their stages: counted around each pipeline's allowsBatch).
+    const picked = [0, 0];
+    let picks: Array<{ mock: { calls: unknown[] } }> = [];
+    const pickCalls = () => picks.reduce((n, spy) => n + spy.mock.calls.length, 0);
     for (const seed of [21, 22]) {
       const cluster = generateCluster(SCALE, seed);
       const state = loadState(cluster);
@@ -60,8 +65,9 @@ describe('deferred attribution on the recorded packet paths', () => {
         next[1].attributesInDrain = false;
         next[0].flowBuffer = deferring.buffer;
         next[1].flowBuffer = copying.buffer;
-        const deferred = vi.spyOn(next[0] as unknown as { allowsRecordedDeferred(p: Packet, f: unknown): boolean | undefined }, 'allowsRecordedDeferred');
+        const deferred = vi.spyOn(next[0] as unknown as { decideOneRecordedDeferred(src: number, dst: number, f: unknown): boolean | undefined }, 'decideOneRecordedDeferred');
         const codes = next[0].stages.map((s: Stage) => vi.spyOn(s, 'codesFor'));
+        picks = next[0].stages.map((s: Stage) => vi.spyOn(s, 'decidePairsPicked'));
         // The retired pipelines' stages are disposed (none is shared with the new ones): their modules go with them.
         for (const p of pair) p.dispose();
         pair = next;
@@ -80,8 +86,11 @@ describe('deferred attribution on the recorded packet paths', () => {
           return;
         }
         const [a, b] = [new Uint8Array(packets.length), new Uint8Array(packets.length)];
-        pair[0].allowsBatch(packets, a);
-        pair[1].allowsBatch(packets, b);
+        for (const [i, out] of [a, b].entries()) {
+          const calls = pickCalls();
+          pair[i].allowsBatch(packets, out);
+          picked[i] += pickCalls() - calls;
+        }
         expect(Array.from(a)).toEqual(Array.from(b));
       };
       build('');
@@ -132,7 +141,10 @@ describe('deferred attribution on the recorded packet paths', () => {
     expect(deferredWalks).toBeGreaterThan(1000);
     expect(asked).toBeGreaterThan(50);
     expect(changedAnswers).toBeGreaterThan(10);
-    // And the batched walk deferred too.
+    // And the batched walk deferred too, sending each stage its part of the chunk as the unrecorded walk does
+    // (picked by the instance from the encoded chunk); the walk that copies the codes packs it where they stay.
     expect(deferredChunks).toBeGreaterThan(10);
+    expect(picked[0]).toBeGreaterThan(10);
+    expect(picked[1]).toBe(0);
   }, 180_000);
 });

@@ -12,7 +12,7 @@ import { generateCluster, generateFlows, type Scale } from '../../bench/generato
 import { changeBetweenRounds, engineFor, loadState } from '../../bench/harness.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 import { FlowRecorder } from '../flow-records/flow-recorder.js';
-import { AUDIT_WORDS, FlowBuffer, Outcome, SLOT_WORDS, W_DIRECTIONS, W_TIME } from '../flow-records/flow-buffer.js';
+import { AUDIT_WORDS, FlowBuffer, Outcome, SLOT_WORDS, W_DIRECTIONS } from '../flow-records/flow-buffer.js';
 import type { FlowRecord } from '../flow-records/flow-record.js';
 
 const SCALE: Scale = { name: 'pair-walk-flows', namespaces: 6, pods: 240, networkPolicies: 30, clusterNetworkPolicies: 8 };
@@ -28,9 +28,9 @@ function spec(config: Record<string, unknown>, audits: boolean): PipelineSpec {
 }
 
 /**
- * A slot's words, its time left out (claims stamp a coarse clock), with its
- * audit words; one array per slot. The codes and the egress walks the pair
- * walk left to the drain (SlotFlag.CodesDeferred, Outcome.Pending) are asked
+ * A slot's words, its directions' codes and its revision (its time left
+ * out: claims stamp a coarse clock), with its audit words; one array per
+ * slot. The codes and the egress walks the pair walk left to the drain (SlotFlag.CodesDeferred, Outcome.Pending) are asked
  * and finished first, as the drain does, in a copy of the buffer (the
  * recorder does it to the originals itself).
  */
@@ -40,6 +40,7 @@ function slots(buffer: FlowBuffer, pipeline: Pipeline, pending?: { n: number }):
   copy.v6.set(buffer.v6);
   copy.audits.set(buffer.audits);
   copy.icmp.set(buffer.icmp);
+  copy.codes.set(buffer.codes);
   const out: number[][] = [];
   for (let slot = 0; slot < buffer.pending; slot++) {
     // Codes the walk left to the drain (a pipeline whose decision caches are on) are asked first, as the drain asks them.
@@ -50,12 +51,13 @@ function slots(buffer: FlowBuffer, pipeline: Pipeline, pending?: { n: number }):
       expect(copy.direction(slot, 0).outcome).not.toBe(Outcome.Pending);
     }
     const words = Array.from(copy.words.subarray(slot * SLOT_WORDS, (slot + 1) * SLOT_WORDS));
-    words[W_TIME] = 0;
     // The directions as readers see them (codes only of an Accept or a Deny; the rest are left unwritten).
     for (let dir = 0; dir < 2; dir++) {
       const d = copy.direction(slot, dir);
-      words.splice(W_DIRECTIONS + dir * 3, 3, d.outcome | ((d.stage + 1) << 8), d.reason, d.rule);
+      words[W_DIRECTIONS + dir] = d.outcome | ((d.stage + 1) << 8);
+      words.push(d.reason, d.rule);
     }
+    words.push(buffer.revision(slot));
     out.push([...words, ...Array.from(copy.audits.subarray(slot * AUDIT_WORDS, (slot + 1) * AUDIT_WORDS))]);
   }
   return out;

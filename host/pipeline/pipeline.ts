@@ -294,9 +294,7 @@ export class Pipeline {
    * ingress both allow. Pods are looked up by address in the cluster state.
    */
   allows(packet: Packet): boolean {
-    // Recording is its own function so that this one stays as small (and as
-    // inlined) as it is without it.
-    if (this.flows !== undefined) return this.allowsRecording(packet, this.flows);
+    const flows = this.flows;
     const state = this.state;
     // Outside multicluster mode only the pods' ids matter: an IPv4 lookup
     // then reads the address index's slot and not the PodInfo (a cache miss
@@ -305,8 +303,13 @@ export class Pipeline {
       const srcId = state.podIdByIP(packet.src);
       const dstId = state.podIdByIP(packet.dst);
       encodeRecordWords(this.record32, this.record, 0, packet, srcId, dstId);
-      return this.decideOneInPairs(this.record, srcId, dstId, NEED_BOTH, true);
+      if (flows === undefined) return this.decideOneInPairs(this.record, srcId, dstId, NEED_BOTH, true);
+      // Recorded with its codes left to the drain, the walk after the same lookups and encoding: a
+      // walk of its own (as small as decideOneInPairs, so it inlines the stages' calls as that one does).
+      if (this.oneDeferred && this.attributesInDrain && this.auditing.length === 0) return this.decideOneRecordedDeferred(srcId, dstId, flows);
     }
+    // Any other recording is its own function so that this one stays as small (and as inlined) as it is without it.
+    if (flows !== undefined) return this.allowsRecording(packet, flows);
     const src = state.podByIP(packet.src);
     const dst = state.podByIP(packet.dst);
     const srcId = src ? src.id : 0;
@@ -493,9 +496,14 @@ export class Pipeline {
     const state = this.state;
     const srcId = state.podIdByIP(packet.src);
     const dstId = state.podIdByIP(packet.dst);
+    encodeRecordWords(this.record32, this.record, 0, packet, srcId, dstId);
+    return this.decideOneRecordedDeferred(srcId, dstId, flows);
+  }
+
+  /** allowsRecordedDeferred's walk, the packet's record encoded in `record` (what `allows` calls while the masks and the pair walk hold). */
+  private decideOneRecordedDeferred(srcId: number, dstId: number, flows: FlowBuffer): boolean {
     const rec = this.record;
     const rec32 = this.record32;
-    encodeRecordWords(rec32, rec, 0, packet, srcId, dstId);
     const stages = this.enforcing;
     const masks = this.masks;
     const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
@@ -514,42 +522,42 @@ export class Pipeline {
       const stage = stages[s];
       rec[OFF_DIRECTION] = need - 1;
       stage.decidePairOne(rec, rec32, egress, ingress);
+      // What a direction this stage ends keeps: Failure when the stage's failure policy answered.
+      const tag = (this.enforcingIndex[s] + 1) << 8;
+      const failed = stage.lastFailure !== undefined;
       if ((need & NEED_EGRESS) !== 0) {
         const v = egress[0];
         if (v === Verdict.Deny) {
-          egressWord = this.outcomeWord(s, Outcome.Deny);
+          egressWord = (failed ? Outcome.Failure : Outcome.Deny) | tag;
           // Ingress is never asked after an egress deny.
           ingressWord = Outcome.Skipped;
           need = NEED_DENIED;
           break;
         }
         if (v === Verdict.Accept) {
-          egressWord = this.outcomeWord(s, Outcome.Accept);
+          egressWord = (failed ? Outcome.Failure : Outcome.Accept) | tag;
           need &= ~NEED_EGRESS;
         }
       }
       if ((need & NEED_INGRESS) !== 0) {
         const v = ingress[0];
         if (v === Verdict.Deny) {
-          ingressWord = this.outcomeWord(s, Outcome.Deny);
+          ingressWord = (failed ? Outcome.Failure : Outcome.Deny) | tag;
           // As decideChunkRecorded: the drain walks an undecided egress on (finishEgress).
-          if ((need & NEED_EGRESS) !== 0) egressWord = Outcome.Pending | ((this.enforcingIndex[s] + 1) << 8);
+          if ((need & NEED_EGRESS) !== 0) egressWord = Outcome.Pending | tag;
           need = NEED_DENIED;
           break;
         }
-        if (v === Verdict.Accept) ingressWord = this.outcomeWord(s, Outcome.Accept);
-        if (v === Verdict.Accept) need &= ~NEED_INGRESS;
+        if (v === Verdict.Accept) {
+          ingressWord = (failed ? Outcome.Failure : Outcome.Accept) | tag;
+          need &= ~NEED_INGRESS;
+        }
       }
       if (need === 0) break;
     }
     const allowed = need !== NEED_DENIED;
     flows.recordOne(rec32, 0, this.revision, allowed, egressWord, ingressWord, true);
     return allowed;
-  }
-
-  /** A direction enforcing stage `s` just ended with `outcome` (Accept or Deny), as its slot word: Failure when the stage's failure policy answered. */
-  private outcomeWord(s: number, outcome: number): number {
-    return (this.enforcing[s].lastFailure !== undefined ? Outcome.Failure : outcome) | ((this.enforcingIndex[s] + 1) << 8);
   }
 
   /**
@@ -572,7 +580,7 @@ export class Pipeline {
       if (d.outcome !== Outcome.Accept && d.outcome !== Outcome.Deny) continue;
       const stage = this.stages[d.stage];
       rec[OFF_DIRECTION] = dir;
-      const v = stage === undefined ? -1 : stage.codesFor(rec, flows.words, flows.codesWord(slot, dir));
+      const v = stage === undefined ? -1 : stage.codesFor(rec, flows.codes, flows.codesWord(slot, dir));
       if (v !== (d.outcome === Outcome.Accept ? Verdict.Accept : Verdict.Deny)) flows.codesLost(slot, dir);
     }
     flows.codesAsked(slot);
@@ -843,7 +851,8 @@ export class Pipeline {
   private decideChunkInPairs(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): void {
     this.encodeChunk(packets, start, count);
     if (flows !== undefined) {
-      if (this.auditing.length === 0 && this.answersStayInPlace(count)) this.decideChunkRecordedInPlace(start, count, out, flows);
+      // Where the codes are the drain's (chunkDefers), where the modules leave them does not matter.
+      if (this.auditing.length === 0 && (this.chunkDefers() || this.answersStayInPlace(count))) this.decideChunkRecordedInPlace(start, count, out, flows);
       else this.decideChunkRecorded(start, count, out, flows);
       return;
     }
@@ -1087,6 +1096,16 @@ export class Pipeline {
     return kept;
   }
 
+  /**
+   * Whether the recorded chunk walk leaves the Accepts' and Denies' codes to
+   * the drain, as allowsRecordedDeferred does: every stage decides pairs
+   * and answers from the record and its state (oneDeferred, found with the
+   * masks, so only while they are valid).
+   */
+  private chunkDefers(): boolean {
+    return this.masksValid && this.oneDeferred && this.attributesInDrain;
+  }
+
   /** Whether every enforcing stage's pair call of `count` records leaves its answers in place (their sources in `answerSources`). */
   private answersStayInPlace(count: number): boolean {
     const stages = this.enforcing;
@@ -1128,10 +1147,12 @@ export class Pipeline {
     const ingress = this.ingressVerdicts;
     const icmp = this.encoded32;
     // As allowsRecordedDeferred: where the stages' answers follow from the record and their state, the codes are the drain's to ask.
-    const deferred = this.oneDeferred && this.attributesInDrain;
+    const deferred = this.chunkDefers();
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];
-      const m = this.askPairs(stage, s, n, count, undefined, false);
+      // Codes the drain asks for need not stay where the call left them: a part of the chunk
+      // goes to the module as the unrecorded walk sends it (picked, not packed first).
+      const m = this.askPairs(stage, s, n, count, undefined, deferred);
       if (m === 0) continue;
       const stageIndex = this.enforcingIndex[s];
       const tag = (stageIndex + 1) << 8;
@@ -1139,10 +1160,11 @@ export class Pipeline {
       const failed = stage.lastFailure !== undefined;
       const accept = (failed ? Outcome.Failure : Outcome.Accept) | tag;
       const deny = (failed ? Outcome.Failure : Outcome.Deny) | tag;
-      const source = this.answerSources[s]!;
-      if (!failed && !deferred) this.answerWords[stageIndex] = source.answerWords();
-      const batchWord = source.batchReasonWord;
-      const pairWord = source.pairReasonWord;
+      // Not read when the codes are the drain's (answersStayInPlace was not asked).
+      const source = deferred ? undefined : this.answerSources[s]!;
+      if (!failed && source !== undefined) this.answerWords[stageIndex] = source.answerWords();
+      const batchWord = source === undefined ? 0 : source.batchReasonWord;
+      const pairWord = source === undefined ? 0 : source.pairReasonWord;
       for (let j = 0; j < m; j++) {
         const r = selected[j];
         let w = need[r];

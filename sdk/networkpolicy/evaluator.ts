@@ -13,7 +13,7 @@
 // matching logic: the multicluster evaluator keeps subjects local and hides
 // pods of other clusters from cluster-local policies that way.
 
-import { Evaluator, Decision, Verdict, JValue, PodInfo, pods, Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort } from "../index";
+import { Evaluator, Decision, Verdict, JValue, PodInfo, Labels, pods, Attribution, packRule, ruleIsIngress, ruleIndex, rulePeer, rulePort } from "../index";
 import { Policy, compilePolicy, policyKey, matchedAt, NO_PEER_MATCH } from "./policy";
 import { Isolation, NOT_ISOLATED } from "./podtable";
 import { PodTable } from "../pod-table";
@@ -96,8 +96,25 @@ export class NetworkPolicyEvaluator extends Evaluator {
     if (ids.size == 0) this.podsByNamespace.delete(namespace);
   }
 
-  private isolationOf(pod: PodInfo): Isolation {
+  /**
+   * The policies isolating `pod`. With a `memo` (one pass over many pods, the
+   * policies unchanged meanwhile), a pod whose label set object and namespace
+   * an earlier pod of the pass had gets that pod's answer: past the checks of
+   * the pod itself (host network, canBeSubject), which policies select it
+   * depends on nothing else (Policy.selects).
+   */
+  private isolationOf(pod: PodInfo, memo: IsolationMemo | null = null): Isolation {
     if (pod.hostNetwork || !this.byNamespace.has(pod.namespace) || !this.canBeSubject(pod)) return NOT_ISOLATED;
+    if (memo == null) return this.matchedIsolation(pod);
+    const known = memo.find(pod.labels, pod.namespace);
+    if (known != null) return known;
+    const iso = this.matchedIsolation(pod);
+    memo.remember(pod.labels, pod.namespace, iso);
+    return iso;
+  }
+
+  /** isolationOf's matching: every policy of the pod's namespace against the pod, for a pod that may be isolated. */
+  private matchedIsolation(pod: PodInfo): Isolation {
     const list = this.byNamespace.get(pod.namespace);
     const ingress = new Array<Policy>(0);
     const egress = new Array<Policy>(0);
@@ -140,11 +157,6 @@ export class NetworkPolicyEvaluator extends Evaluator {
     return true;
   }
 
-  private refresh(id: u32): void {
-    const at = this.table.slot(id);
-    if (at >= 0) this.table.setValueAt(at, this.isolationOf(this.table.podAt(at)));
-  }
-
   /**
    * After `before` was replaced by `after` (either may be null) in their
    * namespace: only pods one of them selects can have changed isolation, so a
@@ -167,7 +179,13 @@ export class NetworkPolicyEvaluator extends Evaluator {
     const all = pods.all();
     this.isolations.clear();
     this.indexBudget = SYNC_INDEXES;
-    for (let i = 0; i < all.length; i++) this.refresh(all[i].id);
+    // Every pod at once (a snapshot's SYNCED): pods of one workload share one
+    // label set, so each set is matched against its namespace's policies once.
+    const memo = new IsolationMemo();
+    for (let i = 0; i < all.length; i++) {
+      const at = this.table.slot(all[i].id);
+      if (at >= 0) this.table.setValueAt(at, this.isolationOf(this.table.podAt(at), memo));
+    }
     this.indexBudget = -1;
   }
 
@@ -371,4 +389,36 @@ function toStatic(a: Array<Policy>): StaticArray<Policy> {
   const s = new StaticArray<Policy>(a.length);
   for (let i = 0; i < a.length; i++) s[i] = a[i];
   return s;
+}
+
+/** One label set's answer in one namespace (IsolationMemo); the same set in another namespace chains on. */
+class MemoEntry {
+  constructor(public namespace: string, public isolation: Isolation, public next: MemoEntry | null) {}
+}
+
+/**
+ * Isolations by the label set object and namespace of a pod, for one pass
+ * over pods (recomputeAll). PodInfos share a label set object between pods
+ * whose labels the host sent with the same bytes (sdk/podinfo.ts), so the
+ * object's address stands for the set; two equal sets that are different
+ * objects are only matched twice. The pods hold their sets for the whole
+ * pass, so an address cannot be reused by another set meanwhile.
+ */
+class IsolationMemo {
+  private byLabels: Map<usize, MemoEntry> = new Map<usize, MemoEntry>();
+
+  find(labels: Labels, namespace: string): Isolation | null {
+    const key = changetype<usize>(labels);
+    if (!this.byLabels.has(key)) return null;
+    for (let e: MemoEntry | null = this.byLabels.get(key); e != null; e = e.next) {
+      if (e.namespace == namespace) return e.isolation;
+    }
+    return null;
+  }
+
+  remember(labels: Labels, namespace: string, isolation: Isolation): void {
+    const key = changetype<usize>(labels);
+    const next = this.byLabels.has(key) ? this.byLabels.get(key) : null;
+    this.byLabels.set(key, new MemoEntry(namespace, isolation, next));
+  }
 }
