@@ -24,6 +24,7 @@ import { runFleetBench } from './fleet.js';
 import { REFERENCE, TARGETS, formatTable } from './report.js';
 import { FlowRecorder } from '../host/flow-records/flow-recorder.js';
 import { AGENT_MALLOC_ENV, AGENT_NODE_FLAGS } from '../host/agent-node-flags.js';
+import { gcWithin, recordGcPauses } from './gc-attribution.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root: dist/bench/run.js → ../.. */
@@ -397,7 +398,11 @@ interface SwapFigures {
   decisions: number;
   builds: number[];
   maxStallMillis: number;
-  byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number }>;
+  /** The collector's pauses inside that longest wait, ms (the rest of it was work or waiting for a core). */
+  maxStallGcMillis: number;
+  /** Mark-compacts of this thread from a build's start to the first turn after its activation, all swaps. */
+  markCompacts: number;
+  byChange: Record<string, { swaps: number; buildMaxMillis: number; maxStallMillis: number; maxStallGcMillis: number; markCompacts: number }>;
 }
 
 /**
@@ -421,9 +426,15 @@ async function swapsUnderLoad(engine: PolicyEngine, packets: Packet[], reference
   let running = true;
   let offset = 0;
   let last = performance.now();
+  // The longest waits as intervals, so the collector's pauses inside them can be told apart afterwards.
+  let maxStallAt = { from: 0, to: 0 };
+  let windowStallAt = { from: 0, to: 0 };
+  const gc = recordGcPauses();
   const decideTurn = () => {
     if (!running) return;
     const started = performance.now();
+    if (started - last > maxStall) maxStallAt = { from: last, to: started };
+    if (started - last > windowStall) windowStallAt = { from: last, to: started };
     maxStall = Math.max(maxStall, started - last);
     windowStall = Math.max(windowStall, started - last);
     turns++;
@@ -445,11 +456,13 @@ async function swapsUnderLoad(engine: PolicyEngine, packets: Packet[], reference
   const builds: number[] = [];
   const byChange: SwapFigures['byChange'] = {};
   let previous: Pipeline | undefined;
+  const windows: Array<{ change: string; from: number; to: number; stall: { from: number; to: number } }> = [];
   for (let i = 0; i < count; i++) {
     const { change, spec } = changes[i % changes.length];
     await new Promise((resolve) => setTimeout(resolve, 200));
     try {
       windowStall = 0;
+      windowStallAt = { from: 0, to: 0 };
       const b0 = performance.now();
       const next = await engine.buildAsync(spec);
       const buildMillis = performance.now() - b0;
@@ -458,9 +471,10 @@ async function swapsUnderLoad(engine: PolicyEngine, packets: Packet[], reference
       previous = engine.activate(next);
       older?.dispose();
       await nextTurn();
+      windows.push({ change, from: b0, to: performance.now(), stall: windowStallAt });
       swaps++;
       if (!next.stages.every((s) => s.healthy)) errors++;
-      const c = (byChange[change] ??= { swaps: 0, buildMaxMillis: 0, maxStallMillis: 0 });
+      const c = (byChange[change] ??= { swaps: 0, buildMaxMillis: 0, maxStallMillis: 0, maxStallGcMillis: 0, markCompacts: 0 });
       c.swaps++;
       c.buildMaxMillis = Math.max(c.buildMaxMillis, round(buildMillis, 0));
       c.maxStallMillis = Math.max(c.maxStallMillis, round(windowStall, 1));
@@ -472,7 +486,20 @@ async function swapsUnderLoad(engine: PolicyEngine, packets: Packet[], reference
   await new Promise((resolve) => setTimeout(resolve, 200));
   running = false;
   previous?.dispose();
-  return { swaps, errors, decisions, builds, maxStallMillis: round(maxStall, 1), byChange };
+  // The observer has been told about every collection of the swaps by now (200 ms and many turns later).
+  gc.stop();
+  let markCompacts = 0;
+  const longest = new Map<string, { from: number; to: number }>();
+  for (const w of windows) {
+    const n = gcWithin(gc.pauses, w.from, w.to).markCompacts;
+    markCompacts += n;
+    byChange[w.change].markCompacts += n;
+    const before = longest.get(w.change);
+    if (!before || w.stall.to - w.stall.from > before.to - before.from) longest.set(w.change, w.stall);
+  }
+  for (const [change, at] of longest) byChange[change].maxStallGcMillis = round(gcWithin(gc.pauses, at.from, at.to).millis, 1);
+  const maxStallGcMillis = round(gcWithin(gc.pauses, maxStallAt.from, maxStallAt.to).millis, 1);
+  return { swaps, errors, decisions, builds, maxStallMillis: round(maxStall, 1), maxStallGcMillis, markCompacts, byChange };
 }
 
 /**
@@ -512,6 +539,10 @@ async function hotSwapSection(setup: Setup) {
     buildP50Millis: round(percentiles(agent.builds).p50Micros, 0),
     buildMaxMillis: round(Math.max(...agent.builds), 0),
     maxStallMillis: agent.maxStallMillis,
+    maxStallGcMillis: agent.maxStallGcMillis,
+    markCompacts: agent.markCompacts,
+    // The section runs in the bench's process: its V8 flags (e.g. the agent's --max-semi-space-size=2) are these.
+    nodeFlags: process.execArgv.join(' '),
     syncBuildMillis: round(syncBuildMillis, 0),
     byChange: agent.byChange,
     mainThreadFeed: {

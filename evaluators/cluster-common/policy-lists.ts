@@ -25,6 +25,14 @@ export class PodPolicies {
   /** The indexes themselves, which own what the data points at. */
   egressIndex: PortIndex | null = null;
   ingressIndex: PortIndex | null = null;
+  /**
+   * With a tier index (tier-index.ts) in a direction: the list's rules there
+   * and its ties, as bits over the tier's rule numbers (TierIndex.bitsFor),
+   * valid for the tier index of generation `tierGen` only.
+   */
+  egressBits: StaticArray<u64> | null = null;
+  ingressBits: StaticArray<u64> | null = null;
+  tierGen: u32 = 0;
 }
 
 /** FNV-1a over the policies' addresses: a compiled Policy is never changed, only replaced. */

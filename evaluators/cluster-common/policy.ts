@@ -141,6 +141,9 @@ export class Policy {
   subjectPods: LabelSelector | null = null;
   ingress: StaticArray<Rule> = new StaticArray<Rule>(0);
   egress: StaticArray<Rule> = new StaticArray<Rule>(0);
+  /** The number of this policy's first rule in the tier index of each direction (tier-index.ts), set when it is built. */
+  ingressFlat: i32 = 0;
+  egressFlat: i32 = 0;
 
   /** Host-networked pods are never subjects. */
   selects(pod: PodInfo): bool {

@@ -20,6 +20,7 @@ import { PortIndex } from "../../sdk/port-index";
 import { ruleIndexEnabled } from "../../sdk/rule-index-switch";
 import { SubjectIndex } from "./subject-index";
 import { PodPolicies, PolicyListTable } from "./policy-lists";
+import { TierIndex } from "./tier-index";
 
 // Reason codes are (rule id << 1) | tie, where tie says the deciding policy
 // shared its priority with another policy selecting the pod.
@@ -99,6 +100,15 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   private table: PodTable<PodPolicies> = new PodTable<PodPolicies>();
   private shared: PolicyListTable = new PolicyListTable(SHARED_LISTS);
   private ready: bool = false;
+  /**
+   * The tier's rules indexed once per direction (tier-index.ts; null: too
+   * many rules, too few, or `ruleIndex: false`), rebuilt with the sorted
+   * policy list; `tierGen` counts the rebuilds, and a list's bits are valid
+   * while its tierGen is this one (stamp).
+   */
+  private tierEgress: TierIndex | null = null;
+  private tierIngress: TierIndex | null = null;
+  private tierGen: u32 = 0;
   /** Every pod's policy list was filled at the last rebuild (and is kept filled since). */
   private eager: bool = false;
 
@@ -198,7 +208,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
   }
 
   podUpserted(pod: PodInfo, previous: PodInfo | null): void {
-    this.table.set(pod, this.ready ? this.policiesFor(pod, true) : null);
+    this.table.set(pod, this.ready ? this.stamp(this.policiesFor(pod, true)) : null);
   }
 
   podDeleted(pod: PodInfo): void {
@@ -229,7 +239,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     let spent: i64 = 0;
     for (let i = 0; i < all.length; i++) {
       if (spent > EAGER_FILL_LIMIT) { this.fillLazily(all, i); return; }
-      this.table.set(all[i], this.policiesFor(all[i], true));
+      this.table.set(all[i], this.stamp(this.policiesFor(all[i], true)));
       spent += this.lastMatches;
     }
   }
@@ -263,10 +273,11 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
       const pp = known!;
       const held = previous != null && (contains(pp.egress, previous) || contains(pp.ingress, previous));
       const selected = next != null && next.selects(pod);
-      if (!held && !selected) continue;
+      // Its list is unchanged, but the tier's rules were numbered anew.
+      if (!held && !selected) { this.stamp(pp); continue; }
       const egress = replaced(pp.egress, previous, selected && next!.egress.length > 0 ? next : null);
       const ingress = replaced(pp.ingress, previous, selected && next!.ingress.length > 0 ? next : null);
-      this.table.setValueAt(slot, this.podPolicies(pod, egress, ingress, true));
+      this.table.setValueAt(slot, this.stamp(this.podPolicies(pod, egress, ingress, true)));
     }
   }
 
@@ -281,6 +292,14 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     list.sort(comparePolicies);
     this.active = StaticArray.fromArray<Policy>(list);
     this.subjects = ruleIndexEnabled() ? new SubjectIndex(this.active) : null;
+    // Every list's bits are of the previous numbering from here on (stamp).
+    this.tierGen++;
+    // A list stamped 2^32 generations ago must not pass for current: after
+    // a wrap no list kept for sharing is reused (the pods' own are restamped
+    // by every change and every rebuild).
+    if (this.tierGen == 0) { this.tierGen = 1; this.shared = new PolicyListTable(SHARED_LISTS); }
+    this.tierEgress = ruleIndexEnabled() ? TierIndex.build(this.active, true, this.tierGen) : null;
+    this.tierIngress = ruleIndexEnabled() ? TierIndex.build(this.active, false, this.tierGen) : null;
     this.byLabels.clear();
 
     this.ruleInfo.clear();
@@ -414,11 +433,37 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     pp.ingress = ingress;
     pp.egressTie = tieFlags(egress);
     pp.ingressTie = tieFlags(ingress);
-    pp.egressIndex = indexTierRules(egress, pp.egressTie, true);
-    pp.ingressIndex = indexTierRules(ingress, pp.ingressTie, false);
-    if (pp.egressIndex != null) pp.egressRules = pp.egressIndex!.data;
-    if (pp.ingressIndex != null) pp.ingressRules = pp.ingressIndex!.data;
     this.shared.add(key, pp);
+    return pp;
+  }
+
+  /**
+   * Makes `pp` ready for decisions with the tier's current rule numbering:
+   * its bits over the tier index of each direction that has one, else its
+   * own per-list index (built when missing). Every list the pod table hands
+   * to decide passes through here after the policies last changed.
+   */
+  private stamp(pp: PodPolicies): PodPolicies {
+    if (pp == NO_POLICIES || pp.tierGen == this.tierGen) return pp;
+    const eg = this.tierEgress;
+    const ing = this.tierIngress;
+    if (eg != null) pp.egressBits = eg.bitsFor(pp.egress, pp.egressTie, true, pp.egressBits);
+    else {
+      pp.egressBits = null;
+      if (pp.egressIndex == null) {
+        pp.egressIndex = indexTierRules(pp.egress, pp.egressTie, true);
+        if (pp.egressIndex != null) pp.egressRules = pp.egressIndex!.data;
+      }
+    }
+    if (ing != null) pp.ingressBits = ing.bitsFor(pp.ingress, pp.ingressTie, false, pp.ingressBits);
+    else {
+      pp.ingressBits = null;
+      if (pp.ingressIndex == null) {
+        pp.ingressIndex = indexTierRules(pp.ingress, pp.ingressTie, false);
+        if (pp.ingressIndex != null) pp.ingressRules = pp.ingressIndex!.data;
+      }
+    }
+    pp.tierGen = this.tierGen;
     return pp;
   }
 
@@ -474,7 +519,7 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     let known = this.table.valueAt(slot);
     if (known == null) {
       // Only when lists fill in lazily (subject matches past EAGER_FILL_LIMIT at the last rebuild).
-      known = this.policiesFor(subject, false);
+      known = this.stamp(this.policiesFor(subject, false));
       this.table.setValueAt(slot, known);
     }
     const pp = known!;
@@ -487,6 +532,37 @@ export abstract class TieredPolicyEvaluator extends Evaluator {
     const addr = egress ? d.dstAddr : d.srcAddr;
     const protocol = d.protocol;
     const port = d.dstPort;
+    const tier = egress ? this.tierEgress : this.tierIngress;
+    if (tier != null) {
+      // The tier's one index: the list's candidates are its bits ANDed with
+      // the port lists' (tier-index.ts), lowest rule number first.
+      const t = tier!;
+      const mine = (egress ? pp.egressBits : pp.ingressBits)!;
+      const words = t.words;
+      t.begin(protocol, port, dst);
+      const sure = t.sure;
+      const bits = t.bits;
+      const data = t.data;
+      for (let w = 0; w < words; w++) {
+        const s = unchecked(sure[w]);
+        let c = (s | unchecked(bits[words + w])) & unchecked(mine[w]);
+        while (c != 0) {
+          const b = <i32>ctz(c);
+          c &= c - 1;
+          const flat = (w << 6) | b;
+          const certain = ((s >> <u64>b) & 1) != 0;
+          // A rule only in the other-protocol list: its own matchers decide.
+          if (!certain && t.firstPort(flat, protocol, port, dst) < 0) continue;
+          const peer = peerIndex(data, flat, other, family, addr);
+          if (peer == NO_PEER) continue;
+          d.reason = reasonOf(data, flat) | <u32>((unchecked(mine[words + w]) >> <u64>b) & 1);
+          const at = t.portless(flat) ? -1 : t.firstPort(flat, protocol, port, dst);
+          d.rule = packRule(!egress, ruleOf(data, flat), peer, at);
+          return verdictOf(data, flat);
+        }
+      }
+      return Verdict.Next;
+    }
     const indexed = egress ? pp.egressRules : pp.ingressRules;
     if (indexed != null) {
       // Only the rules whose ports can match, in evaluation order: the first
