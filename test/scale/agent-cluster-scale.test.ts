@@ -94,7 +94,7 @@ async function mismatches(): Promise<{ wrong: string[]; allowed: number }> {
 }
 
 function report(phase: string, health: HealthRecord, started: number): void {
-  console.log(`cluster scale, ${phase}: ${((Date.now() - started) / 1000).toFixed(0)} s, ${health.checks} /healthz checks, slowest ${health.slowestMs} ms, ${health.failures} failed, peak RSS ${health.peakRssMiB.toFixed(0)} MiB`);
+  console.log(`cluster scale, ${phase}: ${((Date.now() - started) / 1000).toFixed(0)} s, ${health.checks} /healthz checks, slowest ${health.slowestMs} ms, event loop held at most ${health.loopLagMaxMs.toFixed(0)} ms, ${health.failures} failed, peak RSS ${health.peakRssMiB.toFixed(0)} MiB`);
 }
 
 beforeAll(async () => {
