@@ -23,7 +23,8 @@ import { DEFAULT_FAST_PATH } from '../host/dataplane/fast-path-rules.js';
 import { invalidateFastPathOnChange } from '../host/dataplane/fast-path-invalidation.js';
 import type { PacketJudge } from '../host/dataplane/judge.js';
 import { LatencyHistogram } from '../host/dataplane/latency-histogram.js';
-import { nfqueueOpener, type QueueOpener } from '../host/dataplane/nfqueue.js';
+import type { PacketQueue, QueueOpener, WakeupHooks } from '../host/dataplane/nfqueue.js';
+import { queueReaderOpener, type BatchPacketQueue, type QueueReader } from '../host/dataplane/nfqueue-batch.js';
 import { defaultPipeline } from '../host/pipeline/spec.js';
 import { ClusterState } from '../host/state/cluster-state.js';
 import { SCALES, clusterObjects, generateCluster, generateFlows } from './generator.js';
@@ -47,6 +48,8 @@ export interface E2ENodeConfig {
   fastPath?: boolean;
   /** Passed to the Dataplane as busyPollMicros (also set later by the "busyPoll" command). */
   busyPollMicros?: number;
+  /** Which reader opens the queues (the Dataplane's queueReader); default auto. */
+  queueReader?: QueueReader;
 }
 
 const emit = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -127,25 +130,46 @@ async function main(): Promise<void> {
   if (config.synthetic && !queuedWarmUp) warmUp(engine, config.objects, false);
 
   // The verdict call alone: nfq_set_verdict is a netlink send in which the
-  // kernel reinjects the packet and carries it on through the stack.
+  // kernel reinjects the packet and carries it on through the stack. With the
+  // batch reader, one send carries a wakeup's verdicts: each send is timed.
   const verdictMicros = new LatencyHistogram();
-  const open = nfqueueOpener();
+  const reader = queueReaderOpener(config.queueReader ?? 'auto');
+  const open = reader.opener;
   // The binding cannot close a queue (nfqueue.ts), so a Dataplane attached
   // again after a detach takes over the queue the first one bound.
-  const handlers = new Map<number, (id: number, mark: number, payload: Buffer) => void>();
-  const bound = new Map<number, ReturnType<QueueOpener>>();
-  const queueOpener: QueueOpener = (queueId, onPacket) => {
-    handlers.set(queueId, onPacket);
+  const handlers = new Map<number, { onPacket: (id: number, mark: number, payload: Buffer) => void; hooks?: WakeupHooks }>();
+  const bound = new Map<number, PacketQueue>();
+  let sendStarted = 0;
+  const queueOpener: QueueOpener = (queueId, onPacket, hooks) => {
+    handlers.set(queueId, { onPacket, hooks });
     let queue = bound.get(queueId);
-    if (!queue) bound.set(queueId, (queue = open(queueId, (id, mark, payload) => handlers.get(queueId)!(id, mark, payload))));
+    if (!queue) {
+      queue = open(queueId, (id, mark, payload) => handlers.get(queueId)!.onPacket(id, mark, payload), {
+        beforeSend: () => {
+          handlers.get(queueId)!.hooks?.beforeSend?.();
+          sendStarted = performance.now();
+        },
+        afterSend: () => {
+          if (queueId === config.queueId) verdictMicros.record((performance.now() - sendStarted) * 1000);
+          handlers.get(queueId)!.hooks?.afterSend?.();
+        },
+      });
+      bound.set(queueId, queue);
+    }
+    const q = queue;
     return {
+      get holding() {
+        return q.holding;
+      },
       verdict(id, verdict, mark) {
+        if (q.holding) return q.verdict(id, verdict, mark);
         const t0 = performance.now();
-        queue!.verdict(id, verdict, mark);
+        q.verdict(id, verdict, mark);
         verdictMicros.record((performance.now() - t0) * 1000);
       },
     };
   };
+  const policyQueue = () => bound.get(config.queueId) as Partial<BatchPacketQueue> | undefined;
 
   const newDataplane = () => new Dataplane({
     queueOpener,
@@ -191,7 +215,7 @@ async function main(): Promise<void> {
   };
   await dataplane.start(judge);
   if (config.synthetic && queuedWarmUp) warmUp(engine, config.objects, true);
-  emit({ event: 'started', mode: dataplane.queueMode, packetThreadNice: dataplane.packetThreadNice ?? null, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
+  emit({ event: 'started', mode: dataplane.queueMode, queueReader: reader.reader, packetThreadNice: dataplane.packetThreadNice ?? null, interestAll: engine.interest().all, interestIPs: engine.interest().ips.length });
 
   let markCpu = process.cpuUsage();
   let markPackets = 0;
@@ -211,6 +235,8 @@ async function main(): Promise<void> {
         // The agent's CPU time (user + system, all threads) and policy packets since the last "mark".
         cpuMicrosSinceMark: ((u) => u.user + u.system)(process.cpuUsage(markCpu)), packetsSinceMark: dataplane.counters.packets - markPackets,
         busyPollMicros: dataplane.busyPoll.windowMicros,
+        // The batch reader's count of wakeups and the policy packets they carried (0 with the binding).
+        wakeups: policyQueue()?.wakeups ?? 0, wakeupPackets: policyQueue()?.packets ?? 0, verdictFailures: policyQueue()?.verdictFailures ?? 0,
         ...(dataplane.fastPath ? {
           fastPathAdded: dataplane.fastPath.counters.added.accept + dataplane.fastPath.counters.added.deny,
           fastPathBatches: dataplane.fastPath.counters.batches,

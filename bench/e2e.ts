@@ -13,6 +13,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeObject } from '../host/contract.js';
 import { loadNfqueue } from '../host/dataplane/nfqueue.js';
+import type { QueueReader } from '../host/dataplane/nfqueue-batch.js';
 import { Lab, sweepStaleLabs, type LabProcess } from '../test/lab/lab.js';
 import { percentiles, quartiles, round } from './harness.js';
 import type { E2ENodeConfig } from './e2e-node.js';
@@ -56,6 +57,10 @@ export type E2EResult =
   | { reason: string }
   | {
       mode: string;
+      /** Which reader fed the agents (`batch`: kwp-nfqueue-batch, `binding`: nfqueue); KWP_E2E_QUEUE_READER picks one. */
+      queueReader: string;
+      /** The enforced agent's policy packets per wakeup of the batch reader (0 with the binding, which reads one per wakeup). */
+      packetsPerWakeup: number;
       connPerSec: { enforced: number; acceptAll: number; kernelOnly: number; fastPath: number };
       /** The kernel fast path against kernelOnly, in alternating turns with the same client (fastPathPairs). */
       fastPath: FastPathResult;
@@ -276,7 +281,8 @@ export async function runE2E(options: { connections: number; rounds: number; log
   const lab = await createBenchLab();
   try {
     const objects = [...lab.manifests(), benchPolicy];
-    const base = { objects, tableName: 'kwpbench', queueId: 4200, dnsQueueId: 4201, packetThreadNice: PACKET_THREAD_NICE };
+    const queueReader = (process.env.KWP_E2E_QUEUE_READER ?? 'auto') as QueueReader;
+    const base = { objects, tableName: 'kwpbench', queueId: 4200, dnsQueueId: 4201, packetThreadNice: PACKET_THREAD_NICE, queueReader };
     await runClient(lab, 200); // warm the pods' stacks and the client's JIT
     // The modes take turns, `rounds` times, and each keeps its best run: load
     // from other processes on the machine then hits every mode alike.
@@ -287,6 +293,7 @@ export async function runE2E(options: { connections: number; rounds: number; log
     let inheritedStats: Record<string, number> = {};
     let busyPollStats: Record<string, number> = {};
     let queueMode = '';
+    let readerUsed = '';
     for (let round = 0; round < options.rounds; round++) {
       options.log(`e2e round ${round + 1}/${options.rounds}: kernelOnly`);
       keep('kernelOnly', await bestOf(lab, options.connections));
@@ -300,7 +307,9 @@ export async function runE2E(options: { connections: number; rounds: number; log
 
       options.log(`e2e round ${round + 1}/${options.rounds}: enforced (default pipeline, default-scale objects)`);
       const enforcedNode = await startNode(lab, { ...base, pipeline: 'default', synthetic: true });
-      queueMode = String(JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!).mode);
+      const startedEvent = JSON.parse(enforcedNode.lines.find((l) => l.includes('"started"'))!);
+      queueMode = String(startedEvent.mode);
+      readerUsed = String(startedEvent.queueReader);
       await runClient(lab, 200);
       enforcedNode.send(JSON.stringify({ op: 'mark' }));
       keep('enforced', await bestOf(lab, options.connections));
@@ -340,6 +349,8 @@ export async function runE2E(options: { connections: number; rounds: number; log
 
     return {
       mode: queueMode,
+      queueReader: readerUsed,
+      packetsPerWakeup: enforcedStats.wakeups > 0 ? round(enforcedStats.wakeupPackets / enforcedStats.wakeups, 3) : 0,
       connPerSec: { enforced: Math.round(enforced.connPerSec), acceptAll: Math.round(acceptAll.connPerSec), kernelOnly: Math.round(kernelOnly.connPerSec), fastPath: fastPath.connPerSec },
       fastPath,
       packetProcessP50Micros: round(enforcedStats.p50Micros, 2),

@@ -143,6 +143,8 @@ const ROWS: Array<[string, string]> = [
   ['hotSwap.mainThreadFeed.buildMaxMillis', 'np\'s config changed, engine without feed threads: build, ms'],
   ['hotSwap.mainThreadFeed.maxStallMillis', 'np\'s config changed, engine without feed threads: longest wait, ms'],
   ['e2e.mode', 'e2e queue mode'],
+  ['e2e.queueReader', 'e2e queue reader (batch: kwp-nfqueue-batch, binding: nfqueue)'],
+  ['e2e.packetsPerWakeup', '  policy packets per wakeup (batch reader; 0 with the binding)'],
   ['e2e.connPerSec.enforced', 'TCP conn/s, default pipeline'],
   ['e2e.connPerSec.acceptAll', 'TCP conn/s, allow-all pipeline'],
   ['e2e.connPerSec.kernelOnly', 'TCP conn/s, no queue'],

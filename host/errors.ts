@@ -44,7 +44,7 @@ export const ErrorCatalogue = {
   KWP_ERR_STATE_CORRUPT: { status: 500, summary: 'A state file under the state directory could not be read or parsed.' },
   KWP_ERR_UNAUTHORIZED: { status: 401, summary: 'The request carries no bearer token, or the server has no admin token configured.' },
   KWP_ERR_FORBIDDEN: { status: 403, summary: 'The bearer token is not the admin token.' },
-  KWP_ERR_RATE_LIMITED: { status: 429, summary: 'Too many uploads from one client in a short time.' },
+  KWP_ERR_RATE_LIMITED: { status: 429, summary: 'Too many uploads from one client in a short time, or too many waiting for validation.' },
   KWP_ERR_REQUEST_INVALID: { status: 400, summary: 'The request does not match the route schema (query, headers, parameters or body).' },
   KWP_ERR_BODY_TOO_LARGE: { status: 413, summary: 'The request body is larger than the route allows.' },
   KWP_ERR_MEDIA_TYPE: { status: 415, summary: 'The request body has a content type the route does not accept.' },

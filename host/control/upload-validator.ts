@@ -41,6 +41,16 @@ const STDERR_KEPT = 4096;
  */
 export const SELF_TEST_GRACE_MS = 250;
 
+/**
+ * Uploads validated or waiting for it at once. Each holds its body (up to
+ * maxModuleBytes) until its turn, and one upload may hold the process for up
+ * to the watchdog's minute: the rate limits let 120 a minute in, so an
+ * unbounded queue held hundreds of MiB more every minute an attacker kept
+ * it fed, and made every later upload wait for hours. Past this many, an
+ * upload is refused at once (429 KWP_ERR_RATE_LIMITED).
+ */
+export const MAX_WAITING_UPLOADS = 8;
+
 interface PendingUpload {
   id: number;
   what: string;
@@ -59,11 +69,18 @@ export class ProcessValidator implements UploadValidator {
   /** The end of the child's stderr, where V8 says why it aborted. */
   private stderr = '';
 
-  /** `heapMiB`: the child's V8 heap (sandbox limit validationHeapMiB). */
-  constructor(private readonly watchdogMs = 60_000, private readonly heapMiB = DEFAULT_LIMITS.validationHeapMiB) {}
+  /** Uploads in validation or queued for it. */
+  private waiting = 0;
+
+  /** `heapMiB`: the child's V8 heap (sandbox limit validationHeapMiB); `maxWaiting`: MAX_WAITING_UPLOADS. */
+  constructor(private readonly watchdogMs = 60_000, private readonly heapMiB = DEFAULT_LIMITS.validationHeapMiB, private readonly maxWaiting = MAX_WAITING_UPLOADS) {}
 
   validate(req: UploadValidationRequest): Promise<CompiledEvaluator> {
-    const run = this.queue.then(() => this.runOne(req));
+    if (this.waiting >= this.maxWaiting) {
+      return Promise.reject(new KwpError('KWP_ERR_RATE_LIMITED', `upload ${req.name}@${req.version}: ${this.waiting} uploads are being validated or waiting for it, the most the agent queues; retry once they are answered`));
+    }
+    this.waiting++;
+    const run = this.queue.then(() => this.runOne(req)).finally(() => { this.waiting--; });
     this.queue = run.catch(() => undefined);
     return run;
   }

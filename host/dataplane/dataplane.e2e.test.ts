@@ -23,6 +23,7 @@ interface RunnerChoice {
   deny?: StaticDenyRule[];
   /** A second dataplane beside the first: its own table, queues and mark bits. */
   second?: boolean;
+  queueReader?: RunnerConfig['queueReader'];
 }
 
 async function startRunner(options: RunnerChoice = {}): Promise<LabProcess> {
@@ -33,6 +34,7 @@ async function startRunner(options: RunnerChoice = {}): Promise<LabProcess> {
     markBase: options.second ? 24 : 20,
     failOpen: options.failOpen ?? true,
     strict: options.strict ?? true,
+    queueReader: options.queueReader,
     judge: { deny: options.deny ?? [], interest: { all: false, ips: allIps() } },
   };
   const proc = lab.spawnInNode(process.execPath, [...Lab.nodeScript(import.meta.url, './standalone-runner.js'), JSON.stringify(config)]);
@@ -128,6 +130,42 @@ describe('the dataplane on real traffic', () => {
     expect(find(results, 'y/c', 'x/a', 'UDP')).toEqual([true]);
     // The IPv4 addresses of the same pods are another matter for this judge.
     expect((await lab.tcp('x/a', 'y/c', 80, 700)).ok).toBe(true);
+  });
+
+  it('gives every queued packet exactly one verdict with either reader, through bursts of connections', async () => {
+    const a = lab.pod('x/a');
+    const b = lab.pod('x/b');
+    for (const queueReader of ['batch', 'binding'] as const) {
+      const proc = await startRunner({ deny: [{ src: a.ip, dst: b.ip }], queueReader });
+      expect(JSON.parse(proc.lines.find((l) => l.includes('"started"'))!).queueReader).toBe(queueReader);
+      // Many SYNs at once from one pod: several wait in the queue while the first is judged.
+      for (let burst = 0; burst < 3; burst++) {
+        const allowed = await Promise.all(Array.from({ length: 48 }, () => lab.tcp('y/c', 'x/a', 80, 3000)));
+        expect(allowed.filter((r) => !r.ok)).toEqual([]);
+      }
+      const denied = await Promise.all(Array.from({ length: 8 }, () => lab.tcp('x/a', 'x/b', 80, 600)));
+      expect(denied.filter((r) => r.ok)).toEqual([]);
+      proc.send(JSON.stringify({ op: 'stats' }));
+      const stats = JSON.parse(await proc.waitForLine((l) => l.includes('"stats"')));
+      // queue_number peer_portid queue_total copy_mode copy_range queue_dropped user_dropped id_sequence 1
+      const row = (await lab.execInNode('cat', ['/proc/net/netfilter/nfnetlink_queue'])).stdout.split('\n').map((l) => l.trim().split(/\s+/).map(Number)).find((f) => f[0] === QUEUE)!;
+      const [, , waiting, , , queueDropped, userDropped, queued] = row;
+      console.log(`${queueReader}: ${queued} packets queued, ${stats.packets} judged (${stats.accepted} accepted, ${stats.dropped} dropped)${stats.reads ? ` in ${stats.reads.wakeups} wakeups` : ''}`);
+      // None left waiting, none dropped for want of room, and every one the kernel queued reached the judge and was answered once.
+      expect({ waiting, queueDropped, userDropped }).toEqual({ waiting: 0, queueDropped: 0, userDropped: 0 });
+      expect(stats.packets).toBe(queued);
+      expect(stats.accepted + stats.dropped).toBe(stats.packets);
+      expect(stats.dropped).toBeGreaterThanOrEqual(8);
+      if (queueReader === 'batch') {
+        expect(stats.reads).toMatchObject({ packets: stats.packets, verdictFailures: 0 });
+        // The bursts left several SYNs waiting at some wakeups, and each such wakeup read them all.
+        expect(stats.reads.wakeups).toBeLessThan(stats.packets);
+      }
+      else expect(stats.reads).toBeUndefined();
+      await stopRunner(proc);
+      runner = undefined;
+      await removeLeftoverRules();
+    }
   });
 
   it('reports the addresses of DNS answers through the DNS queue', async () => {

@@ -21,7 +21,8 @@ import type { PacketJudge } from './judge.js';
 import { BusyPoll } from './busy-poll.js';
 import { KernelRules, type ModeChoice } from './kernel-rules.js';
 import { LatencyHistogram } from './latency-histogram.js';
-import { NF_ACCEPT, NF_DROP, NF_REPEAT, nfqueueOpener, type PacketQueue, type QueueOpener } from './nfqueue.js';
+import { NF_ACCEPT, NF_DROP, NF_REPEAT, type PacketQueue, type QueueOpener } from './nfqueue.js';
+import { queueReaderOpener, type QueueReader } from './nfqueue-batch.js';
 import { parsePacket, transportPayload } from './packet-parser.js';
 import { DEFAULT_MARKS, type Interest, type MarkBits, type QueueMode } from './rules.js';
 import type { HostLogger } from '../logger.js';
@@ -69,6 +70,13 @@ export interface DataplaneOptions {
   runner?: CommandRunner;
   /** How strict mode clears the accepted bit; default: netlink batches when the addon is built (strict-cut.ts). */
   markClearer?: MarkClearer;
+  /**
+   * Which reader opens the queues when no `queueOpener` is given: `auto`
+   * (default) the batch reader (`kwp-nfqueue-batch`, a wakeup's packets in
+   * one call, their verdicts in one send) when it is built, else the
+   * `nfqueue` binding; `batch` or `binding` to insist on one.
+   */
+  queueReader?: QueueReader;
   queueOpener?: QueueOpener;
   setThreadPriority?: (nice: number) => void;
 }
@@ -131,6 +139,10 @@ export class Dataplane {
   private readonly waiting: Array<{ id: number; nfmark: number; packet: Packet; started: number }> = [];
   private flushScheduled = false;
   private batchVerdicts = new Uint8Array(64);
+  /** When each packet whose verdict the batch reader holds was read: its span ends once the wakeup's verdicts are sent. */
+  private heldStarts: number[] = [];
+  /** The reader that opened the queues: `batch`, `binding`, or `custom` (options.queueOpener). */
+  private openedWith: 'batch' | 'binding' | 'custom' | undefined;
   /** Polling instead of sleeping after a packet (options.busyPollMicros; window 0: off). */
   readonly busyPoll: BusyPoll;
 
@@ -162,8 +174,16 @@ export class Dataplane {
     if (this.started) throw new Error('Dataplane.start called twice');
     this.judge = judge;
     this.applyPacketThreadNice();
-    const open = this.options.queueOpener ?? nfqueueOpener();
-    this.policyQueue = open(this.options.queueId, (id, mark, payload) => this.onPolicyPacket(id, mark, payload));
+    let open = this.options.queueOpener;
+    if (open) this.openedWith = 'custom';
+    else ({ opener: open, reader: this.openedWith } = queueReaderOpener(this.options.queueReader));
+    this.policyQueue = open(this.options.queueId, (id, mark, payload) => this.onPolicyPacket(id, mark, payload), {
+      // A judge with allowsBatch answers the wakeup's packets now, so they go out in the same send.
+      beforeSend: () => {
+        if (this.waiting.length > 0) this.flushWaiting();
+      },
+      afterSend: () => this.endHeldSpans(),
+    });
     this.dnsQueue = open(this.options.dnsQueueId, (id, mark, payload) => this.onDnsPacket(id, mark, payload));
     const mode = await this.rules.probe(this.options.mode ?? 'auto');
     // An accepted packet continues at the next hook function. In nft mode that is
@@ -187,11 +207,23 @@ export class Dataplane {
     this.started = true;
     this.options.logger.info(
       {
-        mode, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, strictCut: this.strictCut?.path, packetThreadNice: this.appliedNice,
+        mode, queueReader: this.openedWith, table: this.options.tableName, queueId: this.options.queueId, dnsQueueId: this.options.dnsQueueId, failOpen: this.options.failOpen, strict: this.options.strict, strictCut: this.strictCut?.path, packetThreadNice: this.appliedNice,
         fastPath: this.fastPath ? (this.fastPath.blocker ?? 'on') : 'off',
       },
       `dataplane running with the ${mode === 'nft' ? 'nftables queue statement' : 'xtables NFQUEUE target'}`,
     );
+  }
+
+  /** Which reader opened the queues (`batch`, `binding`, or `custom` for options.queueOpener); undefined before start. */
+  get queueReader(): 'batch' | 'binding' | 'custom' | undefined {
+    return this.openedWith;
+  }
+
+  /** The batch reader's wakeups and the policy packets they carried, and verdicts the kernel refused; undefined with another reader. */
+  get queueReadStats(): { wakeups: number; packets: number; verdictFailures: number } | undefined {
+    const queue = this.policyQueue as Partial<{ wakeups: number; packets: number; verdictFailures: number }> | undefined;
+    if (queue?.wakeups === undefined) return undefined;
+    return { wakeups: queue.wakeups, packets: queue.packets ?? 0, verdictFailures: queue.verdictFailures ?? 0 };
   }
 
   /** The nice value the packet thread asked for and got, if any. */
@@ -405,8 +437,23 @@ export class Dataplane {
       this.counters.dropped++;
       queue.verdict(id, NF_DROP);
     }
+    if (queue.holding) {
+      // The verdict leaves with the rest of the wakeup's: the span ends then (endHeldSpans).
+      this.heldStarts.push(started);
+      return;
+    }
     const now = performance.now();
     this.decisionMicros.record((now - started) * 1000);
+    this.busyPoll.packet(now);
+  }
+
+  /** The batch reader sent a wakeup's verdicts: each held packet's span ends now. */
+  private endHeldSpans(): void {
+    const held = this.heldStarts;
+    if (held.length === 0) return;
+    const now = performance.now();
+    for (let i = 0; i < held.length; i++) this.decisionMicros.record((now - held[i]) * 1000);
+    held.length = 0;
     this.busyPoll.packet(now);
   }
 

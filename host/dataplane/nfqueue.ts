@@ -15,12 +15,28 @@ export const NF_REPEAT = 4;
 export interface PacketQueue {
   /** `mark` replaces the packet's mark when given (nfq_set_verdict2). */
   verdict(packetId: number, verdict: number, mark?: number): void;
+  /**
+   * A batch reader's (nfqueue-batch.ts): true while a wakeup's packets are
+   * being handed over, when verdicts are held and sent together once the
+   * wakeup's last packet (and `WakeupHooks.beforeSend`) returned. Absent or
+   * false: each verdict is in the kernel when `verdict` returns.
+   */
+  readonly holding?: boolean;
+}
+
+/** A batch reader calls these around each wakeup's one send of verdicts. */
+export interface WakeupHooks {
+  /** The wakeup's packets were all handed over; verdicts given here are still held. */
+  beforeSend?(): void;
+  /** The held verdicts are in the kernel. */
+  afterSend?(): void;
 }
 
 /** What the dataplane needs from a queue binding; tests substitute their own. */
 export type QueueOpener = (
   queueId: number,
   onPacket: (packetId: number, nfmark: number, payload: Buffer) => void,
+  hooks?: WakeupHooks,
 ) => PacketQueue;
 
 interface NfqueueInfo {

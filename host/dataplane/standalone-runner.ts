@@ -18,6 +18,7 @@ import { createInterface } from 'node:readline';
 import { isKwpError } from '../errors.js';
 import { Dataplane } from './dataplane.js';
 import type { ModeChoice } from './kernel-rules.js';
+import type { QueueReader } from './nfqueue-batch.js';
 import { marksAt } from './rules.js';
 import { DEFAULT_FAST_PATH } from './fast-path-rules.js';
 import { StaticJudge, type StaticJudgeConfig } from './static-judge.js';
@@ -34,6 +35,8 @@ export interface RunnerConfig {
   markBase?: number;
   /** The kernel fast path; every `judge` op invalidates it before the refresh. Default off. */
   fastPath?: boolean;
+  /** Which reader opens the queues (the Dataplane's queueReader); default auto. */
+  queueReader?: QueueReader;
   judge: StaticJudgeConfig;
 }
 
@@ -60,6 +63,7 @@ async function main(): Promise<void> {
     failOpen: config.failOpen,
     strict: config.strict,
     mode: config.mode,
+    queueReader: config.queueReader,
     marks: marksAt(config.markBase ?? 20),
     ...(config.fastPath ? { fastPath: { ...DEFAULT_FAST_PATH, fillDelayMs: 1 } } : {}),
     logger,
@@ -81,7 +85,7 @@ async function main(): Promise<void> {
   // The static judge changes only by the `judge` op below, which invalidates first.
   dataplane.fastPath?.block(undefined, 'pipeline');
   await dataplane.start(judge);
-  emit({ event: 'started', mode: dataplane.queueMode, fastPath: dataplane.fastPath ? (dataplane.fastPath.blocker ?? 'on') : 'off' });
+  emit({ event: 'started', mode: dataplane.queueMode, queueReader: dataplane.queueReader, fastPath: dataplane.fastPath ? (dataplane.fastPath.blocker ?? 'on') : 'off' });
 
   const lines = createInterface({ input: process.stdin });
   lines.on('line', (line) => {
@@ -96,7 +100,7 @@ async function main(): Promise<void> {
         (err) => emit({ event: 'error', message: String(err) }),
       );
     } else if (command.op === 'stats') {
-      emit({ event: 'stats', ...dataplane.counters, fastPath: dataplane.fastPath?.counters, p50Micros: dataplane.decisionMicros.p50(), p99Micros: dataplane.decisionMicros.p99(), summary: dataplane.describe() });
+      emit({ event: 'stats', ...dataplane.counters, reads: dataplane.queueReadStats, fastPath: dataplane.fastPath?.counters, p50Micros: dataplane.decisionMicros.p50(), p99Micros: dataplane.decisionMicros.p99(), summary: dataplane.describe() });
     } else if (command.op === 'stop') {
       void stop(0);
     }
