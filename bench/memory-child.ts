@@ -141,13 +141,11 @@ try {
   // Holding all of it: a stage holds the pods before the policies' lists reach it (they come later
   // and are taken in slices), so some bytes held is a state passed through on the way. Complete is
   // the bytes a snapshot of the whole current state would hold, no list still being taken.
-  // A stage whose module needs no pods without some kinds' objects (podsOnlyWith) holds none while
-  // the cluster has none of those: its complete state is the objects alone, maybe no byte at all.
   const complete = (s: (typeof agent.engine.active.stages)[number]) =>
-    s.heldBytes === HeldState.of(agent.state.pods(), s.kinds.map((kind) => agent.state.objects(kind)), s.podsWithheld).bytes;
+    s.heldBytes === HeldState.of(agent.state.pods(), s.kinds.map((kind) => agent.state.objects(kind))).bytes;
   const holding = () =>
     agent.state.pendingList === undefined &&
-    agent.engine.active.stages.every((s) => s.stateProblem === undefined && (s.heldBytes > 0 || s.podsWithheld)) &&
+    agent.engine.active.stages.every((s) => s.stateProblem === undefined && s.heldBytes > 0) &&
     agent.engine.active.stages.every(complete);
   for (let waited = 0; !holding(); waited += 100) {
     if (waited > 300_000) throw new Error('the stages did not take the cluster within 300 s');
@@ -176,8 +174,6 @@ try {
     wasmMemoryMiB: mib(wasm),
     wasmResidentMiB: (() => { const r = wasmResidentBytes(); return r === undefined ? undefined : mib(r); })(),
     wasmMemoryMiBByStage: Object.fromEntries(stages.map((s) => [s.name, mib(s.memoryBytes)])),
-    // The stages fed no pods (their modules' podsOnlyWith kinds have no object in the cluster).
-    stagesWithoutPods: stages.filter((s) => s.podsWithheld).map((s) => s.name),
     wasmResidentMiBByMemory: wasmMappings()?.map((m) => ({ sizeMiB: mib(m.bytes), residentMiB: mib(m.resident) })),
     scale: scale.name,
     pods: [...agent.state.pods()].length,

@@ -15,8 +15,6 @@ export function validateMetadata(meta, file) {
     if (!Array.isArray(meta.kinds) || meta.kinds.some((k) => typeof k !== 'string' || !/^[^/]+(\/[^/]+)?\/[A-Z][A-Za-z0-9]*$/.test(k)))
       problems.push('"kinds" must be a list of "apiVersion/Kind" strings, e.g. "networking.k8s.io/v1/NetworkPolicy"');
     if (meta.failurePolicy !== 'fail-open' && meta.failurePolicy !== 'fail-closed') problems.push('"failurePolicy" must be "fail-open" or "fail-closed"');
-    if (meta.podsOnlyWith !== undefined && (!Array.isArray(meta.podsOnlyWith) || meta.podsOnlyWith.length === 0 || meta.podsOnlyWith.some((k) => !Array.isArray(meta.kinds) || !meta.kinds.includes(k))))
-      problems.push('"podsOnlyWith" must be a non-empty list of kinds the module lists in "kinds"');
   }
   if (problems.length) throw new Error(`${file}: ${problems.join('; ')}`);
   return meta;

@@ -34,19 +34,14 @@ export class HeldState {
   readonly objects: Array<Map<string, KubeObject>>;
   bytes = 0;
 
-  /**
-   * `withoutPods`: a state of a stage whose module needs no pods while it
-   * holds none of some kinds' objects (ModuleMeta.podsOnlyWith): no pod is
-   * fed to the instance or held here, and pod deliveries pass it by.
-   */
-  constructor(kinds: number, readonly withoutPods = false) {
+  constructor(kinds: number) {
     this.objects = Array.from({ length: kinds }, () => new Map());
   }
 
-  /** A snapshot of `pods` (none with `withoutPods`) and, per kind index, `objects[i]`. */
-  static of(pods: Iterable<PodInfo>, objects: Array<Iterable<KubeObject>>, withoutPods = false): HeldState {
-    const held = new HeldState(objects.length, withoutPods);
-    if (!withoutPods) for (const pod of pods) held.upsertPod(pod);
+  /** A snapshot of `pods` and, per kind index, `objects[i]`. */
+  static of(pods: Iterable<PodInfo>, objects: Array<Iterable<KubeObject>>): HeldState {
+    const held = new HeldState(objects.length);
+    for (const pod of pods) held.upsertPod(pod);
     objects.forEach((list, i) => held.replace(i, list));
     return held;
   }

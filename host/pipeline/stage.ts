@@ -78,19 +78,10 @@ export type InstanceFailure = Exclude<StageFailure, 'unavailable'>;
  */
 export type StageIsolation = 'thread' | 'worker';
 
-/**
- * What a delivery is, for a stage that may hold its state without pods
- * (ModuleMeta.podsOnlyWith): `pod` a pod upserted or deleted, which such a
- * state passes by; `adds` an object of one of the kinds those pods wait for,
- * which such a state cannot take (its instance must be fed the pods with it).
- */
-type DeliveryKind = 'pod' | 'adds' | undefined;
-
 /** A delivery that arrived while an instance was being fed: applied to it, and to the snapshot it was fed, once the feed is done. */
 interface QueuedDelivery {
   fn: (inst: ModuleInstance) => void;
   hold: (held: HeldState) => void;
-  what: DeliveryKind;
 }
 
 /** A state streamed to a feed thread (currentStateAsync): that thread, and the memory cap it was sent. */
@@ -152,8 +143,6 @@ export class Stage implements StateListener {
     this.filterChanged(inst !== undefined);
   }
   private readonly kindIndex = new Map<KindKey, number>();
-  /** The module's podsOnlyWith kinds (ModuleMeta): while the state has no object of any, the module is fed no pods. */
-  private readonly podsOnlyWith: readonly KindKey[] | undefined;
   /** The flow buffers whose records this stage's module may still be asked about (Pipeline.flowBuffer, attributeDeferred). */
   private readonly flowGuards = new Set<{ settle(): void }>();
   private unsubscribe: (() => void) | undefined;
@@ -242,7 +231,6 @@ export class Stage implements StateListener {
     this.compiled = compiled;
     this.reservedPages = Math.floor(compiled.reservedBytes / PAGE_BYTES);
     compiled.meta.kinds.forEach((k, i) => this.kindIndex.set(k, i));
-    this.podsOnlyWith = compiled.meta.podsOnlyWith;
   }
 
   /** Instantiates, configures and feeds the module, then follows the state. Throws on a refused config or a state it cannot hold. */
@@ -369,28 +357,10 @@ export class Stage implements StateListener {
 
   // ---- building instances: the memory cap follows the state ----
 
-  /**
-   * Whether a state read now would be held without pods: the module needs
-   * none while the cluster has no object of any of its podsOnlyWith kinds
-   * (the admin-network-policy module with no AdminNetworkPolicy and no
-   * BaselineAdminNetworkPolicy answers Next to everything), and 10,000 pods
-   * are megabytes of its memory.
-   */
-  private withholdsPodsNow(): boolean {
-    const kinds = this.podsOnlyWith;
-    if (kinds === undefined) return false;
-    for (const kind of kinds) if (this.state.objectCount(kind) > 0) return false;
-    return true;
-  }
-
-  /** Whether the current instance was fed no pods (withholdsPodsNow when its state was read); pod deliveries pass it by. */
-  get podsWithheld(): boolean { return this.held?.withoutPods === true; }
-
   /** A snapshot of the cluster state this stage's module is fed. */
   private currentState(): HeldState {
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
-    const withoutPods = this.withholdsPodsNow();
-    return HeldState.of(withoutPods ? [] : this.state.pods(), objects, withoutPods);
+    return HeldState.of(this.state.pods(), objects);
   }
 
   /**
@@ -405,14 +375,13 @@ export class Stage implements StateListener {
    * encoded, one chunk a slice, so the thread feeds while this thread packs.
    */
   private async currentStateAsync(packIfLarge = false, capOf?: (bytes: number) => number): Promise<{ held: HeldState; packed?: PackedState }> {
-    const withoutPods = this.withholdsPodsNow();
-    const pods = withoutPods ? [] : [...this.state.pods()];
+    const pods = [...this.state.pods()];
     const objects = [...this.kindIndex.keys()].map((kind) => this.state.objects(kind));
     const pack = packIfLarge && capOf !== undefined && pods.length + objects.reduce((n, list) => n + list.length, 0) >= FEED_THREAD_MIN_DELIVERIES;
     // Taken now (the spare, started and loaded ahead, or a thread that then loads while the state is sized here).
     const thread = pack ? this.startFeedThread() : undefined;
     // The maps are filled in slices: at 10,000 pods and objects one go takes milliseconds.
-    const held = new HeldState(objects.length, withoutPods);
+    const held = new HeldState(objects.length);
     const slices = new TimeSlices(FEED_SLICE_MS);
     for (let i = 0; i < pods.length; i++) {
       held.upsertPod(pods[i]);
@@ -642,16 +611,8 @@ export class Stage implements StateListener {
           // Replayed in slices (a relabel streamed as watch events can queue thousands); what comes meanwhile joins the queue.
           const replaySlices = new TimeSlices(FEED_SLICE_MS);
           for (let i = 0; i < queued.length && !this.feedStale; i++) {
-            const what = queued[i].what;
-            if (source.withoutPods && what === 'adds') {
-              // The instance was fed no pods and cannot take this object: start over from a state with them.
-              this.feedStale = true;
-              break;
-            }
-            if (!(source.withoutPods && what === 'pod')) {
-              queued[i].fn(inst!);
-              queued[i].hold(source);
-            }
+            queued[i].fn(inst!);
+            queued[i].hold(source);
             if (!replaySlices.due()) continue;
             await replaySlices.yield();
             if (this.disposed) throw disposedWhileBuilt();
@@ -1266,27 +1227,19 @@ export class Stage implements StateListener {
    * is the held state's size once applied: a delivery that takes it past
    * what the instance's cap is sized for goes to a bigger instance instead.
    */
-  private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number, what?: DeliveryKind): void {
+  private deliver(fn: (inst: ModuleInstance) => void, hold: (held: HeldState) => void, bytesAfter?: (held: HeldState) => number): void {
     if (this.feedQueue) {
-      this.feedQueue.push({ fn, hold, what });
+      this.feedQueue.push({ fn, hold });
       return;
     }
     if (this.stateProblem?.kind === 'rejected') {
       this.stateChangedWhileRejected();
       return;
     }
+    this.subjectsChanged();
     const inst = this.instance;
     const held = this.held;
-    // A state held without pods takes no pod, and nothing it answers changes.
-    if (what === 'pod' && held?.withoutPods) return;
-    this.subjectsChanged();
     if (!inst || !held) return; // a rebuild replays the whole state
-    if (what === 'adds' && held.withoutPods) {
-      // The first object the pods wait for: a fresh instance is fed the state with the pods, in
-      // slices, while this one answers with the state it held (no such object: Next), as for a bulk change.
-      void this.replaceInstance({ kind: 'refreshing', message: `stage ${this.name}: its module is fed pods only with objects of ${this.podsOnlyWith!.join(', ')}, and one arrived: feeding an instance the pods and objects in slices; answering with the state it held until then`, since: Date.now() });
-      return;
-    }
     const growable = this.compiled.memoryImport !== undefined && inst.memoryCapPages < this.limits.maxStageMemoryPages;
     if (growable && bytesAfter) {
       const after = bytesAfter(held);
@@ -1319,8 +1272,6 @@ export class Stage implements StateListener {
     if (this.disposed) return false;
     let weight = 0;
     let synced = 0;
-    // Pods pass a state held without pods by (deliver), so they weigh nothing for it.
-    const podWeight = this.feedQueue === undefined && this.held?.withoutPods ? 0 : 1;
     for (const e of events) {
       if (e.type === 'objectsReplaced') {
         if (!this.kindIndex.has(e.kind)) continue;
@@ -1330,7 +1281,7 @@ export class Stage implements StateListener {
         synced = Math.max(synced, this.held?.pods.size ?? 0);
       }
       else if (e.type === 'objectApplied') weight += this.kindIndex.has(e.kind) ? 1 : 0;
-      else weight += podWeight;
+      else weight++;
     }
     if (weight + synced < this.slice) return false;
     if (this.feedQueue) {
@@ -1352,14 +1303,9 @@ export class Stage implements StateListener {
   }
 
   podUpserted(pod: PodInfo): void {
-    this.deliver((i) => i.upsertPod(encodePodInfo(pod)), (h) => h.upsertPod(pod), (h) => h.bytesIfPodUpserted(pod), 'pod');
+    this.deliver((i) => i.upsertPod(encodePodInfo(pod)), (h) => h.upsertPod(pod), (h) => h.bytesIfPodUpserted(pod));
   }
-  podDeleted(pod: PodInfo): void { this.deliver((i) => i.deletePod(pod.id), (h) => h.deletePod(pod), undefined, 'pod'); }
-
-  /** Whether objects of `kind` arriving are ones a state held without pods cannot take (podsOnlyWith). */
-  private podsWaitFor(kind: KindKey): boolean {
-    return this.podsOnlyWith?.includes(kind) === true;
-  }
+  podDeleted(pod: PodInfo): void { this.deliver((i) => i.deletePod(pod.id), (h) => h.deletePod(pod)); }
   objectsReplaced(kind: KindKey, objects: KubeObject[]): void {
     const index = this.kindIndex.get(kind);
     if (index === undefined) return;
@@ -1368,7 +1314,7 @@ export class Stage implements StateListener {
       i.object(index, ObjectOp.Reset);
       for (const obj of objects) i.object(index, ObjectOp.Upsert, encodeObject(obj));
       i.object(index, ObjectOp.Synced);
-    }, (h) => h.replace(index, objects), (h) => h.bytesIfReplaced(index, objects), objects.length > 0 && this.podsWaitFor(kind) ? 'adds' : undefined);
+    }, (h) => h.replace(index, objects), (h) => h.bytesIfReplaced(index, objects));
   }
   objectApplied(kind: KindKey, event: ObjectEvent): void {
     const index = this.kindIndex.get(kind);
@@ -1378,7 +1324,6 @@ export class Stage implements StateListener {
       (i) => i.object(index, event.type === 'upsert' ? ObjectOp.Upsert : ObjectOp.Delete, encodeObject(event.object)),
       (h) => h.apply(index, event),
       event.type === 'upsert' ? (h) => h.bytesIfApplied(index, event) : undefined,
-      event.type === 'upsert' && this.podsWaitFor(kind) ? 'adds' : undefined,
     );
   }
 }

@@ -52,14 +52,10 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     const before = feedThreadCounters.started;
     const upserts = vi.spyOn(EvaluatorInstance.prototype, 'upsertPod');
     const imaged = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline());
-    // One feed thread per stage fed the pods: those stages were made from images, not fed here.
-    // The admin-network-policy stages, with no policy of theirs in the cluster, are fed no pods
-    // (podsOnlyWith): a state of a few objects, fed here.
+    // One feed thread per stage: the stages were made from images, not fed here.
     expect(upserts).not.toHaveBeenCalled();
     upserts.mockRestore();
-    const withPods = imaged.stages.filter((s) => !s.podsWithheld);
-    expect(withPods.map((s) => s.name)).toEqual(['cnp-admin', 'np', 'cnp-baseline']);
-    expect(feedThreadCounters.started - before).toBe(withPods.length);
+    expect(feedThreadCounters.started - before).toBe(imaged.stages.length);
     expect(imaged.stages.every((s) => s.healthy && s.stateProblem === undefined)).toBe(true);
     const expected = verdicts(replayed);
     expect(new Set(expected).size).toBe(2);
@@ -88,9 +84,8 @@ describe('a pipeline whose stages are fed in feed threads', () => {
     });
     const p = await new PolicyEngine({ state, modules, feedThreads: true }).buildAsync(defaultPipeline(), 'pipeline', undefined, { onStage: () => { packing = false; } });
     spy.mockRestore();
-    // The i-th stage fed in a thread packs its first record once its own thread (the i+1-th) was
-    // started; the stages fed no pods (podsOnlyWith) have too small a state for a thread.
-    expect(startedAtFirstRecord).toEqual(p.stages.filter((s) => !s.podsWithheld).map((_, i) => i + 1));
+    // Stage i's first record is packed once its own thread (the i+1-th) was started.
+    expect(startedAtFirstRecord).toEqual(p.stages.map((_, i) => i + 1));
     expect(p.stages.every((s) => s.healthy)).toBe(true);
     p.dispose();
   });

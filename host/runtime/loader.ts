@@ -21,13 +21,6 @@ export interface ModuleMeta {
   kinds: string[];
   failurePolicy: FailurePolicy;
   description?: string;
-  /**
-   * Kinds (of `kinds`) without whose objects the module needs no pods: while
-   * it holds no object of any of them it names no subject and answers Next to
-   * every record, so its stage feeds it no pods until one arrives (stage.ts,
-   * podsWithheld). Undefined: it is always fed every pod.
-   */
-  podsOnlyWith?: string[];
   abi: { major: number; minor: number };
 }
 
@@ -82,9 +75,6 @@ function parseMeta(summary: WasmSummary, limits: SandboxLimits, source: string):
     if (!Array.isArray(meta.kinds) || meta.kinds.some((k: unknown) => typeof k !== 'string')) problems.push('"kinds" must be a list of "apiVersion/Kind" strings');
     if (meta.failurePolicy !== 'fail-open' && meta.failurePolicy !== 'fail-closed') problems.push('"failurePolicy" must be "fail-open" or "fail-closed"');
     if (meta.description !== undefined && typeof meta.description !== 'string') problems.push('"description" must be a string');
-    if (meta.podsOnlyWith !== undefined && (!Array.isArray(meta.podsOnlyWith) || meta.podsOnlyWith.length === 0 || meta.podsOnlyWith.some((k: unknown) => typeof k !== 'string' || !Array.isArray(meta.kinds) || !meta.kinds.includes(k)))) {
-      problems.push('"podsOnlyWith" must be a non-empty list of kinds the module lists in "kinds"');
-    }
     if (Array.isArray(meta.kinds) && meta.kinds.length > limits.maxMetaKinds) problems.push(`"kinds" lists ${meta.kinds.length} kinds but the host allows ${limits.maxMetaKinds} (sandbox limit maxMetaKinds)`);
     const strings: Array<[string, unknown]> = [['name', meta.name], ['version', meta.version], ['description', meta.description],
       ...(Array.isArray(meta.kinds) ? meta.kinds.map((k: unknown, i: number): [string, unknown] => [`kinds[${i}]`, k]) : [])];
@@ -96,7 +86,6 @@ function parseMeta(summary: WasmSummary, limits: SandboxLimits, source: string):
   return {
     name: meta.name, version: meta.version, kinds: [...meta.kinds], failurePolicy: meta.failurePolicy,
     description: typeof meta.description === 'string' ? meta.description : undefined,
-    ...(meta.podsOnlyWith !== undefined ? { podsOnlyWith: [...new Set<string>(meta.podsOnlyWith)] } : {}),
   };
 }
 

@@ -21,8 +21,6 @@ describe('the loader refuses modules that break the ABI or the sandbox', () => {
     ['a module speaking ABI major version 2', () => sandboxModule({ abiVersion: 0x00020000 }), 'KWP_ERR_ABI_VERSION'],
     ['a module without the kwp.meta section', () => sandboxModule({ meta: null }), 'KWP_ERR_METADATA'],
     ['a module whose kwp.meta has no failure policy', () => sandboxModule({ meta: { ...DEFAULT_META, failurePolicy: 'maybe' } }), 'KWP_ERR_METADATA'],
-    ['a module whose podsOnlyWith names a kind it does not list', () => sandboxModule({ meta: { ...DEFAULT_META, kinds: ['v1/Service'], podsOnlyWith: ['v1/Node'] } }), 'KWP_ERR_METADATA'],
-    ['a module whose podsOnlyWith is empty', () => sandboxModule({ meta: { ...DEFAULT_META, kinds: ['v1/Service'], podsOnlyWith: [] } }), 'KWP_ERR_METADATA'],
     ['a module importing a WASI function', () => sandboxModule({ imports: ['(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))'] }), 'KWP_ERR_IMPORT_NOT_ALLOWED'],
     ['a module importing a host function under an allowed module name', () => sandboxModule({ imports: ['(import "env" "seed" (func (result f64)))'] }), 'KWP_ERR_IMPORT_NOT_ALLOWED'],
     ['a module whose memory has no maximum', () => sandboxModule({ memory: '(memory (export "memory") 1)' }), 'KWP_ERR_MEMORY_UNBOUNDED'],
@@ -39,12 +37,6 @@ describe('the loader refuses modules that break the ABI or the sandbox', () => {
     const m = load(sandboxModule());
     expect(m.meta).toMatchObject({ name: 'sandbox-fixture', failurePolicy: 'fail-closed', abi: { major: 1, minor: 0 } });
     expect(m.sha256).toMatch(/^[0-9a-f]{64}$/);
-  });
-
-  it('a module whose podsOnlyWith lists some of its kinds is accepted and reports them once each', () => {
-    const m = load(sandboxModule({ meta: { ...DEFAULT_META, kinds: ['v1/Service', 'v1/Node'], podsOnlyWith: ['v1/Service', 'v1/Service'] } }));
-    expect(m.meta.podsOnlyWith).toEqual(['v1/Service']);
-    expect(load(sandboxModule()).meta.podsOnlyWith).toBeUndefined();
   });
 
   it('an imported memory without a maximum is accepted because the host sets the maximum', () => {

@@ -467,11 +467,6 @@ export class ClusterState implements ObjectSink {
     return this.podsById.values();
   }
 
-  /** How many objects of `kind` the state holds. */
-  objectCount(kind: KindKey): number {
-    return this.objectsByKind.get(kind)?.size ?? 0;
-  }
-
   objects(kind: KindKey): KubeObject[] {
     return [...(this.objectsByKind.get(kind)?.values() ?? [])];
   }
