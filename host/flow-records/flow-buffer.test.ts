@@ -2,9 +2,9 @@
 // the walk, with the deciding stages' codes copied from where their modules
 // left them; the same slot a claim and the per-direction writes make.
 import { describe, it, expect, vi } from 'vitest';
-import { encodeRecord, RECORD_SIZE } from '../abi/record.js';
+import { encodeRecord, OFF_SRC_PORT, OFF_DST_ADDR, OFF_DST_POD, OFF_FAMILY, OFF_PROTOCOL, OFF_SRC_ADDR, OFF_SRC_POD, RECORD_SIZE } from '../abi/record.js';
 import type { Packet } from '../contract.js';
-import { CODE_WORDS, FlowBuffer, Outcome, SLOT_WORDS } from './flow-buffer.js';
+import { CODE_WORDS, FlowBuffer, LEAN_WORDS, Outcome, SLOT_WORDS, SlotFlag, V6_WORDS } from './flow-buffer.js';
 import { SlotKeys } from './slot-keys.js';
 
 const v4 = (a: number, b: number): Packet => ({
@@ -197,5 +197,74 @@ describe('SlotKeys over runs of claims', () => {
     expect(keys.entryOf(buffer, 0)).toBe(~0);
     expect(keys.entryOf(buffer, 1)).toBe(0);
     expect(keys.entryOf(buffer, 2)).toBe(~1);
+  });
+});
+
+describe('FlowBuffer with the walk left to the drain', () => {
+  it("uses the record's layout as abi/record.ts defines it in its hand-written writers", () => {
+    expect(LEAN_WORDS.copied).toEqual([0, OFF_SRC_PORT >> 2, OFF_SRC_POD >> 2, OFF_DST_POD >> 2, OFF_SRC_ADDR >> 2, OFF_DST_ADDR >> 2]);
+    expect(LEAN_WORDS.stride).toBe(RECORD_SIZE >> 2);
+    expect([LEAN_WORDS.familyShift, LEAN_WORDS.protocolShift]).toEqual([OFF_FAMILY * 8, OFF_PROTOCOL * 8]);
+    expect(SlotFlag.Allowed | SlotFlag.CodesDeferred | SlotFlag.WalkDeferred).toBe(13);
+  });
+
+  it('writes the words a claim writes, the verdict and the flags, one at a time and a chunk at a time, across the ring\'s end, IPv6 and ICMP included', () => {
+    const icmp: Packet = { ...v4(5, 6), protocol: 1, srcPort: 0, dstPort: 0, icmpType: 8, icmpCode: 0 };
+    const packets = [v4(1, 2), v6, icmp, v4(3, 4), v6, v4(7, 8), icmp];
+    const bytes = new Uint8Array(packets.length * RECORD_SIZE);
+    packets.forEach((p, i) => encodeRecord(bytes, i * RECORD_SIZE, p, i + 1, i + 21));
+    const records = new Uint32Array(bytes.buffer);
+    const allowed = Uint8Array.from(packets, (_, i) => (i % 3 === 0 ? 0 : 1));
+    // What a claim writes (with the verdict and the flags), slot by slot, in a ring of 5 that wraps.
+    const want = (buffer: FlowBuffer, slot: number, i: number): number[] => {
+      const ref = new FlowBuffer(1);
+      ref.claim(records, i * (RECORD_SIZE >> 2), 3, false);
+      ref.setAllowed(0, allowed[i] === 1);
+      ref.bytes[0] |= SlotFlag.CodesDeferred | SlotFlag.WalkDeferred;
+      return [...ref.words.subarray(0, 6), ...(ref.family(0) === 6 ? ref.v6.subarray(0, V6_WORDS) : []), ...(ref.isIcmp(0) ? [ref.icmp[0]] : []), buffer.revision(slot)];
+    };
+    const got = (buffer: FlowBuffer, slot: number): number[] => [...buffer.words.subarray(slot * SLOT_WORDS, slot * SLOT_WORDS + 6),
+      ...(buffer.family(slot) === 6 ? buffer.v6.subarray(slot * V6_WORDS, (slot + 1) * V6_WORDS) : []), ...(buffer.isIcmp(slot) ? [buffer.icmp[slot]] : []), buffer.revision(slot)];
+    for (const batched of [false, true]) {
+      const buffer = new FlowBuffer(5);
+      buffer.words.fill(0xdead);
+      // Three slots taken and drained first, so the next five wrap.
+      for (let i = 0; i < 3; i++) buffer.recordWalkDeferred(records.subarray(0, RECORD_SIZE >> 2), 3, true);
+      buffer.drain(() => undefined);
+      const slots: number[] = [];
+      if (batched) {
+        buffer.recordChunkWalkDeferred(records, 5, 3, allowed, 0);
+        // The rest does not fit: counted as dropped.
+        buffer.recordChunkWalkDeferred(records.subarray(5 * (RECORD_SIZE >> 2)), 2, 3, allowed, 5);
+      } else {
+        for (let i = 0; i < packets.length; i++) buffer.recordWalkDeferred(records.subarray(i * (RECORD_SIZE >> 2), (i + 1) * (RECORD_SIZE >> 2)), 3, allowed[i] === 1);
+      }
+      expect(buffer.dropped).toBe(2);
+      buffer.drain((slot) => { slots.push(slot); });
+      expect(slots).toEqual([3, 4, 0, 1, 2]);
+      slots.forEach((slot, i) => {
+        expect(got(buffer, slot), `${batched ? 'chunk' : 'one'}: record ${i}`).toEqual(want(buffer, slot, i));
+      });
+    }
+  });
+
+  it('keys slots alike whatever their stale outcome words hold, and reads a slot as any other once its walk is finished', () => {
+    const records = chunk();
+    const buffer = new FlowBuffer(4);
+    buffer.recordWalkDeferred(records, 5, true);
+    buffer.recordWalkDeferred(records, 5, true);
+    buffer.words[SLOT_WORDS + 6] = Outcome.Deny | (3 << 8);
+    const keys = new SlotKeys();
+    expect(keys.entryOf(buffer, 0)).toBe(~0);
+    expect(keys.entryOf(buffer, 1)).toBe(0);
+    expect([buffer.walkDeferred(0), buffer.codesDeferred(0)]).toEqual([true, true]);
+    buffer.codes.set([11, 12], buffer.codesWord(0, 0));
+    buffer.walkFinished(0, Outcome.Accept | (2 << 8), Outcome.Default);
+    expect([buffer.walkDeferred(0), buffer.codesDeferred(0), buffer.allowed(0)]).toEqual([false, false, true]);
+    expect(buffer.direction(0, 0)).toEqual({ outcome: Outcome.Accept, stage: 1, reason: 11, rule: 12 });
+    expect(buffer.direction(0, 1)).toEqual({ outcome: Outcome.Default, stage: -1, reason: 0, rule: 0 });
+    buffer.walkLost(1);
+    expect(buffer.direction(1, 0).outcome).toBe(Outcome.Unknown);
+    expect(buffer.unattributed).toBe(1);
   });
 });

@@ -2,7 +2,9 @@
 // records, one 32-byte slot per decided connection, in one typed array. A
 // claim copies six words of the decision record the pipeline encoded anyway
 // (family, protocol, ports, pod ids, addresses) and the walk writes one
-// outcome word per direction: no strings, no objects, nothing allocated.
+// outcome word per direction, or (a pipeline whose stages' answers follow
+// from the record and their state) nothing but the verdict, the walk being
+// the drain's to work out: no strings, no objects, nothing allocated.
 // What most connections share is kept beside the ring, not in each slot:
 // the revision and the clock once per run of claims (`runs`), the reason
 // and rule codes only where a walk copies them (`codes`). Everything that costs more (pod lookups, workload names,
@@ -10,7 +12,7 @@
 // ring, off the packet path (host/flow-records/flow-recorder.ts). When the
 // drain falls behind and the ring is full, a connection is not recorded and
 // `dropped` counts it: the decision never waits for the recorder.
-import { OFF_DST_PORT, OFF_DST_POD, OFF_FAMILY, OFF_ICMP_TYPE, OFF_PROTOCOL, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_SRC_POD, OFF_SRC_PORT } from '../abi/record.js';
+import { OFF_DST_PORT, OFF_DST_POD, OFF_FAMILY, OFF_ICMP_TYPE, OFF_PROTOCOL, OFF_SRC_ADDR, OFF_DST_ADDR, OFF_SRC_POD, OFF_SRC_PORT, RECORD_SIZE } from '../abi/record.js';
 
 /** What ended a direction's walk, as the buffer stores it. */
 export const Outcome = {
@@ -31,6 +33,13 @@ export const Outcome = {
    * outcome in its place.
    */
   Pending: 6,
+  /**
+   * The walk was left to the drain (SlotFlag.WalkDeferred) and could not be
+   * worked out as the packet was decided: a stage's instance failed between
+   * the packet and the drain, or a stage answered the drain otherwise than
+   * the packet (the verdict stays the packet's). Counted in `unattributed`.
+   */
+  Unknown: 7,
 } as const;
 
 /** Audit stages whose would-be verdicts a record keeps (per direction); more are not recorded. */
@@ -59,6 +68,14 @@ export const SlotFlag = {
    * state the packet was decided with (`settle`).
    */
   CodesDeferred: 4,
+  /**
+   * The whole walk is the drain's: the packet path wrote the record's words
+   * and the verdict only (recordWalkDeferred, recordChunkWalkDeferred), and
+   * the drain walks the slot's record through the stages once per key
+   * (Pipeline.attributeDeferred), writing each direction's outcome and
+   * codes; set with CodesDeferred. Until then the outcome words are stale.
+   */
+  WalkDeferred: 8,
 } as const;
 /** Words per slot in `v6`: both addresses. */
 export const V6_WORDS = 8;
@@ -74,6 +91,15 @@ const DST_POD_WORD = OFF_DST_POD >> 2;
 const SRC_ADDR_WORD = OFF_SRC_ADDR >> 2;
 const DST_ADDR_WORD = OFF_DST_ADDR >> 2;
 const SLOT_BYTES = SLOT_WORDS * 4;
+/** Words of an encoded decision record. */
+const RECORD_WORDS = RECORD_SIZE >> 2;
+/**
+ * The literals recordWalkDeferred and recordChunkWalkDeferred use for the
+ * record's layout, by name (flow-buffer.test.ts pins them to abi/record.ts):
+ * the record's words copied into slot words 0..5, its stride in words, and
+ * word 0's family and protocol bytes (little-endian shifts).
+ */
+export const LEAN_WORDS = { copied: [0, 1, 3, 4, 5, 9], stride: 16, familyShift: 8, protocolShift: 16 } as const;
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** Where byte 0 (the flags) and the family byte sit in word 0, read as a host-order word. */
 const FLAGS_SHIFT = LITTLE_ENDIAN ? 0 : 24;
@@ -291,8 +317,101 @@ export class FlowBuffer {
   }
 
   /**
+   * The record of one connection whose walk is left to the drain
+   * (SlotFlag.WalkDeferred): the encoded record's words from word 0 of
+   * `record` (RECORD_SIZE, the pipeline's own encoding) and the verdict,
+   * nothing else; what decided each direction is worked out by the drain
+   * (Pipeline.attributeDeferred). The packet path's whole cost of
+   * recording, so it is written out by hand: the word offsets are literals
+   * (LEAN_WORDS, pinned to the record's layout by flow-buffer.test.ts),
+   * since V8 reads module constants derived at load time on every pass,
+   * which measured as half of this function's cost. A full ring counts the
+   * connection in `dropped`.
+   */
+  recordWalkDeferred(record: Uint32Array, revision: number, allowed: boolean): void {
+    const count = this.count;
+    if (count === this.capacity) {
+      this.dropped++;
+      return;
+    }
+    if (!LITTLE_ENDIAN) {
+      this.recordOne(record, 0, revision, allowed, 0, 0, true);
+      this.bytes[this.lastSlot() * SLOT_BYTES] |= SlotFlag.WalkDeferred;
+      return;
+    }
+    let slot = this.head + count;
+    if (slot >= this.capacity) slot -= this.capacity;
+    this.count = count + 1;
+    if (++this.sinceTick >= CLOCK_EVERY) this.tick();
+    if (revision !== this.openRevision) this.openRun(revision, count);
+    const w = this.words;
+    const o = slot << 3;
+    const head = record[0];
+    // Flags in byte 0: Allowed (1) | CodesDeferred (4) | WalkDeferred (8).
+    w[o] = (head & 0xffffff00) | (allowed ? 13 : 12);
+    w[o + 1] = record[1];
+    w[o + 2] = record[3];
+    w[o + 3] = record[4];
+    w[o + 4] = record[5];
+    w[o + 5] = record[9];
+    // IPv6 (family byte 6) and ICMP (protocol 1, 58): the side arrays.
+    const protocol = (head >>> 16) & 0xff;
+    if ((head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58) this.claimMore(record, 0, slot, false);
+  }
+
+  /**
+   * recordWalkDeferred for the `count` records of an encoded chunk (16
+   * words apart from word 0 of `records`), verdict `allowed[allowedAt + i]`
+   * (1 or 0): one capacity, clock and run check for the chunk, and the
+   * side arrays in a second pass only when a record needs them.
+   */
+  recordChunkWalkDeferred(records: Uint32Array, count: number, revision: number, allowed: Uint8Array, allowedAt: number): void {
+    const n = this.reserve(count, revision);
+    if (n === 0) return;
+    const first = this.reserved;
+    if (!LITTLE_ENDIAN) {
+      for (let i = 0, slot = first; i < n; i++) {
+        this.fill(slot, records, i * RECORD_WORDS, false, (allowed[allowedAt + i] === 1 ? SlotFlag.Allowed : 0) | SlotFlag.CodesDeferred | SlotFlag.WalkDeferred);
+        if (++slot === this.capacity) slot = 0;
+      }
+      return;
+    }
+    const w = this.words;
+    const end = this.capacity << 3;
+    let o = first << 3;
+    let rare = false;
+    for (let i = 0, at = 0; i < n; i++, at += 16) {
+      const head = records[at];
+      w[o] = (head & 0xffffff00) | (allowed[allowedAt + i] | 12);
+      w[o + 1] = records[at + 1];
+      w[o + 2] = records[at + 3];
+      w[o + 3] = records[at + 4];
+      w[o + 4] = records[at + 5];
+      w[o + 5] = records[at + 9];
+      const protocol = (head >>> 16) & 0xff;
+      if ((head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58) rare = true;
+      o += 8;
+      if (o === end) o = 0;
+    }
+    if (!rare) return;
+    for (let i = 0, at = 0, slot = first; i < n; i++, at += 16) {
+      const head = records[at];
+      const protocol = (head >>> 16) & 0xff;
+      if ((head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58) this.claimMore(records, at, slot, false);
+      if (++slot === this.capacity) slot = 0;
+    }
+  }
+
+  /** The slot the last claim took. */
+  private lastSlot(): number {
+    let slot = this.head + this.count - 1;
+    if (slot >= this.capacity) slot -= this.capacity;
+    return slot;
+  }
+
+  /**
    * The whole record of one connection in one call, after its walk
-   * (Pipeline.allowsRecordedDeferred): the encoded record's words from word
+   * (a walk that works the outcomes out): the encoded record's words from word
    * `at` of `record` as `claim` copies them, the verdict, and each
    * direction's outcome word (`egress`, `ingress`, as `setOutcome` writes
    * them). With `deferred` the codes of an Accept or a Deny are left to the
@@ -445,6 +564,49 @@ export class FlowBuffer {
   allowed(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.Allowed) !== 0; }
   /** Whether the slot's Accept and Deny codes are still the drain's to ask for (SlotFlag.CodesDeferred). */
   codesDeferred(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.CodesDeferred) !== 0; }
+
+  /** Whether the slot's whole walk is still the drain's (SlotFlag.WalkDeferred): its outcome words are stale until then. */
+  walkDeferred(slot: number): boolean { return (this.bytes[slot * SLOT_BYTES] & SlotFlag.WalkDeferred) !== 0; }
+
+  /**
+   * The drain walked the slot (Pipeline.attributeDeferred): each direction's
+   * outcome word (as setOutcome writes it); an Accept's or a Deny's codes
+   * are in `codes` already. The slot reads as any other from now on.
+   */
+  walkFinished(slot: number, egress: number, ingress: number): void {
+    const p = slot * SLOT_WORDS + W_DIRECTIONS;
+    this.words[p] = egress;
+    this.words[p + 1] = ingress;
+    this.bytes[slot * SLOT_BYTES] &= ~(SlotFlag.WalkDeferred | SlotFlag.CodesDeferred);
+  }
+
+  /** The slot's walk could not be worked out (Outcome.Unknown): counted in `unattributed`. */
+  walkLost(slot: number): void {
+    this.walkFinished(slot, Outcome.Unknown, Outcome.Unknown);
+    this.unattributed++;
+  }
+
+  /**
+   * A stage recording to this buffer lost its instance (Stage.failed): the
+   * drain cannot ask it what it answered the connections claimed until now
+   * (their sequence numbers are below `failedBefore`), so a walk it finishes
+   * for one of them through a stage without an instance is Unknown, not
+   * Failure; the connections claimed after were answered by the failure
+   * policy, as the drain's walk finds.
+   */
+  noteFailure(): void {
+    this.failedBefore = this.drained + this.count;
+  }
+
+  /** Sequence number below which a slot was claimed before the last noteFailure. */
+  failedBefore = 0;
+
+  /** Whether a pending slot was claimed before the last noteFailure. */
+  claimedBeforeFailure(slot: number): boolean {
+    let k = slot - this.head;
+    if (k < 0) k += this.capacity;
+    return this.drained + k < this.failedBefore;
+  }
 
   /** The drain asked for the deferred codes: they are in the slot now (setDirection). */
   codesAsked(slot: number): void {

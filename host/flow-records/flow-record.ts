@@ -9,13 +9,13 @@ export interface FlowDirection {
   stage: string;
   policy: string;
   rule: string;
-  /** `Accept`, `Deny`, `Default` (no stage decided: allowed), `Skipped` (ingress after an egress deny), `Failure`, `Remote`. */
+  /** `Accept`, `Deny`, `Default` (no stage decided: allowed), `Skipped` (ingress after an egress deny), `Failure`, `Remote`, `Unknown` (the drain could not work the walk out). */
   action: FlowAction;
   peer?: string;
   rulePort?: string;
 }
 
-export type FlowAction = 'Accept' | 'Deny' | 'Default' | 'Skipped' | 'Failure' | 'Remote';
+export type FlowAction = 'Accept' | 'Deny' | 'Default' | 'Skipped' | 'Failure' | 'Remote' | 'Unknown';
 
 /** What an audit stage would have done. */
 export interface FlowAudit {

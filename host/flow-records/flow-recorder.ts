@@ -45,7 +45,7 @@ export interface FlowRecorderOptions {
 
 const ACTIONS: Record<number, FlowAction> = {
   [Outcome.Default]: 'Default', [Outcome.Accept]: 'Accept', [Outcome.Deny]: 'Deny',
-  [Outcome.Skipped]: 'Skipped', [Outcome.Failure]: 'Failure', [Outcome.Remote]: 'Remote',
+  [Outcome.Skipped]: 'Skipped', [Outcome.Failure]: 'Failure', [Outcome.Remote]: 'Remote', [Outcome.Unknown]: 'Unknown',
   // Only without the pipeline that would finish the walk (finishEgress): it never ran.
   [Outcome.Pending]: 'Skipped',
 };
@@ -248,6 +248,7 @@ export class FlowRecorder {
     // The one-packet walk left the deciding stages' codes to the drain: asked once per key (and state).
     if (b.codesDeferred(slot)) {
       if (pipeline) pipeline.attributeDeferred(b, slot);
+      else if (b.walkDeferred(slot)) b.walkLost(slot);
       else {
         for (let dir = 0; dir < 2; dir++) if (namesPolicy(b.direction(slot, dir).outcome)) b.codesLost(slot, dir);
         b.codesAsked(slot);

@@ -60,8 +60,10 @@ export class SlotKeys {
     const deferred = buffer.codesDeferred(slot);
     const egressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS] & 0xff);
     const ingressCoded = !deferred && namesPolicy(w[o + W_DIRECTIONS + 1] & 0xff);
+    // A slot whose walk is the drain's holds stale outcome words: its outcomes, like its codes, follow from the rest of the key.
+    const words = buffer.walkDeferred(slot) ? W_DIRECTIONS : SLOT_WORDS;
     for (let i = 0; i < SLOT_WORDS; i++) {
-      const v = i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];
+      const v = i >= words ? 0 : i === SRC_PORT_WORD ? w[o + i] & NO_SRC_PORT : w[o + i];
       k[i] = v;
       h = Math.imul(h ^ v, 0x01000193);
     }

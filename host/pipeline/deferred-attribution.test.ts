@@ -1,10 +1,13 @@
-// Deferred attribution (Pipeline.decideOneRecordedDeferred): the recorded
-// one-packet walk keeps only the outcome and deciding stage of each
-// direction and leaves the reason and rule codes to the drain, which asks
-// the deciding stage once per key. That is exact only because each stage
-// drains the buffer before its module changes (FlowBuffer.settle). Here the
-// same packets, decided one at a time by a pipeline that defers and by one
-// that copies the codes in its walk (allowsRecordedInPlace), with a policy
+// Deferred attribution: the recorded packet paths of a pipeline whose
+// stages' answers follow from the record and their state take the
+// unrecorded walk and write only the record's words and the verdict
+// (FlowBuffer.recordWalkDeferred, recordChunkWalkDeferred); the drain walks
+// each new key through the stages (Pipeline.attributeDeferred, finishWalk)
+// for each direction's deciding stage and codes. That is exact only because
+// each stage drains the buffer before its module changes (FlowBuffer.settle).
+// Here the same packets, decided one at a time and batched by a pipeline that
+// defers and by one that works the outcomes out and copies the codes in its
+// walk (allowsRecordedInPlace, decideChunkRecordedInPlace), with a policy
 // change, pod label changes and a pipeline swap between them while records
 // are pending, must make the same flow records.
 import { describe, it, expect, vi } from 'vitest';
@@ -55,7 +58,8 @@ describe('deferred attribution on the recorded packet paths', () => {
       const random = seededRandom(seed);
       const deferring = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
       const copying = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
-      const chunks = vi.spyOn(deferring.buffer, 'recordChunk');
+      const chunks = vi.spyOn(deferring.buffer, 'recordChunkWalkDeferred');
+      const ones = vi.spyOn(deferring.buffer, 'recordWalkDeferred');
       let pair: Pipeline[] = [];
       let revision = 10;
       const build = (suffix: string): void => {
@@ -65,14 +69,12 @@ describe('deferred attribution on the recorded packet paths', () => {
         next[1].attributesInDrain = false;
         next[0].flowBuffer = deferring.buffer;
         next[1].flowBuffer = copying.buffer;
-        const deferred = vi.spyOn(next[0] as unknown as { decideOneRecordedDeferred(src: number, dst: number, f: unknown): boolean | undefined }, 'decideOneRecordedDeferred');
-        const codes = next[0].stages.map((s: Stage) => vi.spyOn(s, 'codesFor'));
+        const codes = next[0].stages.map((s: Stage) => vi.spyOn(s, 'answerForDrain'));
         picks = next[0].stages.map((s: Stage) => vi.spyOn(s, 'decidePairsPicked'));
         // The retired pipelines' stages are disposed (none is shared with the new ones): their modules go with them.
         for (const p of pair) p.dispose();
         pair = next;
         counted.push(() => {
-          deferredWalks += deferred.mock.results.filter((r) => r.value !== undefined).length;
           asked += codes.reduce((n, spy) => n + spy.mock.calls.length, 0);
         });
       };
@@ -129,7 +131,8 @@ describe('deferred attribution on the recorded packet paths', () => {
       decide(packets, true);
       decide(packets);
       for (const c of counted) c();
-      deferredChunks += chunks.mock.calls.filter((c) => c[9] === true).length;
+      deferredChunks += chunks.mock.calls.length;
+      deferredWalks += ones.mock.calls.length;
       const [got, want] = [records(deferring), records(copying)];
       expect(want.length).toBeGreaterThan(20);
       expect(got).toHaveLength(want.length);
@@ -147,4 +150,53 @@ describe('deferred attribution on the recorded packet paths', () => {
     expect(picked[0]).toBeGreaterThan(10);
     expect(picked[1]).toBe(0);
   }, 180_000);
+});
+
+describe('a walk left to the drain when a stage fails before the drain', () => {
+  it('records the connections decided before the failure as Unknown where their walk met the failed stage, and those of the failing call and after as Failure at it', () => {
+    const cluster = generateCluster(SCALE, 31);
+    const state = loadState(cluster);
+    const engine = engineFor(state, { feedThreads: false });
+    const stages = defaultPipeline().stages.map((s) => (s.name === 'np' ? { ...s, failurePolicy: 'fail-closed' as const } : s));
+    const pipeline = engine.build({ stages }, 'pipeline', 40);
+    const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
+    pipeline.flowBuffer = recorder.buffer;
+    pipeline.refreshMasks();
+    const left = vi.spyOn(recorder.buffer, 'recordChunkWalkDeferred');
+    // Before: TCP, decided by a healthy np, their walks left to the drain and still pending when np fails.
+    const before = generateFlows(cluster, 400, 31).packets.filter((p) => p.protocol === 6).slice(0, 256);
+    expect(before).toHaveLength(256);
+    pipeline.allowsBatch(before, new Uint8Array(before.length));
+    expect(left.mock.calls.length).toBe(4);
+    // np's module fails from here on: the first chunk after (SCTP, so its records are apart) meets the failure in np's own call.
+    const np = pipeline.stages.find((s) => s.name === 'np')!;
+    const inst = (np as unknown as { current: Record<string, unknown> }).current;
+    const fail = (): never => { throw new Error('np fails'); };
+    for (const call of ['decidePairOne', 'decidePairsInto', 'decidePairsPicked', 'decideOne', 'decideInto']) if (typeof inst[call] === 'function') vi.spyOn(inst as Record<string, () => unknown>, call).mockImplementation(fail);
+    const failing = before.slice(0, 64).map((p) => ({ ...p, protocol: 132 }));
+    pipeline.allowsBatch(failing, new Uint8Array(64));
+    // The failing chunk was recorded with its walk left to the drain (the masks were valid as it started), the rest as np's failure left them.
+    expect(left.mock.calls.length).toBe(5);
+    const after = before.map((p) => ({ ...p, protocol: 17 }));
+    pipeline.allowsBatch(after, new Uint8Array(after.length));
+    const got = recorder.flush();
+    const actions = (protocol: string) => got.filter((r) => r.protocol === protocol).flatMap((r) => [r.egress, r.ingress]);
+    // Before the failure: no Failure (np answered then), and Unknown where the walk reached np, which the drain cannot ask any more.
+    expect(actions('TCP').filter((d) => d.action === 'Failure')).toEqual([]);
+    const unknown = got.filter((r) => r.protocol === 'TCP' && r.egress.action === 'Unknown');
+    expect(unknown.length).toBeGreaterThan(0);
+    for (const r of unknown) expect([r.ingress.action, r.egress.stage, r.egress.policy]).toEqual(['Unknown', '', '']);
+    // Walks that ended before np are known as they were.
+    expect(actions('TCP').filter((d) => d.action === 'Accept' || d.action === 'Deny').length).toBeGreaterThan(0);
+    expect(recorder.buffer.unattributed).toBeGreaterThanOrEqual(unknown.length);
+    // The failing call (its walks finished by the drain with np gone, skipping np where its subjects did) and after:
+    // np's failure policy answered, recorded as Failure at np, never Unknown.
+    for (const protocol of ['SCTP', 'UDP']) {
+      expect(actions(protocol).filter((d) => d.action === 'Unknown'), protocol).toEqual([]);
+      const failed = actions(protocol).filter((d) => d.action === 'Failure');
+      expect(failed.length, protocol).toBeGreaterThan(0);
+      for (const d of failed) expect(d.stage).toBe('np');
+    }
+    pipeline.dispose();
+  }, 120_000);
 });

@@ -5,7 +5,7 @@ import type { Decision, DirectionResult, Packet, PodInfo, StageTrace } from '../
 import { Verdict, verdictName } from '../contract.js';
 import type { ClusterState } from '../state/cluster-state.js';
 import type { PipelineSpec } from './spec.js';
-import type { Stage } from './stage.js';
+import { DRAIN_FAILED, DRAIN_UNAVAILABLE, type Stage } from './stage.js';
 import { encodeRecord, encodeRecordWords, MAX_RECORDS_PER_CALL, OFF_DIRECTION, OFF_ICMP_TYPE, PAIR_RESULT_SIZE, RECORD_SIZE, RecordDirection } from '../abi/record.js';
 import { type FlowBuffer, Outcome } from '../flow-records/flow-buffer.js';
 import type { PairAnswers, PairCodes } from '../runtime/instance.js';
@@ -32,6 +32,12 @@ const INGRESS_DENIED = 8;
 const ICMP_WORD = OFF_ICMP_TYPE >> 2;
 /** Enforcing stages the one-packet walk's subject masks cover (one bit each in a byte per pod); a longer pipeline walks without them. */
 const MASKED_STAGES = 8;
+
+/** Whether finishWalk's outcome word denies: a Deny, or a Failure (a failure policy's answer that ends a walk is a Deny). */
+function deniedBy(word: number): boolean {
+  const outcome = word & 0xff;
+  return outcome === Outcome.Deny || outcome === Outcome.Failure;
+}
 
 function setDirection(records: Uint8Array, count: number, dir: number): void {
   for (let i = 0, p = OFF_DIRECTION; i < count; i++, p += RECORD_SIZE) records[p] = dir;
@@ -119,13 +125,13 @@ export class Pipeline {
    * Whether every enforcing stage decides pairs and its module's answers
    * follow from the record (its source port excepted) and the module's
    * state (an SDK decision cache is on: Evaluator.cachesDecisions), found
-   * with the masks: then the recorded `allows` leaves the deciding stages'
-   * codes to the drain (allowsRecordedDeferred).
+   * with the masks: then the recorded walks leave the whole walk (the
+   * deciding stages and their codes) to the drain (finishWalk).
    */
   private oneDeferred = false;
   /**
    * Whether the recorded `allows` may leave codes to the drain
-   * (allowsRecordedDeferred) where the stages allow it; false keeps the walk
+   * (finishWalk) where the stages allow it; false keeps the walk
    * that copies them (allowsRecordedInPlace), which tests compare it with.
    */
   attributesInDrain = true;
@@ -304,9 +310,12 @@ export class Pipeline {
       const dstId = state.podIdByIP(packet.dst);
       encodeRecordWords(this.record32, this.record, 0, packet, srcId, dstId);
       if (flows === undefined) return this.decideOneInPairs(this.record, srcId, dstId, NEED_BOTH, true);
-      // Recorded with its codes left to the drain, the walk after the same lookups and encoding: a
-      // walk of its own (as small as decideOneInPairs, so it inlines the stages' calls as that one does).
-      if (this.oneDeferred && this.attributesInDrain && this.auditing.length === 0) return this.decideOneRecordedDeferred(srcId, dstId, flows);
+      // Recorded with its walk left to the drain: the unrecorded walk itself, then the record's words and the verdict.
+      if (this.oneDeferred && this.attributesInDrain && this.auditing.length === 0) {
+        const allowed = this.decideOneInPairs(this.record, srcId, dstId, NEED_BOTH, true);
+        flows.recordWalkDeferred(this.record32, this.revision, allowed);
+        return allowed;
+      }
     }
     // Any other recording is its own function so that this one stays as small (and as inlined) as it is without it.
     if (flows !== undefined) return this.allowsRecording(packet, flows);
@@ -423,9 +432,15 @@ export class Pipeline {
    * same verdict; a full buffer costs the record, never the decision.
    */
   private allowsRecording(packet: Packet, flows: FlowBuffer): boolean {
-    // The unrecorded walk itself, its codes left to the drain, when the stages' answers allow it.
+    // The unrecorded walk itself, the rest left to the drain, when the stages' answers allow it (as `allows`, here for the one-direction walk).
     if (this.masksValid && this.oneDeferred && this.attributesInDrain && this.auditing.length === 0 && !this.state.multiclusterMode) {
-      return this.allowsRecordedDeferred(packet, flows);
+      const state = this.state;
+      const srcId = state.podIdByIP(packet.src);
+      const dstId = state.podIdByIP(packet.dst);
+      encodeRecordWords(this.record32, this.record, 0, packet, srcId, dstId);
+      const allowed = this.pairWalk ? this.decideOneInPairs(this.record, srcId, dstId, NEED_BOTH, true) : this.decideEncoded(this.record, undefined, undefined, srcId, dstId);
+      flows.recordWalkDeferred(this.record32, this.revision, allowed);
+      return allowed;
     }
     // The unrecorded walk's masked one-record pair calls, when it can record in place.
     if (this.masksValid && this.oneInPlace && this.auditing.length === 0 && this.walksInFlight === 0 && !this.state.multiclusterMode) {
@@ -477,101 +492,25 @@ export class Pipeline {
   }
 
   /**
-   * `allowsRecording` as `allows` walks without it (decideOneInPairs: the
-   * subject masks, one one-record pair call per stage asked), for a pipeline
-   * whose enforcing stages all decide pairs and answer from the record and
-   * their state alone (oneDeferred), without audit stages, outside
-   * multicluster mode. The walk keeps what it knows anyway: which stage ended
-   * each direction, whether that stage failed (its failure policy answered)
-   * and the verdict; the slot gets the record's words and one outcome word
-   * per direction (FlowBuffer.recordOne), and an Accept's or a Deny's reason
-   * and rule codes are left to the drain, which asks the deciding stage once
-   * per key (attributeDeferred) before any of the stages' modules changes
-   * (FlowBuffer.settle), so it asks the state that decided. An ICMP
-   * packet too: its slot keeps the ICMP type and code (FlowBuffer.icmp), so
-   * an egress left undecided by an ingress deny is walked on by the drain
-   * (finishEgress) as any other.
-   */
-  private allowsRecordedDeferred(packet: Packet, flows: FlowBuffer): boolean {
-    const state = this.state;
-    const srcId = state.podIdByIP(packet.src);
-    const dstId = state.podIdByIP(packet.dst);
-    encodeRecordWords(this.record32, this.record, 0, packet, srcId, dstId);
-    return this.decideOneRecordedDeferred(srcId, dstId, flows);
-  }
-
-  /** allowsRecordedDeferred's walk, the packet's record encoded in `record` (what `allows` calls while the masks and the pair walk hold). */
-  private decideOneRecordedDeferred(srcId: number, dstId: number, flows: FlowBuffer): boolean {
-    const rec = this.record;
-    const rec32 = this.record32;
-    const stages = this.enforcing;
-    const masks = this.masks;
-    const ask = this.maskAlways | (srcId < masks.length ? masks[srcId] : 0) | (dstId < masks.length ? masks[dstId] : 0);
-    const egress = this.oneEgress;
-    const ingress = this.oneIngress;
-    // 0 is Default (stage -1): what a direction no stage decides keeps.
-    let egressWord = 0;
-    let ingressWord = 0;
-    let need = NEED_BOTH;
-    for (let s = 0; s < stages.length; s++) {
-      if ((ask & (1 << s)) === 0) {
-        // Counted per direction, as the one-direction walk counts them.
-        this.skipTally[s] += need === NEED_BOTH ? 2 : 1;
-        continue;
-      }
-      const stage = stages[s];
-      rec[OFF_DIRECTION] = need - 1;
-      stage.decidePairOne(rec, rec32, egress, ingress);
-      // What a direction this stage ends keeps: Failure when the stage's failure policy answered.
-      const tag = (this.enforcingIndex[s] + 1) << 8;
-      const failed = stage.lastFailure !== undefined;
-      if ((need & NEED_EGRESS) !== 0) {
-        const v = egress[0];
-        if (v === Verdict.Deny) {
-          egressWord = (failed ? Outcome.Failure : Outcome.Deny) | tag;
-          // Ingress is never asked after an egress deny.
-          ingressWord = Outcome.Skipped;
-          need = NEED_DENIED;
-          break;
-        }
-        if (v === Verdict.Accept) {
-          egressWord = (failed ? Outcome.Failure : Outcome.Accept) | tag;
-          need &= ~NEED_EGRESS;
-        }
-      }
-      if ((need & NEED_INGRESS) !== 0) {
-        const v = ingress[0];
-        if (v === Verdict.Deny) {
-          ingressWord = (failed ? Outcome.Failure : Outcome.Deny) | tag;
-          // As decideChunkRecorded: the drain walks an undecided egress on (finishEgress).
-          if ((need & NEED_EGRESS) !== 0) egressWord = Outcome.Pending | tag;
-          need = NEED_DENIED;
-          break;
-        }
-        if (v === Verdict.Accept) {
-          ingressWord = (failed ? Outcome.Failure : Outcome.Accept) | tag;
-          need &= ~NEED_INGRESS;
-        }
-      }
-      if (need === 0) break;
-    }
-    const allowed = need !== NEED_DENIED;
-    flows.recordOne(rec32, 0, this.revision, allowed, egressWord, ingressWord, true);
-    return allowed;
-  }
-
-  /**
-   * The drain's end of allowsRecordedDeferred (SlotFlag.CodesDeferred): asks
-   * the stage that accepted or denied each direction of the connection in
-   * `slot` for its reason and rule codes, with the slot's record, and
-   * writes them to the slot. Exact because the buffer is drained before any
-   * stage's module changes (FlowBuffer.settle) and the stages answer from
-   * the record and their state alone (oneDeferred): the stage answers as it
-   * answered the packet. Not a decision: the stages count nothing. A stage
-   * that cannot be asked any more (its instance broke) or answers another
-   * verdict leaves the direction's codes 0 (FlowBuffer.unattributed).
+   * The drain's end of what a recorded walk left to it. A slot whose whole
+   * walk was left (SlotFlag.WalkDeferred: `allows` and the batched pair walk
+   * of a pipeline whose stages' answers follow from the record and their
+   * state, oneDeferred) is walked here: see finishWalk. A slot whose walk
+   * wrote its outcomes but left the codes (SlotFlag.CodesDeferred: the
+   * multicluster chunk walk) gets them from the stage that accepted or
+   * denied each direction, asked with the slot's record. Exact because the
+   * buffer is drained before any stage's module changes (FlowBuffer.settle)
+   * and the stages answer from the record and their state alone: a stage
+   * answers as it answered the packet. Not a decision: the stages count
+   * nothing. A stage that cannot be asked any more (its instance broke) or
+   * answers another verdict leaves the direction's codes 0
+   * (FlowBuffer.unattributed).
    */
   attributeDeferred(flows: FlowBuffer, slot: number): void {
+    if (flows.walkDeferred(slot)) {
+      this.finishWalk(flows, slot);
+      return;
+    }
     if (!flows.codesDeferred(slot)) return;
     flows.recordOf(slot, this.drainRecord32);
     const rec = this.drainRecord;
@@ -584,6 +523,61 @@ export class Pipeline {
       if (v !== (d.outcome === Outcome.Accept ? Verdict.Accept : Verdict.Deny)) flows.codesLost(slot, dir);
     }
     flows.codesAsked(slot);
+  }
+
+  /**
+   * The walk the packet path left to the drain (SlotFlag.WalkDeferred), as
+   * the one-direction walk records it: egress through the enforcing stages
+   * to the first Accept or Deny, then ingress unless egress was denied
+   * (Skipped), each stage asked only where its subjects include an end, and
+   * asked without being counted (Stage.answerForDrain); each direction gets
+   * the stage that ended it, Failure where its failure policy answered, and
+   * an Accept's or a Deny's codes. The verdict must come out as the
+   * packet's. Where it cannot be known — the pipeline is gone, a stage lost
+   * its instance after the slot was claimed (FlowBuffer.noteFailure), the
+   * walk ends at another verdict than the packet's (a module whose answers
+   * do not follow from the record and its state) — both directions are
+   * Unknown (FlowBuffer.walkLost, counted in `unattributed`).
+   */
+  private finishWalk(flows: FlowBuffer, slot: number): void {
+    if (this.disposed) {
+      flows.walkLost(slot);
+      return;
+    }
+    flows.recordOf(slot, this.drainRecord32);
+    const rec = this.drainRecord;
+    const srcId = flows.srcPod(slot);
+    const dstId = flows.dstPod(slot);
+    const uncertain = flows.claimedBeforeFailure(slot);
+    rec[OFF_DIRECTION] = EGRESS;
+    const egress = this.drainDirection(rec, srcId, dstId, flows.codes, flows.codesWord(slot, EGRESS), uncertain);
+    let ingress: number = Outcome.Skipped;
+    let allowed = false;
+    if (egress >= 0 && !deniedBy(egress)) {
+      rec[OFF_DIRECTION] = INGRESS;
+      ingress = this.drainDirection(rec, srcId, dstId, flows.codes, flows.codesWord(slot, INGRESS), uncertain);
+      allowed = ingress >= 0 && !deniedBy(ingress);
+    }
+    if (egress < 0 || ingress < 0 || allowed !== flows.allowed(slot)) flows.walkLost(slot);
+    else flows.walkFinished(slot, egress, ingress);
+  }
+
+  /** One direction of finishWalk: its outcome word (0, Default, when no stage ended it), -1 when it cannot be known. */
+  private drainDirection(rec: Uint8Array, srcId: number, dstId: number, codes: Uint32Array, at: number, uncertain: boolean): number {
+    const stages = this.enforcing;
+    for (let i = 0; i < stages.length; i++) {
+      const stage = stages[i];
+      const subjects = stage.drainSubjects();
+      if (subjects !== null && subjects[srcId] !== 1 && subjects[dstId] !== 1) continue;
+      const answer = stage.answerForDrain(rec, codes, at);
+      // Without an instance now, a stage that had one when the packet was decided cannot say what it answered.
+      if ((answer & DRAIN_UNAVAILABLE) !== 0 && uncertain) return -1;
+      const v = answer & 0xff;
+      if (v !== Verdict.Accept && v !== Verdict.Deny) continue;
+      const outcome = (answer & DRAIN_FAILED) !== 0 ? Outcome.Failure : v === Verdict.Accept ? Outcome.Accept : Outcome.Deny;
+      return outcome | ((this.enforcingIndex[i] + 1) << 8);
+    }
+    return Outcome.Default;
   }
 
   /**
@@ -850,7 +844,9 @@ export class Pipeline {
    */
   private decideChunkInPairs(packets: readonly Packet[], start: number, count: number, out: Uint8Array, flows: FlowBuffer | undefined): void {
     this.encodeChunk(packets, start, count);
-    if (flows !== undefined) {
+    // Recorded with the walk left to the drain (as `allows`): the unrecorded walk, then the records' words and verdicts.
+    const walkLeft = flows !== undefined && this.auditing.length === 0 && this.chunkDefers() && !this.state.multiclusterMode;
+    if (flows !== undefined && !walkLeft) {
       // Where the codes are the drain's (chunkDefers), where the modules leave them does not matter.
       if (this.auditing.length === 0 && (this.chunkDefers() || this.answersStayInPlace(count))) this.decideChunkRecordedInPlace(start, count, out, flows);
       else this.decideChunkRecorded(start, count, out, flows);
@@ -897,6 +893,7 @@ export class Pipeline {
       n = kept;
     }
     for (let i = 0; i < count; i++) out[start + i] = need[i] === NEED_DENIED ? 0 : 1;
+    if (walkLeft) flows!.recordChunkWalkDeferred(this.encoded32, count, this.revision, out, start);
   }
 
   /**
@@ -1098,7 +1095,7 @@ export class Pipeline {
 
   /**
    * Whether the recorded chunk walk leaves the Accepts' and Denies' codes to
-   * the drain, as allowsRecordedDeferred does: every stage decides pairs
+   * the drain, as the recorded `allows` does: every stage decides pairs
    * and answers from the record and its state (oneDeferred, found with the
    * masks, so only while they are valid).
    */
@@ -1146,7 +1143,7 @@ export class Pipeline {
     const egress = this.verdicts;
     const ingress = this.ingressVerdicts;
     const icmp = this.encoded32;
-    // As allowsRecordedDeferred: where the stages' answers follow from the record and their state, the codes are the drain's to ask.
+    // Where the stages' answers follow from the record and their state (multicluster: the walk left to the drain is not), the codes are the drain's to ask.
     const deferred = this.chunkDefers();
     for (let s = 0; s < stages.length && n > 0; s++) {
       const stage = stages[s];

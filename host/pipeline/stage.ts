@@ -103,6 +103,10 @@ const FEED_THREAD_MIN_DELIVERIES = 500;
 /** A quarantine starts over after this long without an overrun. */
 const QUARANTINE_RESET_MS = 300_000;
 
+/** answerForDrain's flags beside the verdict: the failure policy answered; and the stage had no instance to ask. */
+export const DRAIN_FAILED = 0x100;
+export const DRAIN_UNAVAILABLE = 0x200;
+
 export class Stage implements StateListener {
   readonly name: string;
   readonly label: string;
@@ -138,13 +142,14 @@ export class Stage implements StateListener {
   private get instance(): ModuleInstance | undefined { return this.current; }
   private set instance(inst: ModuleInstance | undefined) {
     this.current = inst;
+    if (inst !== undefined) this.subjectsAtFailure = null;
     // A new instance is only ever set between walks (a build, a rebuild), never while one decides,
     // so watchers may drop what they kept of the one it replaces; a failure mid-walk only clears it.
     this.filterChanged(inst !== undefined);
   }
   private readonly kindIndex = new Map<KindKey, number>();
   /** The flow buffers whose records this stage's module may still be asked about (Pipeline.flowBuffer, attributeDeferred). */
-  private readonly flowGuards = new Set<{ settle(): void }>();
+  private readonly flowGuards = new Set<{ settle(): void; noteFailure(): void }>();
   private unsubscribe: (() => void) | undefined;
   private rebuildScheduled = false;
   private disposed = false;
@@ -308,7 +313,7 @@ export class Stage implements StateListener {
    * the module's state or instance changes (a delivery, a new instance,
    * disposal), so the drain asks the module that decided them.
    */
-  guardFlows(buffer: { settle(): void }): void {
+  guardFlows(buffer: { settle(): void; noteFailure(): void }): void {
     this.flowGuards.add(buffer);
   }
 
@@ -739,7 +744,11 @@ export class Stage implements StateListener {
     } else {
       this.logFailure(`stage ${this.name}: ${kerr.message}; answering ${this.failurePolicy} until the module is rebuilt`, kerr.code);
     }
+    // The walks decided until now skipped this stage by the subjects it had; the drain walks theirs the same way (drainSubjects).
+    this.subjectsAtFailure = this.subjectsState === 'fresh' ? this.subjectIds : null;
     this.instance = undefined;
+    // Records whose walk was left to the drain cannot ask this instance any more (FlowBuffer.noteFailure).
+    for (const buffer of this.flowGuards) buffer.noteFailure();
     broken?.close();
     this.onFailure?.(this, failure, kerr);
     this.scheduleRebuild(broken && nearCap(broken) ? broken.memoryCapPages * 2 : 0);
@@ -1011,6 +1020,20 @@ export class Stage implements StateListener {
    * of whose pods is marked is one the module answers Next without looking
    * (ABI.md: a record whose subject the module does not select gets Next).
    */
+  /**
+   * The subjects the drain's walk (Pipeline.finishWalk) skips this stage by:
+   * subjectFilter() while the stage has an instance, and since its instance
+   * failed the filter it had then, as the walks of the packets decided until
+   * then and the failing call's own chunk skipped it by (a new instance drains
+   * the buffer first).
+   */
+  drainSubjects(): Uint8Array | null {
+    const inst = this.instance;
+    return inst !== undefined && !inst.broken ? this.subjectFilter() : this.subjectsAtFailure;
+  }
+
+  private subjectsAtFailure: Uint8Array | null = null;
+
   subjectFilter(): Uint8Array | null {
     const inst = this.instance;
     if (inst === undefined || inst.broken) return null;
@@ -1161,6 +1184,30 @@ export class Stage implements StateListener {
     } catch (err) {
       this.failed(err);
       return -1;
+    }
+  }
+
+  /**
+   * The drain's walk (Pipeline.attributeDeferred, a slot whose walk was
+   * left to it): what the stage answers `record` (direction set) now — the
+   * module's verdict with its reason and rule codes to `out[at]` and
+   * `out[at + 1]`, or the failure policy's verdict with DRAIN_FAILED (a bad
+   * verdict, a failing call, which breaks the instance as any call does)
+   * and DRAIN_UNAVAILABLE too when the stage has no instance to ask. Not a
+   * decision: nothing is counted.
+   */
+  answerForDrain(record: Uint8Array, out: Uint32Array, at: number): number {
+    const inst = this.current;
+    if (inst === undefined || inst.broken) return this.failureVerdict | DRAIN_FAILED | DRAIN_UNAVAILABLE;
+    try {
+      const v = inst.decideOne(record);
+      if (v > Verdict.Pass) return this.failureVerdict | DRAIN_FAILED;
+      out[at] = inst.lastReason();
+      out[at + 1] = inst.lastRule();
+      return v;
+    } catch (err) {
+      this.failed(err);
+      return this.failureVerdict | DRAIN_FAILED;
     }
   }
 

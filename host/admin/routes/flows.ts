@@ -14,7 +14,7 @@ const direction = {
   type: 'object', required: ['stage', 'policy', 'rule', 'action'],
   properties: {
     stage: { type: 'string' }, policy: { type: 'string' }, rule: { type: 'string' },
-    action: { type: 'string', enum: ['Accept', 'Deny', 'Default', 'Skipped', 'Failure', 'Remote'] },
+    action: { type: 'string', enum: ['Accept', 'Deny', 'Default', 'Skipped', 'Failure', 'Remote', 'Unknown'] },
     peer: { type: 'string' }, rulePort: { type: 'string' },
   },
 } as const;
