@@ -57,11 +57,29 @@ const EMPTY_DATA = new StaticArray<u32>(HEADER);
 /** Lists a query merges: the protocol's segment, `any`, `odd` and up to this many minus three named ports. */
 const MAX_LISTS = 8;
 
-function slotOf(protocol: u8): i32 {
+/** A protocol's port-segment table among an index's (TCP, UDP, SCTP); -1 for a protocol without ports. */
+// @ts-ignore: decorator
+@inline export function portSlotOf(protocol: u8): i32 {
   if (protocol == PROTO_TCP) return 0;
   if (protocol == PROTO_UDP) return 1;
   if (protocol == PROTO_SCTP) return 2;
   return -1;
+}
+
+/**
+ * The segment of the port-segment table at `table` in `data` (its count,
+ * then each segment's first port, ascending) that `port` falls in: the last
+ * starting at or below it.
+ */
+// @ts-ignore: decorator
+@inline export function portSegmentAt(data: StaticArray<u32>, table: i32, port: u16): i32 {
+  const p = <u32>port;
+  let lo = 0, hi = <i32>unchecked(data[table]) - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (unchecked(data[table + 1 + mid]) <= p) lo = mid; else hi = mid - 1;
+  }
+  return lo;
 }
 
 class Interval {
@@ -103,7 +121,7 @@ export class PortIndexBuilder {
         if (list.length == 0 || (list[list.length - 1] >> 8) != <u32>flat) list.push((<u32>flat << 8) | portByte);
         continue;
       }
-      const slot = slotOf(m.protocol);
+      const slot = portSlotOf(m.protocol);
       if (slot < 0) { oddSeen = true; continue; }
       this.intervals[slot].push(new Interval(m.port, m.endPort, flat, portByte));
     }
@@ -246,18 +264,12 @@ export class PortIndex {
     curNextFlat = 0;
     push(unchecked(data[0]), unchecked(data[1]));
     push(unchecked(data[2]), unchecked(data[3]));
-    const slot = slotOf(protocol);
+    const slot = portSlotOf(protocol);
     if (slot >= 0) {
       const table = <i32>unchecked(data[4 + slot]);
       if (table != 0) {
         const nb = <i32>unchecked(data[table]);
-        // The last segment starting at or below the port.
-        const p = <u32>port;
-        let lo = 0, hi = nb - 1;
-        while (lo < hi) {
-          const mid = (lo + hi + 1) >> 1;
-          if (unchecked(data[table + 1 + mid]) <= p) lo = mid; else hi = mid - 1;
-        }
+        const lo = portSegmentAt(data, table, port);
         const starts = table + 1 + nb;
         push(unchecked(data[starts + lo]), unchecked(data[starts + lo + 1]));
       }

@@ -29,21 +29,13 @@
 // index: the bitsets would grow with the tier and the union stop being cheap.
 
 import { PodInfo } from "../../sdk/index";
-import { PortIndex } from "../../sdk/port-index";
+import { PortIndex, portSegmentAt, portSlotOf } from "../../sdk/port-index";
 import { PortMatcher, PROTO_ANY } from "../../sdk/ports";
-import { PROTO_TCP, PROTO_UDP, PROTO_SCTP } from "../../sdk/podinfo";
 import { Policy } from "./policy";
 import { indexTierRules } from "./rule-index";
 
 /** Rules of one direction above which a tier keeps per-list indexes (16 words of 64 bits). */
 export const MAX_TIER_RULES = 1024;
-
-function slotOf(protocol: u8): i32 {
-  if (protocol == PROTO_TCP) return 0;
-  if (protocol == PROTO_UDP) return 1;
-  if (protocol == PROTO_SCTP) return 2;
-  return -1;
-}
 
 /**
  * The tier's rules of one direction, indexed once. `data` is a PortIndex's
@@ -159,18 +151,11 @@ export class TierIndex {
     const sure = this.sure;
     for (let w = 0; w < words; w++) unchecked(sure[w] = unchecked(bits[w]));
     const d = this.data;
-    const slot = slotOf(protocol);
+    const slot = portSlotOf(protocol);
     if (slot >= 0) {
       const table = <i32>unchecked(d[4 + slot]);
       if (table != 0) {
-        const nb = <i32>unchecked(d[table]);
-        const p = <u32>port;
-        let lo = 0, hi = nb - 1;
-        while (lo < hi) {
-          const mid = (lo + hi + 1) >> 1;
-          if (unchecked(d[table + 1 + mid]) <= p) lo = mid; else hi = mid - 1;
-        }
-        const at = unchecked(this.segBase[slot]) + lo * words;
+        const at = unchecked(this.segBase[slot]) + portSegmentAt(d, table, port) * words;
         for (let w = 0; w < words; w++) unchecked(sure[w] |= unchecked(bits[at + w]));
       }
     }
