@@ -11,7 +11,7 @@
 // change, pod label changes and a pipeline swap between them while records
 // are pending, must make the same flow records.
 import { describe, it, expect, vi } from 'vitest';
-import { Kinds, type Decision, type KubeObject, type Packet } from '../contract.js';
+import { Kinds, Verdict, type Decision, type KubeObject, type Packet } from '../contract.js';
 import { defaultPipeline, type PipelineSpec } from './spec.js';
 import type { Pipeline } from './pipeline.js';
 import type { Stage } from './stage.js';
@@ -197,6 +197,42 @@ describe('a walk left to the drain when a stage fails before the drain', () => {
       expect(failed.length, protocol).toBeGreaterThan(0);
       for (const d of failed) expect(d.stage).toBe('np');
     }
+    pipeline.dispose();
+  }, 120_000);
+});
+
+describe('a walk left to the drain whose stage answers the drain otherwise', () => {
+  it('records the connection as Unknown with the verdict the packet got, and counts it, instead of naming a stage that did not decide it', () => {
+    const cluster = generateCluster(SCALE, 32);
+    const state = loadState(cluster);
+    const engine = engineFor(state, { feedThreads: false });
+    const pipeline = engine.build(defaultPipeline(), 'pipeline', 41);
+    const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
+    pipeline.flowBuffer = recorder.buffer;
+    pipeline.refreshMasks();
+    const packets = generateFlows(cluster, 300, 32).packets;
+    const verdicts = packets.map((p) => pipeline.allows(p));
+    // A module that promised its answers follow from the record and its state, and breaks the promise: asked
+    // again one record at a time (the drain's question), np denies what it let through and lets through what it denied.
+    const np = pipeline.stages.find((s) => s.name === 'np')!;
+    const inst = (np as unknown as { current: { decideOne(r: Uint8Array): number } }).current;
+    const decideOne = inst.decideOne.bind(inst);
+    vi.spyOn(inst, 'decideOne').mockImplementation((r: Uint8Array) => {
+      const v = decideOne(r);
+      return v === Verdict.Accept ? Verdict.Deny : v === Verdict.Deny ? Verdict.Accept : v;
+    });
+    const got = recorder.flush();
+    const unknown = got.filter((r) => r.egress.action === 'Unknown');
+    expect(unknown.length).toBeGreaterThan(0);
+    for (const r of unknown) expect(r.ingress.action).toBe('Unknown');
+    expect(recorder.buffer.unattributed).toBeGreaterThanOrEqual(unknown.length);
+    // Every record keeps the verdict the packets got: as many allowed and denied connections as were decided.
+    const counted = (verdict: 'allow' | 'deny') => got.filter((r) => r.verdict === verdict).reduce((n, r) => n + r.count, 0);
+    expect(counted('allow')).toBe(verdicts.filter(Boolean).length);
+    expect(counted('deny')).toBe(verdicts.filter((v) => !v).length);
+    // And every record that names its deciding stages agrees with its verdict: denied exactly when a direction was.
+    const wrong = got.filter((r) => r.egress.action !== 'Unknown' && (r.verdict === 'deny') !== [r.egress, r.ingress].some((d) => d.action === 'Deny' || d.action === 'Failure'));
+    expect(wrong).toEqual([]);
     pipeline.dispose();
   }, 120_000);
 });
