@@ -322,3 +322,17 @@ describe('recommendations found wanting by the random tests (recommend-random.te
     expect(verdicts([...CLUSTER, ...written], [{ src: 'shop/api-5c4b9d7f8-fghij', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 }])[0]).toMatch(/ deny$/);
   });
 });
+
+describe('the check of a recommendation in a cluster of mixed IP families', () => {
+  it('decides only the pairs of known pods that share a family, so IPv6-only pods beside IPv4-only ones do not fail it', () => {
+    const v6 = pod('shop', 'ledger-0', { 'app.kubernetes.io/name': 'ledger' }, ['fd00::40'], [{ containerPort: 7000 }]);
+    const cluster = [...CLUSTER, v6];
+    const observed = recordedFlowsFromValues([{ src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/ledger-0', port: 7000 }], 'observed').flows;
+    const { objects } = recommendPolicies(stateFromObjects(cluster), observed);
+    const check = checkRecommendation({ objects: cluster, recommended: objects, flows: observed });
+    expect(check.notAllowed).toEqual([]);
+    // 7 pods: the six IPv4 ones pair with each other; the IPv6-only one with itself and the dual-stack frontend, both ways.
+    expect(check.cells).toBe(6 * 6 + 3);
+    expect(check.newlyDenied).toEqual([{ src: 'shop/ledger-0', dst: 'shop/ledger-0', protocol: 'TCP', port: 7000 }]);
+  });
+});

@@ -65,6 +65,13 @@ function dnsName(text: string, max = 63): string {
   return s.slice(0, max).replace(/-$/, '') || 'workload';
 }
 
+/** `name`, or the first of `name-2`, `name-3`... (shortened to fit `max`) that is not taken. */
+function freeName(name: string, isTaken: (name: string) => boolean, max = 63): string {
+  let free = name;
+  for (let i = 2; isTaken(free); i++) free = `${name.slice(0, max - `-${i}`.length).replace(/-$/, '')}-${i}`;
+  return free;
+}
+
 function sourceKey(s: Source): string {
   return s.kind === 'address' ? `1 ${s.address}` : `${s.self ? 2 : 0} ${s.workload.namespace}/${s.workload.name}`;
 }
@@ -174,10 +181,14 @@ function clusterProtocols(ports: Port[]): Array<Record<string, unknown>> {
 function clusterPolicies(d: Destination, sources: Array<{ source: Source; ports: Port[] }>, nextPriority: () => number): KubeObject[] {
   const { workload } = d;
   const subject = { pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: workload.namespace }), podSelector: podSelectorOf(workload) } };
+  const ruleNames = new Set<string>();
   const rules = sources.map(({ source, ports }) => {
     const w = (source as Extract<Source, { kind: 'workload' }>).workload;
+    // Rule names must differ within a policy; `a-b/c` and `a/b-c` would not.
+    const name = freeName(`accept-from-${dnsName(`${w.namespace}-${w.name}`, 80)}`, (n) => ruleNames.has(n), 100);
+    ruleNames.add(name);
     return {
-      name: `accept-from-${dnsName(`${w.namespace}-${w.name}`, 80)}`,
+      name,
       action: 'Accept',
       from: [{ pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: w.namespace }), podSelector: podSelectorOf(w) } }],
       protocols: clusterProtocols(ports),
@@ -289,6 +300,13 @@ export function recommendPolicies(state: ClusterState, flows: RecordedFlow[], op
     if (fromAddresses.length) objects.push(networkPolicy(d, fromAddresses, '-addresses'));
   }
   if (options.egress) for (const o of origins(state, flows, options, notes, covered)) objects.push(egressPolicy(o));
+  // Names are shortened and lower-cased, so two workloads (`Web` and `web`, `a-b/c` and `a/b-c` for cluster-scoped policies, long names alike past 63 characters) may meet: the later one, in the stable order above, takes the first free `-2`, `-3`...
+  const taken = new Set<string>();
+  for (const o of objects) {
+    const id = (name: string) => `${o.kind} ${o.metadata.namespace ?? ''}/${name}`;
+    o.metadata.name = freeName(o.metadata.name, (name) => taken.has(id(name)));
+    taken.add(id(o.metadata.name));
+  }
   const ctx = validationContext([]);
   for (const o of objects) {
     const problems = validateObject(o, ctx);
