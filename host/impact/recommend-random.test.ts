@@ -100,6 +100,15 @@ function unobservedProbes(s: Scenario, random: Random, namespace: string | undef
   const sources = s.cluster.pods.filter((p) => p.workload);
   const ports = [...new Set(s.flows.map((f) => `${f.protocol}/${f.port}`)), 'TCP/8080', 'UDP/53', 'SCTP/3868', 'TCP/7777'];
   const out: FlowInput[] = [];
+  // First the near misses: each observed source to the same destination on a port it did not use, and another source on the port it did.
+  for (const f of s.flows.filter((g) => mustCover(s, g, namespace))) {
+    const dst = podAt(s.cluster, f.dst)!;
+    const other = [...dst.ports.map((p) => `${p.protocol}/${p.port}`), 'TCP/7777', `${f.protocol === 'TCP' ? 'UDP' : 'TCP'}/${f.port}`].find((k) => !triples.has(`${identityOf(s.cluster, f.src)} > ${dst.workload} ${k}`))!;
+    const [protocol, port] = other.split('/');
+    out.push({ src: f.src, dst: f.dst, protocol: protocol as FlowInput['protocol'], port: Number(port) });
+    const stranger = sources.find((p) => p.namespace === dst.namespace && !triples.has(`${p.workload} > ${dst.workload} ${f.protocol}/${f.port}`));
+    if (stranger && !f.src.includes(':') && !f.dst.includes(':')) out.push({ src: stranger.ref, dst: f.dst, protocol: f.protocol, port: f.port });
+  }
   for (let tries = 0; out.length < n && tries < n * 20 && targets.length; tries++) {
     const dst = pick(random, targets);
     const [protocol, port] = (random() < 0.5 && dst.ports.length ? `${pick(random, dst.ports).protocol}/${pick(random, dst.ports).port}` : pick(random, ports)).split('/');
@@ -166,7 +175,7 @@ describe.each(MODES)('recommended %s on random clusters', (mode, options) => {
     });
 
     it('allows no unobserved connection into the workloads that received traffic, unless a pre-existing policy does', () => {
-      const probes = unobservedProbes(s, seededRandom(seed * 31), namespace, 60);
+      const probes = unobservedProbes(s, seededRandom(seed * 31), namespace, 90);
       const after = withEvaluator([...s.objects, ...written], (ev) => probes.map((p) => ev.evaluate(p).verdict));
       const explained = withEvaluator([...s.objects, ...stripped(written)], (ev) => probes.map((p) => ev.evaluate(p).verdict));
       const opened = probes.filter((_, i) => after[i] === 'allow' && explained[i] === 'deny').map((p) => flowKeyOf(p));
@@ -300,5 +309,106 @@ describe('kwp diff on random changes of random clusters', () => {
       flipped += expected.length;
     }
     expect(flipped).toBeGreaterThan(0);
+  });
+});
+
+describe('kwp recommend and kwp diff at the edges', () => {
+  const ns = (name: string, labels: Record<string, string> = {}): KubeObject => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+  const pod = (namespace: string, name: string, labels: Record<string, string>, ips: string[], ports: Array<Record<string, unknown>> = [{ name: 'http', containerPort: 8080 }]): KubeObject => ({
+    apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, labels },
+    spec: { containers: [{ name: 'main', image: 'registry.example/app:1', ports }] },
+    status: { phase: 'Running', podIP: ips[0], podIPs: ips.map((ip) => ({ ip })) },
+  });
+  const LONG = 'l'.repeat(50);
+  const EDGE: KubeObject[] = [
+    ns('a'), ns('b'), ns('a-b'), ns(LONG),
+    pod('a', 'web-1', { app: 'Web' }, ['10.30.0.1', 'fd00:30::1']),
+    pod('a', 'web-2', { app: 'web' }, ['10.30.0.2', 'fd00:30::2']),
+    pod('a', 'web-3', { app: 'web.v2' }, ['10.30.0.3']),
+    pod('a', 'web-4', { app: 'web-v2' }, ['10.30.0.4']),
+    pod('b', 'v6only', { app: 'v6only' }, ['fd00:30::10']),
+    pod('a-b', 'c', { app: 'c' }, ['10.30.0.20']),
+    pod('a', 'b-c', { app: 'b-c' }, ['10.30.0.21']),
+    pod(LONG, 'long-1', { app: 'service-backend-one' }, ['10.30.0.30']),
+    pod(LONG, 'long-2', { app: 'service-backend-two' }, ['10.30.0.31']),
+    pod('b', `${'p'.repeat(60)}-one`, { team: 'x', tier: 'one' }, ['10.30.0.40']),
+    pod('b', `${'p'.repeat(60)}-two`, { team: 'x', tier: 'two' }, ['10.30.0.41']),
+  ];
+  const allowedAfter = async (objects: KubeObject[], flows: FlowInput[], options: RecommendOptions = {}) => {
+    const rec = recommendPolicies(stateFromObjects(objects), recordedFlowsFromValues(flows, 'edge').flows, options);
+    const written = await applied(rec.objects, 'edge.yaml');
+    return { rec, written, verdicts: withEvaluator([...objects, ...written], (ev) => flows.map((f) => `${flowKeyOf(f)} ${ev.evaluate(f).verdict}`)) };
+  };
+
+  it.each([[{}], [{ cluster: true }], [{ egress: true }]] as Array<[RecommendOptions]>)('writes distinct policy names for workloads whose names differ only in case, punctuation or past 63 characters (%o)', async (options) => {
+    const flows: FlowInput[] = ['a/web-1', 'a/web-2', 'a/web-3', 'a/web-4', 'a-b/c', 'a/b-c', `${LONG}/long-1`, `${LONG}/long-2`, `b/${'p'.repeat(60)}-one`, `b/${'p'.repeat(60)}-two`].map((dst, i, all) => ({ src: all[(i + 1) % all.length], dst, port: 8080 }));
+    flows.push({ src: 'a-b/c', dst: 'a/web-2', port: 8080 }, { src: 'a/b-c', dst: 'a/web-2', port: 8080 });
+    const { rec, verdicts } = await allowedAfter(EDGE, flows, options);
+    const names = rec.objects.map((o) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`);
+    expect(new Set(names).size).toBe(names.length);
+    for (const o of rec.objects.filter((x) => x.kind === 'ClusterNetworkPolicy')) {
+      const rules = o.spec.ingress.map((r: { name: string }) => r.name);
+      expect(new Set(rules).size, o.metadata.name).toBe(rules.length);
+    }
+    expect(verdicts.filter((v) => !v.endsWith(' allow'))).toEqual([]);
+  });
+
+  it('decides a flow between pods by names in a family both have, an IPv6-only destination included', async () => {
+    const flows: FlowInput[] = [{ src: 'a/web-1', dst: 'b/v6only', port: 8080 }, { src: '2001:db8::7', dst: 'b/v6only', port: 8080 }];
+    const { rec, verdicts } = await allowedAfter(EDGE, flows);
+    expect(verdicts.filter((v) => !v.endsWith(' allow'))).toEqual([]);
+    expect(JSON.stringify(rec.objects)).toContain('2001:db8::7/128');
+  });
+
+  it('writes no ingress policy for a destination outside the cluster, says so, and with --egress admits exactly that address', async () => {
+    const flows: FlowInput[] = [{ src: 'a/web-2', dst: '192.0.2.50', port: 443 }, { src: 'a/web-2', dst: 'fd00:99::1', port: 443 }];
+    const plain = recommendPolicies(stateFromObjects(EDGE), recordedFlowsFromValues(flows, 'edge').flows);
+    expect(plain.objects).toEqual([]);
+    expect(plain.notes).toHaveLength(2);
+    const { rec, written, verdicts } = await allowedAfter(EDGE, flows.slice(0, 1), { egress: true });
+    expect(verdicts).toEqual(['a/web-2 192.0.2.50 TCP/443 allow']);
+    expect(JSON.stringify(rec.objects)).toContain('192.0.2.50/32');
+    expect(withEvaluator([...EDGE, ...written], (ev) => ev.evaluate({ src: 'a/web-2', dst: '192.0.2.51', port: 443 }).verdict)).toBe('deny');
+  });
+
+  it('skips records of ICMP, ICMPv6 and numbered protocols without ports with a note each, and recommends for the rest', async () => {
+    const manifests = writeCluster('edge', EDGE);
+    const flows = writeLines('edge-icmp.jsonl', [
+      { src: 'a/web-1', dst: 'a/web-2', port: 0, protocol: 'ICMP', count: 3 },
+      { src: 'fd00:30::1', dst: 'fd00:30::2', port: 0, protocol: 'ICMPv6', count: 1 },
+      { src: 'a/web-1', dst: 'a/web-2', port: 0, protocol: '47', count: 1 },
+      { src: 'a/web-1', dst: 'a/web-2', port: 8080, protocol: 'TCP', count: 5 },
+    ]);
+    const r = await cli(runRecommend, ['--manifests', manifests, '--flows', flows]);
+    expect(r.code, r.stderr).toBe(0);
+    for (const line of [1, 2, 3]) expect(r.stderr).toContain(`${flows}: flow ${line} (line ${line}): protocol`);
+    expect(parseAllDocuments(r.stdout).map((d) => d.toJSON().metadata.name)).toEqual(['web-observed']);
+    expect(r.stderr).toContain('# 1 NetworkPolicies for 1 of 1 recorded flow(s)');
+  });
+
+  it('writes for duplicate lines what it writes for one', () => {
+    const once: FlowInput[] = [{ src: 'a/web-1', dst: 'a/web-2', port: 8080 }, { src: '203.0.113.9', dst: 'a/web-2', port: 8080 }];
+    const twice = [...once, ...once, once[0]];
+    const rec = (flows: FlowInput[]) => yamlOf(recommendPolicies(stateFromObjects(EDGE), recordedFlowsFromValues(flows, 'edge').flows).objects);
+    expect(rec(twice)).toBe(rec(once));
+  });
+
+  it.each([
+    ['not JSON', '{"src": "a/web-1", "dst":', 'not valid JSON'],
+    ['a missing port', { src: 'a/web-1', dst: 'a/web-2', protocol: 'TCP' }, 'field "port" is missing'],
+    ['a port out of range', { src: 'a/web-1', dst: 'a/web-2', port: 70000, protocol: 'TCP' }, 'field "port"'],
+    ['an unknown protocol with a port', { src: 'a/web-1', dst: 'a/web-2', port: 80, protocol: 'GRE' }, 'field "protocol"'],
+    ['an array', [1, 2], 'a flow is an object'],
+    ['a bad count', { src: 'a/web-1', dst: 'a/web-2', port: 80, count: 0 }, 'field "count"'],
+  ])('exits 2 for a line with %s, naming the file and the line, in recommend and in diff', async (_what, bad, message) => {
+    const manifests = writeCluster('edge', EDGE);
+    const path = writeLines(`edge-bad-${_what.replace(/\W+/g, '-')}.jsonl`, ['# recorded', { src: 'a/web-1', dst: 'a/web-2', port: 8080 }, '', bad]);
+    for (const [run, argv] of [[runRecommend, ['--manifests', manifests, '--flows', path]], [runDiff, ['--manifests', manifests, '--proposed', manifests, '--flows', path]]] as const) {
+      const r = await cli(run, [...argv]);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(new RegExp(`KWP_ERR_FLOWS: ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: flow 2 \\(line 4\\)`));
+      expect(r.stderr).toContain(message);
+    }
   });
 });
