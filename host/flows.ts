@@ -28,6 +28,12 @@ export interface FlowSpec {
   name?: string;
   /** What the author expects, for `kwp eval` to compare against. */
   expect?: 'allow' | 'deny';
+  /**
+   * The IP family the connection used, when a flow record says (its
+   * `family`): two pods named by reference are then resolved to their
+   * addresses of that family, as the recorded connection ran.
+   */
+  family?: 4 | 6;
   /** Where the flow was written, for messages: the file, its 1-based position, and its line in JSON Lines. */
   file: string;
   index: number;
@@ -272,9 +278,10 @@ export function resolveFlow(flow: FlowSpec, state: ClusterState): ResolvedFlow {
 
   // Two pods: the first family of the source's that the destination has too (a dual-stack pod reaches an IPv6-only one over IPv6).
   const shared = srcPodEnd && dstPodEnd ? srcPodEnd.addresses.find((a) => dstPodEnd.addresses.some((b) => b.family === a.family))?.family : undefined;
-  const family: 4 | 6 = srcIP?.family ?? dstIP?.family ?? shared ?? srcPodEnd!.addresses[0].family;
-  const src = srcIP?.bytes ?? addressOfFamily(srcPodEnd!, family, flow, `field "dst"`);
-  const dst = dstIP?.bytes ?? addressOfFamily(dstPodEnd!, family, flow, `field "src"`);
+  const recorded = !srcIP && !dstIP ? flow.family : undefined;
+  const family: 4 | 6 = srcIP?.family ?? dstIP?.family ?? recorded ?? shared ?? srcPodEnd!.addresses[0].family;
+  const src = srcIP?.bytes ?? addressOfFamily(srcPodEnd!, family, flow, recorded ? `field "family"` : `field "dst"`);
+  const dst = dstIP?.bytes ?? addressOfFamily(dstPodEnd!, family, flow, recorded ? `field "family"` : `field "src"`);
 
   const notes: string[] = [];
   for (const end of [srcPodEnd, dstPodEnd]) {

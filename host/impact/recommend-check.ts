@@ -48,7 +48,8 @@ export function checkRecommendation(input: CheckInput): RecommendationCheck {
     after = new OfflineEvaluator({ objects: [...input.objects, ...input.recommended], pipeline: input.pipeline, modules: input.modules });
     const notAllowed = input.flows.flatMap((f) => after!.evaluateAll(f.flow)).filter((r) => r.verdict !== 'allow');
 
-    const observed = new Set(input.flows.map((f) => flowKey(f.flow)));
+    // The matrix names pods by reference in their default family; an observed flow is excluded from it whichever family it was recorded in.
+    const observed = new Set(input.flows.map((f) => flowKey({ ...f.flow, family: undefined })));
     const ports = [...new Map(input.flows.map((f) => [`${f.flow.protocol}/${f.flow.port}`, { protocol: f.flow.protocol, port: f.flow.port }])).values()];
     const pods = knownPods(before.state);
     const families = new Map(pods.map((ref) => [ref, new Set(podFamilies(before.state, ref))]));

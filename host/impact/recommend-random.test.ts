@@ -411,4 +411,25 @@ describe('kwp recommend and kwp diff at the edges', () => {
       expect(r.stderr).toContain(message);
     }
   });
+
+  it('decides an agent record between two pods named by reference in the record\'s family, and a record per family is its own flow', async () => {
+    const v6only: KubeObject = {
+      apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'from-v6', namespace: 'a' },
+      spec: { podSelector: { matchLabels: { app: 'web' } }, policyTypes: ['Ingress'], ingress: [{ from: [{ ipBlock: { cidr: 'fd00:30::/64' } }] }] },
+    };
+    const current = writeCluster('edge-v6-current', [...EDGE, v6only]);
+    const proposed = writeCluster('edge-v6-proposed', EDGE);
+    const record = (family: number) => ({ src: 'a/web-1', dst: 'a/web-2', port: 8080, protocol: 'TCP', family, count: 2 });
+    const flows = writeLines('edge-family.jsonl', [record(6), record(4), record(6)]);
+    const r = await cli(runDiff, ['--manifests', current, '--proposed', proposed, '--flows', flows, '-o', 'json']);
+    const out = JSON.parse(r.stdout);
+    expect(out.decided).toBe(2);
+    // Over IPv6 the ipBlock admitted it all along; over IPv4 only the proposal does.
+    expect(out.changes.map((c: { from: string; before: { verdict: string }; after: { verdict: string } }) => `${c.from} ${c.before.verdict}->${c.after.verdict}`)).toEqual([`${flows}: line 2 deny->allow`]);
+    expect(r.code).toBe(1);
+    const bad = writeLines('edge-family-bad.jsonl', [record(6), { ...record(5) }]);
+    const refused = await cli(runDiff, ['--manifests', current, '--proposed', proposed, '--flows', bad]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`${bad}: flow 2 (line 2): field "family" must be 4 or 6, not number 5`);
+  });
 });

@@ -26,8 +26,9 @@ export interface RecordedFlowRead {
 const DECIDABLE = new Set(['TCP', 'UDP', 'SCTP']);
 
 /** The key two lines of one flow share: their counts add up, and the flow is decided once. */
-export function flowKey(f: Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 'port'>): string {
-  return `${f.src} ${f.dst} ${f.protocol}/${f.port}`;
+export function flowKey(f: Pick<FlowSpec, 'src' | 'dst' | 'protocol' | 'port' | 'family'>): string {
+  // Records of one pair over IPv4 and over IPv6 are two flows: an ipBlock may tell them apart.
+  return `${f.src} ${f.dst} ${f.protocol}/${f.port}${f.family ? ` IPv${f.family}` : ''}`;
 }
 
 /**
@@ -51,6 +52,10 @@ function toRecordedFlow(value: unknown, file: string, index: number, line: numbe
   if (raw.src === undefined) throw new KwpError('KWP_ERR_FLOWS', `${at}: field "src" is missing; give "namespace/pod" or an IP address`);
   if (raw.dst === undefined) throw new KwpError('KWP_ERR_FLOWS', `${at}: field "dst" is missing; give "namespace/pod" or an IP address`);
   const flow = toFlowSpec(picked, file, index, line);
+  if (raw.family !== undefined) {
+    if (raw.family !== 4 && raw.family !== 6) throw new KwpError('KWP_ERR_FLOWS', `${at}: field "family" must be 4 or 6, not ${describe(raw.family)}`);
+    flow.family = raw.family;
+  }
 
   let count = 1;
   if (raw.count !== undefined) {
