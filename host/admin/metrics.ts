@@ -95,7 +95,7 @@ export class AdminMetrics {
     });
     new Counter({
       name: 'kwp_flow_records_unattributed_total',
-      help: 'Recorded connection directions whose deciding stage or rule the drain could not work out (action Unknown, or no policy): a stage failed between the connection and the drain, or answered the drain otherwise than the packet.',
+      help: 'Directions of flow records whose deciding stage or rule the drain could not work out (action Unknown, or a policy without its rule), counted once per flow key and drain interval: a stage failed between the connection and the drain, or answered the drain otherwise than the packet.',
       registers,
       collect() { this.reset(); this.inc(flows?.buffer.unattributed ?? 0); },
     });
