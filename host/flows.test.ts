@@ -9,6 +9,7 @@ import { DEFAULT_SOURCE_PORT, parseFlows, readFlowsFile, resolveFlow, toFlowSpec
 import { formatIP } from './net/ip.js';
 import { ManifestSource } from './sources/manifest-files.js';
 import { ClusterState } from './state/cluster-state.js';
+import { stateFromObjects } from './eval.js';
 
 const FIXTURES = fileURLToPath(new URL('../test/fixtures/manifests/', import.meta.url));
 
@@ -157,5 +158,22 @@ describe('resolveFlow', () => {
     expect(caught).toBeInstanceOf(KwpError);
     expect((caught as KwpError).code).toBe('KWP_ERR_FLOWS');
     expect((caught as KwpError).message).toMatch(message);
+  });
+});
+
+describe('resolveFlow between two pods named by reference', () => {
+  const pod = (name: string, ips: string[]) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'n', labels: { app: name } }, spec: { containers: [{ name: 'c' }] }, status: { phase: 'Running', podIP: ips[0], podIPs: ips.map((ip) => ({ ip })) } });
+  const stateOf = () => stateFromObjects([pod('dual', ['10.9.0.1', 'fd00:9::1']), pod('v6', ['fd00:9::2']), pod('v4', ['10.9.0.3'])]);
+  const flow = (src: string, dst: string): FlowSpec => parseFlows(JSON.stringify([{ src, dst, port: 80 }]), 'flows.json')[0];
+
+  it('uses the first family of the source that the destination has too, so a dual-stack pod reaches an IPv6-only pod over IPv6', () => {
+    const { packet } = resolveFlow(flow('n/dual', 'n/v6'), stateOf());
+    expect([packet.family, formatIP(packet.src), formatIP(packet.dst)]).toEqual([6, 'fd00:9::1', 'fd00:9::2']);
+    expect(resolveFlow(flow('n/dual', 'n/v4'), stateOf()).packet.family).toBe(4);
+    expect(resolveFlow(flow('n/v6', 'n/dual'), stateOf()).packet.family).toBe(6);
+  });
+
+  it('still refuses two pods with no family in common, naming the one that lacks it', () => {
+    expect(() => resolveFlow(flow('n/v4', 'n/v6'), stateOf())).toThrow(/field "dst": pod n\/v6 has no IPv4 address/);
   });
 });

@@ -255,7 +255,7 @@ function addressOfFamily(end: PodEnd, family: 4 | 6, flow: FlowSpec, other: stri
 /**
  * Turns a flow into the packet the agent would see. A pod reference becomes
  * the pod's first IP (of the family the other end dictates when that end is an
- * address); each end's pod is then whoever the agent would find at that
+ * address, or of the source's first family the other pod has too); each end's pod is then whoever the agent would find at that
  * address, so `kwp eval` predicts the agent's decision, host-networked pods
  * (seen as their node) included.
  */
@@ -270,7 +270,9 @@ export function resolveFlow(flow: FlowSpec, state: ClusterState): ResolvedFlow {
     throw flowError(locate(flow.file, flow.index, flow.line), `field "protocol" must be "TCP", "UDP" or "SCTP", not ${describe(flow.protocol)}`);
   }
 
-  const family: 4 | 6 = srcIP?.family ?? dstIP?.family ?? srcPodEnd!.addresses[0].family;
+  // Two pods: the first family of the source's that the destination has too (a dual-stack pod reaches an IPv6-only one over IPv6).
+  const shared = srcPodEnd && dstPodEnd ? srcPodEnd.addresses.find((a) => dstPodEnd.addresses.some((b) => b.family === a.family))?.family : undefined;
+  const family: 4 | 6 = srcIP?.family ?? dstIP?.family ?? shared ?? srcPodEnd!.addresses[0].family;
   const src = srcIP?.bytes ?? addressOfFamily(srcPodEnd!, family, flow, `field "dst"`);
   const dst = dstIP?.bytes ?? addressOfFamily(dstPodEnd!, family, flow, `field "src"`);
 

@@ -266,3 +266,73 @@ describe('recommended egress (--egress)', () => {
     expect(verdicts([...CLUSTER, ...written], unobservedEgress).filter((v) => v.endsWith(' allow'))).toEqual([]);
   });
 });
+
+describe('recommendations found wanting by the random tests (recommend-random.test.ts)', () => {
+  const stable = pod('shop', 'queue-7c6d5b4a39-aaaaa', { app: 'queue', 'pod-template-hash': '7c6d5b4a39' }, ['10.244.3.10'], [{ containerPort: 4789, protocol: 'UDP' }]);
+  const canary = pod('shop', 'queue-5b4a397c6d-bbbbb', { app: 'queue', track: 'canary', 'pod-template-hash': '5b4a397c6d' }, ['10.244.3.11'], [{ containerPort: 4789, protocol: 'UDP' }]);
+  const flowsOf = (values: unknown[]) => recordedFlowsFromValues(values, 'observed').flows;
+
+  it.each([['NetworkPolicies', {}], ['ClusterNetworkPolicies', { cluster: true }]] as const)(
+    'select a workload whose labels its canary sibling shares with the sibling\'s extra label required absent, so neither gets the other\'s sources (%s)',
+    async (_name, options) => {
+      const cluster = [...CLUSTER, stable, canary];
+      const observed = [
+        { src: 'web/debug', dst: 'shop/queue-7c6d5b4a39-aaaaa', port: 4789, protocol: 'UDP' },
+        { src: 'shop/api-5c4b9d7f8-abcde', dst: 'shop/queue-5b4a397c6d-bbbbb', port: 4789, protocol: 'UDP' },
+      ];
+      const { objects } = recommendPolicies(stateFromObjects(cluster), flowsOf(observed), options);
+      const written = await roundTrip(objects, dir, `canary-${_name}.yaml`);
+      const selectors = written.map((o) => o.spec.podSelector ?? o.spec.subject.pods.podSelector);
+      expect(selectors).toContainEqual({ matchLabels: { app: 'queue' }, matchExpressions: [{ key: 'track', operator: 'DoesNotExist' }] });
+      expect(verdicts([...cluster, ...written], observed as FlowInput[]).filter((v) => !v.endsWith(' allow'))).toEqual([]);
+      // Each source reaches the workload it was seen at, not its sibling.
+      expect(verdicts([...cluster, ...written], [
+        { src: 'web/debug', dst: 'shop/queue-5b4a397c6d-bbbbb', port: 4789, protocol: 'UDP' },
+        { src: 'shop/api-5c4b9d7f8-abcde', dst: 'shop/queue-7c6d5b4a39-aaaaa', port: 4789, protocol: 'UDP' },
+      ]).filter((v) => v.endsWith(' allow'))).toEqual([]);
+    },
+  );
+
+  it('write a port by number when the replicas of the workload name it differently, so the flows to every replica are allowed', async () => {
+    const a = pod('shop', 'cache-6f5e4d3c2b-aaaaa', { app: 'cache', 'pod-template-hash': '6f5e4d3c2b' }, ['10.244.4.10'], [{ name: 'redis', containerPort: 6379 }]);
+    const b = pod('shop', 'cache-6f5e4d3c2b-bbbbb', { app: 'cache', 'pod-template-hash': '6f5e4d3c2b' }, ['10.244.4.11'], [{ name: 'redis-tls', containerPort: 6379 }]);
+    const observed = [
+      { src: 'web/debug', dst: 'shop/cache-6f5e4d3c2b-aaaaa', port: 6379 },
+      { src: 'web/debug', dst: 'shop/cache-6f5e4d3c2b-bbbbb', port: 6379 },
+    ];
+    const cluster = [...CLUSTER, a, b];
+    for (const options of [{}, { cluster: true }]) {
+      const written = await roundTrip(recommendPolicies(stateFromObjects(cluster), flowsOf(observed), options).objects, dir, 'renamed.yaml');
+      const cache = written.find((o) => o.metadata.name.includes('cache'))!;
+      expect(JSON.stringify(cache.spec)).not.toContain('redis');
+      expect(verdicts([...cluster, ...written], observed)).toEqual(observed.map((f) => `${f.src} -> ${f.dst} TCP/6379 allow`));
+    }
+  });
+
+  it('with --cluster, admit a pod\'s traffic to its own address in the NetworkPolicy beside the cluster policy, since no ClusterNetworkPolicy governs it', async () => {
+    const observed = [
+      { src: '10.244.2.10', dst: '10.244.2.10', port: 8080 },
+      { src: '203.0.113.7', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 },
+    ];
+    const written = await roundTrip(recommendPolicies(stateFromObjects(CLUSTER), flowsOf(observed), { cluster: true }).objects, dir, 'self.yaml');
+    const beside = written.find((o) => o.kind === 'NetworkPolicy')!;
+    expect(beside.spec.ingress).toContainEqual({ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'api' } } }], ports: [{ protocol: 'TCP', port: 'http' }] });
+    expect(verdicts([...CLUSTER, ...written], observed).filter((v) => !v.endsWith(' allow'))).toEqual([]);
+    // Another replica of the workload is still judged at the Admin tier, where nothing admitted it.
+    expect(verdicts([...CLUSTER, ...written], [{ src: 'shop/api-5c4b9d7f8-fghij', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 }])[0]).toMatch(/ deny$/);
+  });
+});
+
+describe('the check of a recommendation in a cluster of mixed IP families', () => {
+  it('decides only the pairs of known pods that share a family, so IPv6-only pods beside IPv4-only ones do not fail it', () => {
+    const v6 = pod('shop', 'ledger-0', { 'app.kubernetes.io/name': 'ledger' }, ['fd00::40'], [{ containerPort: 7000 }]);
+    const cluster = [...CLUSTER, v6];
+    const observed = recordedFlowsFromValues([{ src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/ledger-0', port: 7000 }], 'observed').flows;
+    const { objects } = recommendPolicies(stateFromObjects(cluster), observed);
+    const check = checkRecommendation({ objects: cluster, recommended: objects, flows: observed });
+    expect(check.notAllowed).toEqual([]);
+    // 7 pods: the six IPv4 ones pair with each other; the IPv6-only one with itself and the dual-stack frontend, both ways.
+    expect(check.cells).toBe(6 * 6 + 3);
+    expect(check.newlyDenied).toEqual([{ src: 'shop/ledger-0', dst: 'shop/ledger-0', protocol: 'TCP', port: 7000 }]);
+  });
+});

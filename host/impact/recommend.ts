@@ -38,8 +38,13 @@ export interface Recommendation {
   covered: RecordedFlow[];
 }
 
-/** A source of observed traffic: a workload of known pods, or an address. */
-type Source = { kind: 'workload'; workload: Workload } | { kind: 'address'; address: string; family: 4 | 6 };
+/**
+ * A source of observed traffic: a workload of known pods, or an address.
+ * `self` marks, for --cluster, a pod's traffic to its own address: no
+ * ClusterNetworkPolicy governs it (docs/semantics.md, "Hairpin"), so it is
+ * admitted where NetworkPolicies decide it.
+ */
+type Source = { kind: 'workload'; workload: Workload; self?: true } | { kind: 'address'; address: string; family: 4 | 6 };
 
 interface Port { protocol: 'TCP' | 'UDP' | 'SCTP'; port: number; name?: string }
 
@@ -60,14 +65,27 @@ function dnsName(text: string, max = 63): string {
   return s.slice(0, max).replace(/-$/, '') || 'workload';
 }
 
-function sourceKey(s: Source): string {
-  return s.kind === 'workload' ? `0 ${s.workload.namespace}/${s.workload.name}` : `1 ${s.address}`;
+/** `name`, or the first of `name-2`, `name-3`... (shortened to fit `max`) that is not taken. */
+function freeName(name: string, isTaken: (name: string) => boolean, max = 63): string {
+  let free = name;
+  for (let i = 2; isTaken(free); i++) free = `${name.slice(0, max - `-${i}`.length).replace(/-$/, '')}-${i}`;
+  return free;
 }
 
-/** The port as the destination pod names it, when it declares a container port of that number and protocol. */
-function portOf(dst: PodInfo, protocol: Port['protocol'], port: number): Port {
-  const declared = dst.containerPorts.find((p) => p.port === port && p.protocol === PROTOCOL_NUMBERS[protocol] && p.name !== '');
-  return declared ? { protocol, port, name: declared.name } : { protocol, port };
+function sourceKey(s: Source): string {
+  return s.kind === 'address' ? `1 ${s.address}` : `${s.self ? 2 : 0} ${s.workload.namespace}/${s.workload.name}`;
+}
+
+/**
+ * The port by the name the destination workload gives it: when every one of
+ * its pods declares a container port of that number and protocol under the
+ * same name. Replicas of two pod templates may name it differently (or not
+ * at all), and a name one pod lacks would not open the port there.
+ */
+function portOf(dst: Workload, protocol: Port['protocol'], port: number): Port {
+  const names = new Set(dst.pods.map((p) => p.containerPorts.find((c) => c.port === port && c.protocol === PROTOCOL_NUMBERS[protocol])?.name ?? ''));
+  const [name] = names;
+  return names.size === 1 && name ? { protocol, port, name } : { protocol, port };
 }
 
 function sortedPorts(ports: Map<string, Port>): Port[] {
@@ -76,6 +94,12 @@ function sortedPorts(ports: Map<string, Port>): Port[] {
 
 function matchLabels(labels: Record<string, string>): { matchLabels: Record<string, string> } {
   return { matchLabels: Object.fromEntries(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b))) };
+}
+
+/** The selector of exactly a workload's pods: its labels, and the labels a sibling workload has and it lacks required absent. */
+function podSelectorOf(w: Workload): Record<string, unknown> {
+  const absent = w.absent.map((key) => ({ key, operator: 'DoesNotExist' }));
+  return { ...matchLabels(w.selector), ...(absent.length ? { matchExpressions: absent } : {}) };
 }
 
 function cidrOf(s: Extract<Source, { kind: 'address' }>): string {
@@ -102,7 +126,9 @@ function destinations(state: ClusterState, flows: RecordedFlow[], options: Recom
       }
       let source: Source;
       const srcWorkload = r.srcPod && !r.srcPod.hostNetwork ? workloads.of(r.srcPod) : undefined;
-      if (srcWorkload) source = { kind: 'workload', workload: srcWorkload };
+      // A pod reaching its own address (not through a Service) passes the Admin tier: with --cluster its rule goes beside the addresses'.
+      const self = options.cluster && r.srcPod !== undefined && r.srcPod.id === r.dstPod.id && !r.via?.hairpin;
+      if (srcWorkload) source = { kind: 'workload', workload: srcWorkload, ...(self ? { self: true as const } : {}) };
       else if (r.srcPod && !r.srcPod.hostNetwork) {
         notes.push(`${at}: ${what}: the source ${r.srcPod.namespace}/${r.srcPod.name} has no labels a policy could select it by; label it and run again`);
         continue;
@@ -113,7 +139,7 @@ function destinations(state: ClusterState, flows: RecordedFlow[], options: Recom
       const sk = sourceKey(source);
       const entry = d.sources.get(sk) ?? { source, ports: new Map() };
       d.sources.set(sk, entry);
-      const port = portOf(r.dstPod, f.flow.protocol, r.packet.dstPort);
+      const port = portOf(dst, f.flow.protocol, r.packet.dstPort);
       entry.ports.set(`${port.protocol}/${port.port}`, port);
       covered.add(f);
     }
@@ -127,7 +153,7 @@ function sortedSources(d: Destination): Array<{ source: Source; ports: Port[] }>
 
 function networkPolicyPeer(source: Source, namespace: string): Record<string, unknown> {
   if (source.kind === 'address') return { ipBlock: { cidr: cidrOf(source) } };
-  const pods = { podSelector: matchLabels(source.workload.selector) };
+  const pods = { podSelector: podSelectorOf(source.workload) };
   return source.workload.namespace === namespace ? pods : { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: source.workload.namespace }), ...pods };
 }
 
@@ -138,7 +164,7 @@ function networkPolicy(d: Destination, sources: Array<{ source: Source; ports: P
     kind: 'NetworkPolicy',
     metadata: { name: dnsName(`${workload.name}-observed${suffix}`), namespace: workload.namespace, labels: { [RECOMMENDED_LABEL]: 'true' } },
     spec: {
-      podSelector: matchLabels(workload.selector),
+      podSelector: podSelectorOf(workload),
       policyTypes: ['Ingress'],
       ingress: sources.map(({ source, ports }) => ({
         from: [networkPolicyPeer(source, workload.namespace)],
@@ -154,13 +180,17 @@ function clusterProtocols(ports: Port[]): Array<Record<string, unknown>> {
 
 function clusterPolicies(d: Destination, sources: Array<{ source: Source; ports: Port[] }>, nextPriority: () => number): KubeObject[] {
   const { workload } = d;
-  const subject = { pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: workload.namespace }), podSelector: matchLabels(workload.selector) } };
+  const subject = { pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: workload.namespace }), podSelector: podSelectorOf(workload) } };
+  const ruleNames = new Set<string>();
   const rules = sources.map(({ source, ports }) => {
     const w = (source as Extract<Source, { kind: 'workload' }>).workload;
+    // Rule names must differ within a policy; `a-b/c` and `a/b-c` would not.
+    const name = freeName(`accept-from-${dnsName(`${w.namespace}-${w.name}`, 80)}`, (n) => ruleNames.has(n), 100);
+    ruleNames.add(name);
     return {
-      name: `accept-from-${dnsName(`${w.namespace}-${w.name}`, 80)}`,
+      name,
       action: 'Accept',
-      from: [{ pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: w.namespace }), podSelector: matchLabels(w.selector) } }],
+      from: [{ pods: { namespaceSelector: matchLabels({ [NAMESPACE_NAME_LABEL]: w.namespace }), podSelector: podSelectorOf(w) } }],
       protocols: clusterProtocols(ports),
     };
   });
@@ -210,7 +240,7 @@ function origins(state: ClusterState, flows: RecordedFlow[], options: RecommendO
           continue;
         }
         target = { kind: 'workload', workload: dst };
-        port = portOf(r.dstPod, f.flow.protocol, r.packet.dstPort);
+        port = portOf(dst, f.flow.protocol, r.packet.dstPort);
       } else {
         target = { kind: 'address', address: formatIP(r.packet.dst), family: r.packet.family };
         port = { protocol: f.flow.protocol, port: r.packet.dstPort };
@@ -236,7 +266,7 @@ function egressPolicy(o: Origin): KubeObject {
     kind: 'NetworkPolicy',
     metadata: { name: dnsName(`${workload.name}-egress-observed`), namespace: workload.namespace, labels: { [RECOMMENDED_LABEL]: 'true' } },
     spec: {
-      podSelector: matchLabels(workload.selector),
+      podSelector: podSelectorOf(workload),
       policyTypes: ['Egress'],
       egress: targets.map(({ target, ports }) => ({
         to: [networkPolicyPeer(target, workload.namespace)],
@@ -263,13 +293,20 @@ export function recommendPolicies(state: ClusterState, flows: RecordedFlow[], op
   for (const d of destinations(state, flows, options, notes, covered)) {
     const sources = sortedSources(d);
     if (!options.cluster) { objects.push(networkPolicy(d, sources)); continue; }
-    const fromPods = sources.filter((s) => s.source.kind === 'workload');
-    const fromAddresses = sources.filter((s) => s.source.kind === 'address');
+    const fromPods = sources.filter((s) => s.source.kind === 'workload' && !s.source.self);
+    const fromAddresses = sources.filter((s) => s.source.kind === 'address' || s.source.self);
     objects.push(...clusterPolicies(d, fromPods, nextPriority));
-    // Addresses outside the cluster pass the Admin tier (its Deny names pods); a NetworkPolicy admits the observed ones only.
+    // Addresses outside the cluster pass the Admin tier (its Deny names pods), and so does a pod's traffic to itself; a NetworkPolicy admits the observed ones only.
     if (fromAddresses.length) objects.push(networkPolicy(d, fromAddresses, '-addresses'));
   }
   if (options.egress) for (const o of origins(state, flows, options, notes, covered)) objects.push(egressPolicy(o));
+  // Names are shortened and lower-cased, so two workloads (`Web` and `web`, `a-b/c` and `a/b-c` for cluster-scoped policies, long names alike past 63 characters) may meet: the later one, in the stable order above, takes the first free `-2`, `-3`...
+  const taken = new Set<string>();
+  for (const o of objects) {
+    const id = (name: string) => `${o.kind} ${o.metadata.namespace ?? ''}/${name}`;
+    o.metadata.name = freeName(o.metadata.name, (name) => taken.has(id(name)));
+    taken.add(id(o.metadata.name));
+  }
   const ctx = validationContext([]);
   for (const o of objects) {
     const problems = validateObject(o, ctx);

@@ -33,6 +33,12 @@ export interface Workload {
   name: string;
   /** The labels a selector matches it by. */
   selector: Record<string, string>;
+  /**
+   * Labels its pods lack and a sibling workload's pods carry (a canary's
+   * `track`): the selector requires them absent, since the labels alone
+   * would pick the sibling too. Sorted; empty for most workloads.
+   */
+  absent: string[];
   /** The known pods it stands for. */
   pods: PodInfo[];
 }
@@ -84,11 +90,18 @@ export class WorkloadIndex {
       // The app labels alone when they pick exactly this group among the namespace's pods; all stable labels otherwise.
       const exact = Object.keys(preferred).length > 0 && neighbours.filter((p) => selects(preferred, p)).every((p) => group.includes(p));
       const selector = exact ? preferred : stable;
+      // Pods of other workloads the labels still pick carry every label of this one and more; one of theirs, required absent, leaves them out.
+      const absent = new Set<string>();
+      for (const p of neighbours) {
+        if (group.includes(p) || !selects(selector, p)) continue;
+        const extra = Object.keys(stableLabels(p)).filter((k) => !(k in stable)).sort();
+        if (extra.length) absent.add(extra[0]);
+      }
       const named = preferred['app.kubernetes.io/name'] ?? preferred.app ?? preferred['k8s-app'] ?? baseName(first);
       let name = named;
       for (let i = 2; names.has(`${first.namespace}/${name}`); i++) name = `${named}-${i}`;
       names.add(`${first.namespace}/${name}`);
-      const workload: Workload = { namespace: first.namespace, name, selector, pods: group };
+      const workload: Workload = { namespace: first.namespace, name, selector, absent: [...absent].sort(), pods: group };
       for (const pod of group) this.byPod.set(pod.id, workload);
     }
   }
