@@ -93,6 +93,12 @@ export class AdminMetrics {
       registers,
       collect() { this.reset(); this.inc(flows?.buffer.dropped ?? 0); },
     });
+    new Counter({
+      name: 'kwp_flow_records_unattributed_total',
+      help: 'Directions of flow records whose deciding stage or rule the drain could not work out (action Unknown, or a policy without its rule), counted once per flow key and drain interval: a stage failed between the connection and the drain, or answered the drain otherwise than the packet.',
+      registers,
+      collect() { this.reset(); this.inc(flows?.buffer.unattributed ?? 0); },
+    });
     this.decisionSeconds = new Histogram({
       name: 'kwp_stage_decision_seconds',
       help: `Time one stage takes for one decision, sampled one decision in ${this.sampleEvery}.`,

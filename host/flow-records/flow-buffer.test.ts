@@ -265,6 +265,6 @@ describe('FlowBuffer with the walk left to the drain', () => {
     expect(buffer.direction(0, 1)).toEqual({ outcome: Outcome.Default, stage: -1, reason: 0, rule: 0 });
     buffer.walkLost(1);
     expect(buffer.direction(1, 0).outcome).toBe(Outcome.Unknown);
-    expect(buffer.unattributed).toBe(1);
+    expect(buffer.unattributed).toBe(2);
   });
 });

@@ -580,10 +580,10 @@ export class FlowBuffer {
     this.bytes[slot * SLOT_BYTES] &= ~(SlotFlag.WalkDeferred | SlotFlag.CodesDeferred);
   }
 
-  /** The slot's walk could not be worked out (Outcome.Unknown): counted in `unattributed`. */
+  /** The slot's walk could not be worked out (Outcome.Unknown): both directions counted in `unattributed`. */
   walkLost(slot: number): void {
     this.walkFinished(slot, Outcome.Unknown, Outcome.Unknown);
-    this.unattributed++;
+    this.unattributed += 2;
   }
 
   /**

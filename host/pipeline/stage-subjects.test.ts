@@ -43,3 +43,30 @@ describe("a module's subject list is bounded by the pods the host gave it", () =
     stage.dispose();
   });
 });
+
+describe('subjects asked for by the drain of a flow buffer before a delivery', () => {
+  it('are those of the state before it, and the delivery makes them stale as any change does', async () => {
+    const { benchModules } = await import('../../bench/harness.js');
+    const state = new ClusterState();
+    state.replace(Kinds.Namespace, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x', labels: { 'kubernetes.io/metadata.name': 'x' } } }]);
+    state.replace(Kinds.Pod, [pod('a', '10.0.0.1'), pod('b', '10.0.0.2')]);
+    const np = new Stage({ name: 'np', module: 'network-policy' }, benchModules().resolve('network-policy')!, state);
+    np.start();
+    // A stage whose subjects nothing asked for yet (a new instance), recording to a buffer whose drain asks for them,
+    // as the drain's walk does (Pipeline.finishWalk, Stage.drainSubjects).
+    (np as unknown as { subjectsState: string }).subjectsState = 'never';
+    const askedBeforeDelivery: Array<Uint8Array | null> = [];
+    np.guardFlows({ settle: () => { askedBeforeDelivery.push(np.subjectFilter()); }, noteFailure: () => undefined });
+    const b = [...state.pods()].find((p) => p.name === 'b')!;
+    state.replace(Kinds.NetworkPolicy, [{ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'isolate-b', namespace: 'x' }, spec: { podSelector: { matchLabels: {} }, policyTypes: ['Ingress'] } }]);
+    // The drain saw the state before the policy: no subject.
+    expect(askedBeforeDelivery).toHaveLength(1);
+    expect(askedBeforeDelivery[0]?.[b.id] ?? 0).toBe(0);
+    // After the delivery the filter must not be that one: no filter until recomputed (every pod asked), then one with b.
+    const now = np.subjectFilter();
+    expect(now === null || now[b.id] === 1).toBe(true);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(np.subjectFilter()?.[b.id]).toBe(1);
+    np.dispose();
+  });
+});

@@ -1296,6 +1296,9 @@ export class Stage implements StateListener {
       }
     }
     this.settleFlows();
+    // The drain asks the module as it is before this delivery, and may have computed its subjects
+    // then (a stage whose subjects were never asked for): they change with the delivery all the same.
+    this.subjectsChanged();
     try {
       fn(inst);
     } catch (err) {
