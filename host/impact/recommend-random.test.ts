@@ -124,6 +124,28 @@ function unobservedProbes(s: Scenario, random: Random, namespace: string | undef
   return out;
 }
 
+/** Random unobserved connections out of source workloads that sent traffic: to other addresses, other ports, other workloads. */
+function egressProbes(s: Scenario, random: Random, namespace: string | undefined): FlowInput[] {
+  const sent = new Set<string>();
+  for (const f of s.flows) {
+    const src = podAt(s.cluster, f.src);
+    if (src?.workload && (namespace === undefined || src.namespace === namespace)) sent.add(src.workload);
+  }
+  const observedOut = new Set(s.flows.map((f) => `${identityOf(s.cluster, f.src)} > ${identityOf(s.cluster, f.dst)} ${f.protocol}/${f.port}`));
+  const sources = s.cluster.pods.filter((p) => p.workload && sent.has(p.workload));
+  const targets = s.cluster.pods.filter((p) => p.workload);
+  const out: FlowInput[] = [];
+  for (let i = 0; i < 60 && sources.length; i++) {
+    const src = pick(random, sources);
+    const toPod = random() < 0.6;
+    const dst = toPod ? pick(random, targets).ref : pick(random, [...EXTERNAL_V4, '192.0.2.200']);
+    const [protocol, port] = pick(random, ['TCP/443', 'TCP/80', 'TCP/8080', 'UDP/53', 'SCTP/3868', 'TCP/9090']).split('/');
+    if (observedOut.has(`${src.workload} > ${identityOf(s.cluster, dst)} ${protocol}/${port}`)) continue;
+    out.push({ src: src.ref, dst, protocol: protocol as FlowInput['protocol'], port: Number(port) });
+  }
+  return out;
+}
+
 /** The recommendation as kubectl would get it: YAML read back by the strict manifest loader. */
 async function applied(objects: KubeObject[], name: string): Promise<KubeObject[]> {
   const path = join(dir, name);
@@ -180,6 +202,14 @@ describe.each(MODES)('recommended %s on random clusters', (mode, options) => {
       const explained = withEvaluator([...s.objects, ...stripped(written)], (ev) => probes.map((p) => ev.evaluate(p).verdict));
       const opened = probes.filter((_, i) => after[i] === 'allow' && explained[i] === 'deny').map((p) => flowKeyOf(p));
       expect(opened, `seed ${seed}`).toEqual([]);
+    });
+
+    it.runIf(opts.egress)('with --egress, allows no unobserved connection out of the workloads that sent traffic, unless a pre-existing policy does', () => {
+      const probes = egressProbes(s, seededRandom(seed * 37), namespace);
+      expect(probes.length).toBeGreaterThan(0);
+      const after = withEvaluator([...s.objects, ...written], (ev) => probes.map((p) => ev.evaluate(p).verdict));
+      const explained = withEvaluator([...s.objects, ...stripped(written)], (ev) => probes.map((p) => ev.evaluate(p).verdict));
+      expect(probes.filter((_, i) => after[i] === 'allow' && explained[i] === 'deny').map((p) => flowKeyOf(p)), `seed ${seed}`).toEqual([]);
     });
 
     it('writes byte-identical output for the same flows, in any order and with duplicates', () => {
