@@ -157,7 +157,7 @@ function randomPolicies(random: Random, namespaces: string[], base: KubeObject[]
     out.push({
       apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name: `pre-${tier.toLowerCase()}-${i}` },
       spec: {
-        tier, priority: int(random, 150),
+        tier, priority: random() < 0.4 ? 100 + int(random, 3) : int(random, 150),
         subject: { namespaces: { matchLabels: { 'kubernetes.io/metadata.name': pick(random, namespaces) } } },
         ingress: [{
           name: `${action.toLowerCase()}-${i}`, action: tier === 'Baseline' && action === 'Pass' ? 'Deny' : action,

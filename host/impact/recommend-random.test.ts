@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { KubeObject, StageTrace } from '../contract.js';
-import { OfflineEvaluator, stateFromObjects, type FlowInput } from '../eval.js';
+import { OfflineEvaluator, priorityTieWarnings, stateFromObjects, type FlowInput } from '../eval.js';
 import { seededRandom } from '../dataplane/seeded-random.js';
 import { loadManifests } from '../sources/manifest-files.js';
 import { validateObject, validationContext } from '../validation/object-validator.js';
@@ -196,6 +196,8 @@ describe.each(MODES)('recommended %s on random clusters', (mode, options) => {
       const ctx = validationContext([]);
       expect(rec.objects.flatMap((o) => validateObject(o, ctx).map((p) => `${o.metadata.name}: ${p}`))).toEqual([]);
       expect(written).toEqual(rec.objects);
+      // No recommended cluster policy shares a priority with another Admin-tier policy (ties among the pre-existing ones are theirs).
+      expect(priorityTieWarnings([...s.objects, ...rec.objects])).toEqual(priorityTieWarnings(s.objects));
       if (namespace) {
         for (const o of rec.objects) expect(o.metadata.namespace ?? o.spec.subject.pods.namespaceSelector.matchLabels['kubernetes.io/metadata.name']).toBe(namespace);
       }

@@ -9,7 +9,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, stringify } from 'yaml';
 import { loadManifests } from '../sources/manifest-files.js';
-import { OfflineEvaluator, stateFromObjects, type FlowInput } from '../eval.js';
+import { OfflineEvaluator, priorityTieWarnings, stateFromObjects, type FlowInput } from '../eval.js';
 import type { KubeObject } from '../contract.js';
 import type { FlowProtocol } from '../flows.js';
 import { recordedFlowsFromValues } from './recorded-flows.js';
@@ -334,5 +334,18 @@ describe('the check of a recommendation in a cluster of mixed IP families', () =
     // 7 pods: the six IPv4 ones pair with each other; the IPv6-only one with itself and the dual-stack frontend, both ways.
     expect(check.cells).toBe(6 * 6 + 3);
     expect(check.newlyDenied).toEqual([{ src: 'shop/ledger-0', dst: 'shop/ledger-0', protocol: 'TCP', port: 7000 }]);
+  });
+});
+
+describe('recommended ClusterNetworkPolicies beside Admin-tier policies of the cluster', () => {
+  it('skip the priorities those policies hold, so none of them ties with the recommendation', () => {
+    const held = [100, 102].map((priority): KubeObject => ({
+      apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name: `held-${priority}` },
+      spec: { tier: 'Admin', priority, subject: { namespaces: {} }, ingress: [{ name: 'pass-web', action: 'Pass', from: [{ namespaces: { matchLabels: { 'kubernetes.io/metadata.name': 'web' } } }] }] },
+    }));
+    const cluster = [...CLUSTER, ...held];
+    const { objects } = recommendPolicies(stateFromObjects(cluster), recordedFlowsFromValues(OBSERVED, 'observed').flows, { cluster: true });
+    expect(objects.filter((o) => o.kind === 'ClusterNetworkPolicy').map((o) => o.spec.priority)).toEqual([101, 103, 104]);
+    expect(priorityTieWarnings([...cluster, ...objects])).toEqual([]);
   });
 });

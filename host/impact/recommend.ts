@@ -286,7 +286,10 @@ export function recommendPolicies(state: ClusterState, flows: RecordedFlow[], op
   const covered = new Set<RecordedFlow>();
   const objects: KubeObject[] = [];
   let priority = options.priority ?? 100;
+  // Upstream leaves the order of equal priorities undefined: the priorities Admin-tier policies of the cluster hold are skipped, so none ties.
+  const held = new Set(state.objects(Kinds.ClusterNetworkPolicy).filter((o) => o.spec?.tier === 'Admin').map((o) => o.spec?.priority));
   const nextPriority = () => {
+    while (held.has(priority)) priority++;
     if (priority > 1000) throw new KwpError('KWP_ERR_USAGE', `kwp recommend: more ClusterNetworkPolicies than priorities up to 1000; give a lower --priority or use --namespace`);
     return priority++;
   };
