@@ -219,6 +219,21 @@ describe.each(MODES)('recommended %s on random clusters', (mode, options) => {
       for (const r of denied) expect(denyIsPreExisting(r.egress, r.ingress, written, !!opts.cluster), `seed ${seed}: ${r.walkthrough}`).toBe(true);
       const check = checkRecommendation({ objects: s.objects, recommended: written, flows: rec.covered });
       expect(check.notAllowed.map(flowKeyOf).sort()).toEqual(denied.map(flowKeyOf).sort());
+      // What it says it takes away: sampled cells of the matrix, decided here on their own, allowed now and denied with it exactly when listed.
+      if (!check.matrixSkipped) {
+        const random = seededRandom(seed * 53);
+        const refs = s.cluster.pods.map((p) => p.ref);
+        const ports = [...new Set(rec.covered.map((f) => `${f.flow.protocol}/${f.flow.port}`))];
+        const listed = new Set(check.newlyDenied.map(flowKeyOf));
+        const observedKeys = new Set(rec.covered.map((f) => flowKeyOf(f.flow)));
+        const cells = Array.from({ length: 40 }, () => {
+          const [protocol, port] = pick(random, ports).split('/');
+          return { src: pick(random, refs), dst: pick(random, refs), protocol: protocol as FlowInput['protocol'], port: Number(port) };
+        }).filter((c) => !observedKeys.has(flowKeyOf(c)) && podAt(s.cluster, c.src)!.ips.some((a) => podAt(s.cluster, c.dst)!.ips.some((b) => a.includes(':') === b.includes(':'))));
+        const now = withEvaluator(s.objects, (ev) => cells.map((c) => ev.evaluate(c).verdict));
+        const then = withEvaluator([...s.objects, ...written], (ev) => cells.map((c) => ev.evaluate(c).verdict));
+        expect(cells.filter((_, i) => now[i] === 'allow' && then[i] === 'deny').map(flowKeyOf).sort()).toEqual(cells.filter((c) => listed.has(flowKeyOf(c))).map(flowKeyOf).sort());
+      }
       if (!s.cluster.policies.length) expect(denied).toEqual([]);
     });
 
@@ -487,5 +502,16 @@ describe('kwp recommend and kwp diff at the edges', () => {
     const refused = await cli(runDiff, ['--manifests', current, '--proposed', proposed, '--flows', bad]);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain(`${bad}: flow 2 (line 2): field "family" must be 4 or 6, not number 5`);
+  });
+
+  it('with --cluster, splits a destination with more sources than one policy holds into policies in a row, allowing each source and nothing else', async () => {
+    const sources = Array.from({ length: 30 }, (_, i) => pod('b', `client-${i}`, { app: `client-${i}` }, [`10.31.0.${i + 1}`]));
+    const cluster = [...EDGE, ...sources];
+    const flows: FlowInput[] = sources.map((p, i) => ({ src: `b/${p.metadata.name}`, dst: 'a/web-2', port: i % 2 ? 8080 : 9443 }));
+    const { rec, written, verdicts } = await allowedAfter(cluster, flows, { cluster: true });
+    expect(rec.objects.map((o) => `${o.metadata.name} ${o.spec.priority} ${o.spec.ingress.length}`)).toEqual(['a-web-observed-1 100 24', 'a-web-observed-2 101 7']);
+    expect(verdicts.filter((v) => !v.endsWith(' allow'))).toEqual([]);
+    const others: FlowInput[] = flows.map((f) => ({ ...f, port: f.port === 8080 ? 9443 : 8080 }));
+    expect(withEvaluator([...cluster, ...written], (ev) => others.filter((f) => ev.evaluate(f).verdict === 'allow').map(flowKeyOf))).toEqual([]);
   });
 });
