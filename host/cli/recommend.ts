@@ -94,7 +94,8 @@ async function recommend(argv: string[]): Promise<number> {
   }
 
   if (output === 'json') process.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: recommended }, null, 2)}\n`);
-  else process.stdout.write(recommended.map((o) => stringify(o)).join('---\n'));
+  // kubectl reads YAML the 1.1 way, where a bare yes, on, n or 1_000 is a bool or a number: quoted as 1.1 would need, a label value stays a string.
+  else process.stdout.write(recommended.map((o) => stringify(o, { version: '1.1' })).join('---\n'));
 
   const check = checkRecommendation({ objects, recommended, flows: covered, pipeline, modules: modules?.resolver });
   const say = (line: string) => process.stderr.write(`${line}\n`);

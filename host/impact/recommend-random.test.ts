@@ -514,4 +514,15 @@ describe('kwp recommend and kwp diff at the edges', () => {
     const others: FlowInput[] = flows.map((f) => ({ ...f, port: f.port === 8080 ? 9443 : 8080 }));
     expect(withEvaluator([...cluster, ...written], (ev) => others.filter((f) => ev.evaluate(f).verdict === 'allow').map(flowKeyOf))).toEqual([]);
   });
+
+  it('quotes label values and keys that YAML 1.1, as kubectl reads it, would take for booleans or numbers', async () => {
+    const cluster = [...EDGE, pod('b', 'flag-1', { app: 'on', enabled: 'yes', n: '1_000' }, ['10.32.0.1']), pod('b', 'flag-2', { app: 'off', y: 'N' }, ['10.32.0.2'])];
+    const manifests = writeCluster('edge-yaml11', cluster);
+    const flows = writeLines('edge-yaml11.jsonl', [{ src: 'b/flag-1', dst: 'b/flag-2', port: 8080, protocol: 'TCP' }, { src: 'b/flag-2', dst: 'b/flag-1', port: 8080, protocol: 'TCP' }]);
+    const r = await cli(runRecommend, ['--manifests', manifests, '--flows', flows]);
+    expect(r.code).toBe(0);
+    const read11 = parseAllDocuments(r.stdout, { version: '1.1' }).map((d) => d.toJSON());
+    expect(read11).toEqual(recommendPolicies(stateFromObjects(cluster), observed([{ src: 'b/flag-1', dst: 'b/flag-2', port: 8080, protocol: 'TCP' }, { src: 'b/flag-2', dst: 'b/flag-1', port: 8080, protocol: 'TCP' }])).objects);
+    expect(JSON.stringify(read11)).toContain('"app":"on"');
+  });
 });
