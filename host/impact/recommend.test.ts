@@ -349,3 +349,23 @@ describe('recommended ClusterNetworkPolicies beside Admin-tier policies of the c
     expect(priorityTieWarnings([...cluster, ...objects])).toEqual([]);
   });
 });
+
+describe('recommended ClusterNetworkPolicies below an Admin-tier Pass', () => {
+  it('admit the observed pod sources in the NetworkPolicy beside them too, since the Pass hands their traffic to the NetworkPolicies that policy isolates', async () => {
+    const pass: KubeObject = {
+      apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name: 'pass-web' },
+      spec: { tier: 'Admin', priority: 5, subject: { namespaces: { matchLabels: { 'kubernetes.io/metadata.name': 'shop' } } }, ingress: [{ name: 'pass-web', action: 'Pass', from: [{ namespaces: { matchLabels: { 'kubernetes.io/metadata.name': 'web' } } }] }] },
+    };
+    const cluster = [...CLUSTER, pass];
+    const observed = [
+      { src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 },
+      { src: '203.0.113.7', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 },
+    ];
+    const written = await roundTrip(recommendPolicies(stateFromObjects(cluster), recordedFlowsFromValues(observed, 'observed').flows, { cluster: true }).objects, dir, 'pass.yaml');
+    expect(verdicts([...cluster, ...written], observed).filter((v) => !v.endsWith(' allow'))).toEqual([]);
+    // The Pass hands web/debug down as well; the NetworkPolicy admits only what was observed.
+    expect(verdicts([...cluster, ...written], [{ src: 'web/debug', dst: 'shop/api-5c4b9d7f8-abcde', port: 8080 }, { src: 'web/frontend-7d9f8b6c5d-x2kq9', dst: 'shop/api-5c4b9d7f8-abcde', port: 9090 }])).toEqual([
+      'web/debug -> shop/api-5c4b9d7f8-abcde TCP/8080 deny', 'web/frontend-7d9f8b6c5d-x2kq9 -> shop/api-5c4b9d7f8-abcde TCP/9090 deny',
+    ]);
+  });
+});

@@ -300,7 +300,8 @@ export function recommendPolicies(state: ClusterState, flows: RecordedFlow[], op
     const fromAddresses = sources.filter((s) => s.source.kind === 'address' || s.source.self);
     objects.push(...clusterPolicies(d, fromPods, nextPriority));
     // Addresses outside the cluster pass the Admin tier (its Deny names pods), and so does a pod's traffic to itself; a NetworkPolicy admits the observed ones only.
-    if (fromAddresses.length) objects.push(networkPolicy(d, fromAddresses, '-addresses'));
+    // Its isolation also meets the pod sources a higher Admin-tier Pass hands down to the NetworkPolicies: it admits those observed too, and still nothing else.
+    if (fromAddresses.length) objects.push(networkPolicy(d, sources, '-addresses'));
   }
   if (options.egress) for (const o of origins(state, flows, options, notes, covered)) objects.push(egressPolicy(o));
   // Names are shortened and lower-cased, so two workloads (`Web` and `web`, `a-b/c` and `a/b-c` for cluster-scoped policies, long names alike past 63 characters) may meet: the later one, in the stable order above, takes the first free `-2`, `-3`...
