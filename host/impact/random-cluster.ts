@@ -25,6 +25,8 @@ export interface GenPod {
   workload?: string;
   ips: string[];
   ports: GenPort[];
+  /** On the node's network: policies see its node address, never a pod. */
+  hostNetwork?: true;
 }
 
 export interface GenCluster {
@@ -117,6 +119,16 @@ export function generateRandomCluster(seed: number, options: GenOptions = {}): G
         }
       }
     }
+    if (random() < 0.3) {
+      // A node agent: its traffic is the node's, so recommend admits its address, and no policy is written for it as a destination.
+      const ip = `192.168.50.${pods.length + 1}`;
+      const p: GenPod = { namespace: ns, name: `node-agent-${token(random, 5)}`, ref: '', ips: [ip], ports: [PORTS[1]], hostNetwork: true };
+      p.ref = `${ns}/${p.name}`;
+      pods.push(p);
+      const obj = podObject(p, { app: 'node-agent' });
+      obj.spec.hostNetwork = true;
+      base.push(obj);
+    }
     if (random() < 0.4) addPod(ns, `loner-${token(random, 9)}-${token(random, 5)}`, { 'pod-template-hash': token(random, 9) }, undefined, [PORTS[0]], false);
   });
 
@@ -206,13 +218,19 @@ export function generateRandomFlows(cluster: GenCluster, seed: number, count: nu
 
 /** The pod an end names (by reference or address), if any. */
 export function podAt(cluster: GenCluster, end: string): GenPod | undefined {
-  return cluster.pods.find((p) => p.ref === end || p.ips.includes(end));
+  return cluster.pods.find((p) => !p.hostNetwork && (p.ref === end || p.ips.includes(end)));
+}
+
+/** An end as policies see it: a host-networked pod is its node's address. */
+export function addressOf(cluster: GenCluster, end: string): string {
+  const host = cluster.pods.find((p) => p.hostNetwork && (p.ref === end || p.ips.includes(end)));
+  return host ? host.ips[0] : end;
 }
 
 /** An end's identity at workload level: the generated workload of its pod, or the address. */
 export function identityOf(cluster: GenCluster, end: string): string | undefined {
   const p = podAt(cluster, end);
-  return p ? p.workload : `ip ${end}`;
+  return p ? p.workload : `ip ${addressOf(cluster, end)}`;
 }
 
 /** A flow as the agent records it: the fields `kwp flows -o json` writes, not only the four a reader needs. */
