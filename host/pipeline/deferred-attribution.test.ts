@@ -152,16 +152,22 @@ describe('deferred attribution on the recorded packet paths', () => {
   }, 180_000);
 });
 
+/** A pipeline of `spec` over a random cluster of `seed`, recording to a recorder of its own, its masks built. */
+function recording(seed: number, pipelineSpec: PipelineSpec, revision: number) {
+  const cluster = generateCluster(SCALE, seed);
+  const state = loadState(cluster);
+  const engine = engineFor(state, { feedThreads: false });
+  const pipeline = engine.build(pipelineSpec, 'pipeline', revision);
+  const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
+  pipeline.flowBuffer = recorder.buffer;
+  pipeline.refreshMasks();
+  return { cluster, pipeline, recorder };
+}
+
 describe('a walk left to the drain when a stage fails before the drain', () => {
   it('records the connections decided before the failure as Unknown where their walk met the failed stage, and those of the failing call and after as Failure at it', () => {
-    const cluster = generateCluster(SCALE, 31);
-    const state = loadState(cluster);
-    const engine = engineFor(state, { feedThreads: false });
     const stages = defaultPipeline().stages.map((s) => (s.name === 'np' ? { ...s, failurePolicy: 'fail-closed' as const } : s));
-    const pipeline = engine.build({ stages }, 'pipeline', 40);
-    const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
-    pipeline.flowBuffer = recorder.buffer;
-    pipeline.refreshMasks();
+    const { cluster, pipeline, recorder } = recording(31, { stages }, 40);
     const left = vi.spyOn(recorder.buffer, 'recordChunkWalkDeferred');
     // Before: TCP, decided by a healthy np, their walks left to the drain and still pending when np fails.
     const before = generateFlows(cluster, 400, 31).packets.filter((p) => p.protocol === 6).slice(0, 256);
@@ -203,13 +209,7 @@ describe('a walk left to the drain when a stage fails before the drain', () => {
 
 describe('a walk left to the drain whose stage answers the drain otherwise', () => {
   it('records the connection as Unknown with the verdict the packet got, and counts it, instead of naming a stage that did not decide it', () => {
-    const cluster = generateCluster(SCALE, 32);
-    const state = loadState(cluster);
-    const engine = engineFor(state, { feedThreads: false });
-    const pipeline = engine.build(defaultPipeline(), 'pipeline', 41);
-    const recorder = new FlowRecorder({ state, node: 'node-a', intervalMs: 60_000, bufferCapacity: 8192 });
-    pipeline.flowBuffer = recorder.buffer;
-    pipeline.refreshMasks();
+    const { cluster, pipeline, recorder } = recording(32, defaultPipeline(), 41);
     const packets = generateFlows(cluster, 300, 32).packets;
     const verdicts = packets.map((p) => pipeline.allows(p));
     // A module that promised its answers follow from the record and its state, and breaks the promise: asked
