@@ -179,6 +179,27 @@ function randomPolicies(random: Random, namespaces: string[], base: KubeObject[]
       },
     });
   }
+  // Drawn last, so the clusters of earlier seeds keep their policies above.
+  if (random() < 0.3) {
+    out.push({
+      apiVersion: 'policy.networking.k8s.io/v1alpha2', kind: 'ClusterNetworkPolicy', metadata: { name: 'pre-admin-egress' },
+      spec: {
+        tier: 'Admin', priority: int(random, 150),
+        subject: { namespaces: { matchLabels: { 'kubernetes.io/metadata.name': pick(random, namespaces) } } },
+        egress: [{ name: 'deny-metrics-out', action: 'Deny', to: [{ namespaces: { matchLabels: { team: pick(random, TEAMS) } } }], protocols: [{ tcp: { destinationPort: { number: 9090 } } }] }],
+      },
+    });
+  }
+  if (random() < 0.4) {
+    out.push({
+      apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'v1-from-stable', namespace: pick(random, namespaces) },
+      spec: {
+        podSelector: { matchExpressions: [{ key: 'version', operator: 'In', values: ['v1'] }] },
+        policyTypes: ['Ingress'],
+        ingress: [{ from: [{ podSelector: { matchExpressions: [{ key: 'track', operator: 'DoesNotExist' }] } }], ports: [{ protocol: 'TCP', port: 8080 }, { protocol: 'UDP', port: 'dns' }] }],
+      },
+    });
+  }
   return out;
 }
 

@@ -187,7 +187,7 @@ describe.each(MODES)('recommended %s on random clusters', (mode, options) => {
     // Seeds past 100 are bench/generator.ts clusters: its labels, policies and flow mix.
     const s = seed > 100 ? benchScenario(seed) : scenario(seed, seed % 2 === 0);
     const namespace = seed % 4 === 3 ? s.cluster.namespaces[1] : undefined;
-    const opts: RecommendOptions = { ...options, ...(namespace ? { namespace } : {}), ...(seed % 3 === 0 && !options.cluster ? { egress: true } : {}) };
+    const opts: RecommendOptions = { ...options, ...(namespace ? { namespace } : {}), ...(seed % 3 === 0 ? { egress: true } : {}) };
     const flows = observed(s.flows);
     const rec = recommendPolicies(stateFromObjects(s.objects), flows, opts);
     let written: KubeObject[] = [];
