@@ -364,6 +364,8 @@ describe('kwp diff on random changes of random clusters', () => {
     const random = seededRandom(seed * 977);
     const records = writeLines(`diff-${seed}-records.jsonl`, [...s.flows.map((f, i) => agentRecord(s.cluster, f, 1 + (i % 4), i % 2 ? 'allow' : 'deny')), { src: s.flows[0].src, dst: s.flows[0].src, port: 0, protocol: 'ICMP', count: 2 }]);
     const minimal = writeLines(`diff-${seed}-minimal.jsonl`, ['# minimal lines', ...s.flows.map(({ src, dst, port, protocol }) => ({ src, dst, port, protocol }))]);
+    const array = join(dir, `diff-${seed}-array.json`);
+    writeFileSync(array, JSON.stringify(s.flows.map(({ src, dst, port, protocol }) => ({ src, dst, port, protocol })), null, 2));
     let flipped = 0;
     for (const [name, proposed] of [...proposals(s, random), ['nothing', s.objects] as [string, KubeObject[]]]) {
       const path = writeCluster(`diff-${seed}-${name.replace(/\W+/g, '-')}`, proposed);
@@ -375,6 +377,10 @@ describe('kwp diff on random changes of random clusters', () => {
       expect(shape(fromMinimal), name).toEqual(expected);
       expect(fromRecords.code, name).toBe(expected.length ? 1 : 0);
       expect(fromMinimal.code, name).toBe(expected.length ? 1 : 0);
+      // A JSON array of the same lines, and the table form, say the same.
+      const fromArray = await cli(runDiff, ['--manifests', current, '--proposed', path, '--flows', array]);
+      expect(fromArray.code, name).toBe(expected.length ? 1 : 0);
+      expect(fromArray.stdout).toContain(`${expected.length} of ${new Set(s.flows.map(flowKeyOf)).size} flow`);
       expect(fromRecords.stderr).toContain('protocol ICMP has no ports');
       flipped += expected.length;
     }
