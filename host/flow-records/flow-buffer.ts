@@ -100,6 +100,12 @@ const RECORD_WORDS = RECORD_SIZE >> 2;
  * word 0's family and protocol bytes (little-endian shifts).
  */
 export const LEAN_WORDS = { copied: [0, 1, 3, 4, 5, 9], stride: 16, familyShift: 8, protocolShift: 16 } as const;
+
+/** The lean writers' test of a record's word 0 (literals, as LEAN_WORDS): IPv6 (family 6), ICMP or ICMPv6, whose slots need the side arrays. */
+function leanNeedsSideArrays(head: number): boolean {
+  const protocol = (head >>> 16) & 0xff;
+  return (head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58;
+}
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** Where byte 0 (the flags) and the family byte sit in word 0, read as a host-order word. */
 const FLAGS_SHIFT = LITTLE_ENDIAN ? 0 : 24;
@@ -355,8 +361,7 @@ export class FlowBuffer {
     w[o + 4] = record[5];
     w[o + 5] = record[9];
     // IPv6 (family byte 6) and ICMP (protocol 1, 58): the side arrays.
-    const protocol = (head >>> 16) & 0xff;
-    if ((head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58) this.claimMore(record, 0, slot, false);
+    if (leanNeedsSideArrays(head)) this.claimMore(record, 0, slot, false);
   }
 
   /**
@@ -388,16 +393,13 @@ export class FlowBuffer {
       w[o + 3] = records[at + 4];
       w[o + 4] = records[at + 5];
       w[o + 5] = records[at + 9];
-      const protocol = (head >>> 16) & 0xff;
-      if ((head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58) rare = true;
+      if (leanNeedsSideArrays(head)) rare = true;
       o += 8;
       if (o === end) o = 0;
     }
     if (!rare) return;
     for (let i = 0, at = 0, slot = first; i < n; i++, at += 16) {
-      const head = records[at];
-      const protocol = (head >>> 16) & 0xff;
-      if ((head & 0xff00) === 0x0600 || protocol === 1 || protocol === 58) this.claimMore(records, at, slot, false);
+      if (leanNeedsSideArrays(records[at])) this.claimMore(records, at, slot, false);
       if (++slot === this.capacity) slot = 0;
     }
   }
@@ -603,9 +605,14 @@ export class FlowBuffer {
 
   /** Whether a pending slot was claimed before the last noteFailure. */
   claimedBeforeFailure(slot: number): boolean {
+    return this.sequenceOf(slot) < this.failedBefore;
+  }
+
+  /** A pending slot's sequence number: claims are numbered from the buffer's first, `drained` counts those gone. */
+  private sequenceOf(slot: number): number {
     let k = slot - this.head;
     if (k < 0) k += this.capacity;
-    return this.drained + k < this.failedBefore;
+    return this.drained + k;
   }
 
   /** The drain asked for the deferred codes: they are in the slot now (setDirection). */
@@ -638,9 +645,7 @@ export class FlowBuffer {
    * reads its slots in order, so the run found last usually answers.
    */
   private runOf(slot: number): number {
-    let k = slot - this.head;
-    if (k < 0) k += this.capacity;
-    const seq = this.drained + k;
+    const seq = this.sequenceOf(slot);
     if (seq >= this.foundFrom && seq < this.foundTo) return this.foundRun;
     // Binary search over the pending runs, oldest first: the last whose start is <= seq.
     const capacity = this.capacity;
